@@ -1,0 +1,20 @@
+// Three tiers, told apart by file name: *.unit.spec.ts (no I/O), *.int.spec.ts (real NATS
+// and Redis on this machine), *.e2e.spec.ts (the built stack and the eph CLI as processes).
+const swc = ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }];
+const common = {
+  transform: { "^.+\\.(t|j)s$": swc },
+  moduleNameMapper: {
+    "^@ephemera/(.*)$": "<rootDir>/services/$1/src/index.ts",
+    "^(\\.{1,2}/.*)\\.js$": "$1",
+  },
+  testEnvironment: "node",
+  rootDir: __dirname,
+};
+module.exports = {
+  projects: [
+    { ...common, displayName: "unit", testMatch: ["<rootDir>/{services,test}/**/*.unit.spec.ts"] },
+    { ...common, displayName: "integration", testMatch: ["<rootDir>/{services,test}/**/*.int.spec.ts"] },
+    { ...common, displayName: "e2e", testMatch: ["<rootDir>/{services,test}/**/*.e2e.spec.ts"] },
+  ],
+  testTimeout: 60000,
+};

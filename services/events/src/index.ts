@@ -1,0 +1,132 @@
+// The typed events of ephemera: type strings, their proto payloads, and the aggregate
+// ids. Payloads are stored as canonical proto3 JSON.
+import * as pb from "@ephemera/proto";
+import type { NewEvent, RecordedEvent } from "@ephemera/eventstore";
+
+interface Codec<T> {
+  toJSON(m: T): unknown;
+  fromJSON(o: unknown): T;
+  fromPartial(o: never): T;
+}
+
+/** The payload of each event type. */
+export interface EventPayloads {
+  "ephemera.plugin.published.v1": pb.ResourcePluginPublished;
+  "ephemera.plugin.version_deleted.v1": pb.ResourcePluginVersionDeleted;
+  "ephemera.sandbox.created.v1": pb.SandboxCreated;
+  "ephemera.sandbox.resource_provision_requested.v1": pb.ResourceProvisionRequested;
+  "ephemera.sandbox.resource_provisioned.v1": pb.ResourceProvisioned;
+  "ephemera.sandbox.resource_provision_failed.v1": pb.ResourceProvisionFailed;
+  "ephemera.sandbox.ready.v1": pb.SandboxReady;
+  "ephemera.sandbox.deleting.v1": pb.SandboxDeleting;
+  "ephemera.sandbox.resource_deprovision_requested.v1": pb.ResourceDeprovisionRequested;
+  "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned;
+  "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed;
+  "ephemera.sandbox.deleted.v1": pb.SandboxDeleted;
+  "ephemera.workflow.started.v1": pb.WorkflowStarted;
+  "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched;
+  "ephemera.workflow.step_succeeded.v1": pb.WorkflowStepSucceeded;
+  "ephemera.workflow.step_failed.v1": pb.WorkflowStepFailed;
+  "ephemera.workflow.succeeded.v1": pb.WorkflowSucceeded;
+  "ephemera.workflow.failed.v1": pb.WorkflowFailed;
+  "ephemera.workflow.cancel_requested.v1": pb.WorkflowCancelRequested;
+  "ephemera.workflow.cancelled.v1": pb.WorkflowCancelled;
+  "ephemera.steprun.started.v1": pb.StepRunStarted;
+  "ephemera.steprun.succeeded.v1": pb.StepRunSucceeded;
+  "ephemera.steprun.failed.v1": pb.StepRunFailed;
+}
+
+const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
+  "ephemera.plugin.published.v1": pb.ResourcePluginPublished,
+  "ephemera.plugin.version_deleted.v1": pb.ResourcePluginVersionDeleted,
+  "ephemera.sandbox.created.v1": pb.SandboxCreated,
+  "ephemera.sandbox.resource_provision_requested.v1": pb.ResourceProvisionRequested,
+  "ephemera.sandbox.resource_provisioned.v1": pb.ResourceProvisioned,
+  "ephemera.sandbox.resource_provision_failed.v1": pb.ResourceProvisionFailed,
+  "ephemera.sandbox.ready.v1": pb.SandboxReady,
+  "ephemera.sandbox.deleting.v1": pb.SandboxDeleting,
+  "ephemera.sandbox.resource_deprovision_requested.v1": pb.ResourceDeprovisionRequested,
+  "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned,
+  "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed,
+  "ephemera.sandbox.deleted.v1": pb.SandboxDeleted,
+  "ephemera.workflow.started.v1": pb.WorkflowStarted,
+  "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched,
+  "ephemera.workflow.step_succeeded.v1": pb.WorkflowStepSucceeded,
+  "ephemera.workflow.step_failed.v1": pb.WorkflowStepFailed,
+  "ephemera.workflow.succeeded.v1": pb.WorkflowSucceeded,
+  "ephemera.workflow.failed.v1": pb.WorkflowFailed,
+  "ephemera.workflow.cancel_requested.v1": pb.WorkflowCancelRequested,
+  "ephemera.workflow.cancelled.v1": pb.WorkflowCancelled,
+  "ephemera.steprun.started.v1": pb.StepRunStarted,
+  "ephemera.steprun.succeeded.v1": pb.StepRunSucceeded,
+  "ephemera.steprun.failed.v1": pb.StepRunFailed,
+};
+
+export type EventType = keyof EventPayloads;
+type Payload<K extends EventType> = EventPayloads[K];
+
+/** An event as domain code sees it: a discriminated union on `type`. */
+export type DomainEvent = { [K in EventType]: { type: K; data: Payload<K> } }[EventType];
+export type EventOf<K extends EventType> = Extract<DomainEvent, { type: K }>;
+
+export const EVENT_TYPES = Object.keys(codecs) as EventType[];
+
+export function isEventType(t: string): t is EventType {
+  return Object.prototype.hasOwnProperty.call(codecs, t);
+}
+
+/** Builds an event, filling the payload's defaults. */
+export function ev<K extends EventType>(type: K, data: Partial<Payload<K>> = {}): EventOf<K> {
+  const codec = codecs[type] as unknown as Codec<Payload<K>>;
+  return { type, data: codec.fromPartial(data as never) } as unknown as EventOf<K>;
+}
+
+export function encode(e: DomainEvent): NewEvent {
+  const codec = codecs[e.type] as unknown as Codec<unknown>;
+  return { type: e.type, data: codec.toJSON(e.data) };
+}
+
+/** Decodes a recorded event; undefined for a type this version does not know. */
+export function decode(e: RecordedEvent): DomainEvent | undefined {
+  if (!isEventType(e.type)) return undefined;
+  const codec = codecs[e.type] as unknown as Codec<unknown>;
+  return { type: e.type, data: codec.fromJSON(e.data) } as DomainEvent;
+}
+
+export const Aggregates = {
+  plugin: "plugin",
+  sandbox: "sandbox",
+  workflow: "workflow",
+  steprun: "steprun",
+} as const;
+
+export type Phase = "create" | "delete";
+
+/** `<routingKey>.<resource>.<phase>`: unique per sandbox incarnation (the routing key is minted at creation). */
+export const workflowId = (routingKey: string, resource: string, phase: Phase) => `${routingKey}.${resource}.${phase}`;
+
+/** `<workflowId>.<step>.<attempt>`: deterministic, so a redelivered dispatch never starts a second run. */
+export const runId = (workflow: string, step: string, attempt: number) => `${workflow}.${step}.${attempt}`;
+
+export function parseRunId(id: string): { workflowId: string; routingKey: string; resource: string; phase: Phase; step: string; attempt: number } | undefined {
+  const t = id.split(".");
+  if (t.length !== 5) return undefined;
+  const [routingKey, resource, phase, step, attempt] = t as [string, string, string, string, string];
+  if (phase !== "create" && phase !== "delete") return undefined;
+  const n = Number(attempt);
+  if (!Number.isInteger(n) || n < 1) return undefined;
+  return { workflowId: `${routingKey}.${resource}.${phase}`, routingKey, resource, phase, step, attempt: n };
+}
+
+/** Output values are secrets: tools print events with values replaced by their sizes. */
+export function redact(e: RecordedEvent): RecordedEvent {
+  if (e.type !== "ephemera.steprun.succeeded.v1") return e;
+  const data = e.data as { outputs?: Array<{ name: string; value?: string }> };
+  return {
+    ...e,
+    data: {
+      ...data,
+      outputs: (data.outputs ?? []).map((o) => ({ name: o.name, size: Buffer.from(o.value ?? "", "base64").length })),
+    },
+  };
+}

@@ -1,0 +1,228 @@
+// The event store on NATS JetStream. One message per commit on
+// `<prefix>.ev.<aggregate>.<id>`; optimistic concurrency through
+// Nats-Expected-Last-Subject-Sequence, deduplication through Nats-Msg-Id.
+import { connect } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { headers as natsHeaders } from "@nats-io/nats-core";
+import {
+  AckPolicy, DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
+  type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg,
+} from "@nats-io/jetstream";
+import { ConcurrencyError, UnavailableError, ulidGen, type Logger } from "@ephemera/kit";
+import { envelopes, storedForm } from "./envelope.js";
+import type {
+  AggregateEvents, AppendMeta, AppendResult, Commit, CommitHandler, DurableOptions, EventStore, Expected,
+  FollowOptions, NewEvent, RecordedEvent, Subscription,
+} from "./types.js";
+
+const WRONG_LAST_SEQUENCE = 10071;
+const NO_MESSAGE_FOUND = 10037;
+const CONSUMER_NOT_FOUND = 10014;
+
+export interface JetStreamStoreOptions {
+  prefix: string;
+  replicas?: number;
+  logger?: Logger;
+  now?: () => Date;
+}
+
+export const eventSubject = (prefix: string, aggregate: string, id: string) => `${prefix}.ev.${aggregate}.${id}`;
+export const eventStreamName = (prefix: string) => `${prefix}_events`;
+
+export async function connectNats(url: string, name: string): Promise<NatsConnection> {
+  try {
+    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+  } catch (err) {
+    throw new UnavailableError(`cannot connect to NATS at ${url}`, { cause: err });
+  }
+}
+
+export class JetStreamEventStore implements EventStore {
+  private readonly stream: string;
+  private readonly newId = ulidGen();
+  private readonly now: () => Date;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly options: JetStreamStoreOptions,
+  ) {
+    this.stream = eventStreamName(options.prefix);
+    this.now = options.now ?? (() => new Date());
+  }
+
+  /** Opens the store, creating the events stream if it does not exist. */
+  static async open(nc: NatsConnection, options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
+    const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+    const name = eventStreamName(options.prefix);
+    try {
+      await jsm.streams.info(name);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError)) throw err;
+      await jsm.streams.add({
+        name,
+        subjects: [`${options.prefix}.ev.>`],
+        storage: StorageType.File,
+        num_replicas: options.replicas ?? 1,
+        duplicate_window: 2 * 60 * 1_000_000_000,
+      });
+    }
+    return new JetStreamEventStore(nc, jetstream(nc, { timeout: 10_000 }), jsm, options);
+  }
+
+  async append(aggregate: string, id: string, expected: Expected, events: NewEvent[], meta: AppendMeta): Promise<AppendResult> {
+    const subject = eventSubject(this.options.prefix, aggregate, id);
+    // The position is only known after the publish; envelopes store it implicitly (the message seq).
+    const recorded = envelopes(events, meta, {
+      aggregate, aggregateId: id, firstSequence: expected.version + 1, position: 0, now: this.now, newId: this.newId,
+    });
+    const h = natsHeaders();
+    h.set("Ephemera-Types", events.map((e) => e.type).join(","));
+    try {
+      const ack = await this.js.publish(subject, JSON.stringify(recorded.map(storedForm)), {
+        headers: h,
+        msgID: meta.commitId ?? recorded[0]?.id ?? this.newId(),
+        expect: { lastSubjectSequence: expected.revision },
+      });
+      if (ack.duplicate) {
+        const { events: all, revision, version } = await this.read(aggregate, id);
+        const mine = all.filter((e) => e.position === ack.seq);
+        return { revision, version, events: mine, duplicate: true };
+      }
+      for (const e of recorded) e.position = ack.seq;
+      return { revision: ack.seq, version: expected.version + events.length, events: recorded, duplicate: false };
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
+        throw new ConcurrencyError(subject, expected.revision, { cause: err });
+      }
+      throw new UnavailableError(`append to ${subject} failed`, { cause: err });
+    }
+  }
+
+  async read(aggregate: string, id: string): Promise<AggregateEvents> {
+    const subject = eventSubject(this.options.prefix, aggregate, id);
+    let last: number;
+    try {
+      const m = await this.jsm.streams.getMessage(this.stream, { last_by_subj: subject });
+      if (!m) return { events: [], revision: 0, version: 0 };
+      last = m.seq;
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === NO_MESSAGE_FOUND) return { events: [], revision: 0, version: 0 };
+      throw new UnavailableError(`read of ${subject} failed`, { cause: err });
+    }
+    const consumer = await this.js.consumers.get(this.stream, { filter_subjects: subject });
+    const events: RecordedEvent[] = [];
+    const messages = await consumer.consume();
+    try {
+      for await (const m of messages) {
+        events.push(...this.decode(m).events);
+        if (m.seq >= last) break;
+      }
+    } finally {
+      await messages.close();
+    }
+    return { events, revision: last, version: events.at(-1)?.sequence ?? 0 };
+  }
+
+  async position(): Promise<number> {
+    return (await this.jsm.streams.info(this.stream)).state.last_seq;
+  }
+
+  follow(options: FollowOptions, handler: CommitHandler): Subscription {
+    return this.run(options, handler, async () =>
+      this.js.consumers.get(this.stream, {
+        filter_subjects: this.filter(options),
+        ...(options.from ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 } : {}),
+      }),
+    false);
+  }
+
+  subscribe(options: DurableOptions, handler: CommitHandler): Subscription {
+    const name = `${this.options.prefix}_${options.durable}`;
+    return this.run(options, handler, async () => {
+      try {
+        await this.jsm.consumers.info(this.stream, name);
+      } catch (err) {
+        if (!(err instanceof JetStreamApiError && err.code === CONSUMER_NOT_FOUND)) throw err;
+        await this.jsm.consumers.add(this.stream, {
+          durable_name: name,
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: 30 * 1_000_000_000,
+          filter_subject: this.filter(options),
+          ...(options.from
+            ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 }
+            : { deliver_policy: DeliverPolicy.All }),
+        });
+      }
+      return this.js.consumers.get(this.stream, name);
+    }, true, options.retryDelayMs ?? 500);
+  }
+
+  async close(): Promise<void> {
+    // The connection belongs to the caller.
+  }
+
+  private filter(options: FollowOptions): string {
+    return options.aggregate ? `${this.options.prefix}.ev.${options.aggregate}.>` : `${this.options.prefix}.ev.>`;
+  }
+
+  private decode(m: JsMsg): Commit {
+    const tokens = m.subject.split(".");
+    const aggregate = tokens[2]!;
+    const aggregateId = tokens.slice(3).join(".");
+    const stored = m.json<Array<Omit<RecordedEvent, "aggregate" | "position">>>();
+    return { aggregate, aggregateId, position: m.seq, events: stored.map((e) => ({ ...e, aggregate, position: m.seq })) };
+  }
+
+  private run(
+    options: FollowOptions,
+    handler: CommitHandler,
+    open: () => Promise<{ consume(o?: object): Promise<ConsumerMessages>; info(cached?: boolean): Promise<{ num_pending: number; num_ack_pending: number }> }>,
+    durable: boolean,
+    retryDelayMs = 500,
+  ): Subscription {
+    let messages: ConsumerMessages | undefined;
+    let stopped = false;
+    let markCaughtUp!: () => void;
+    let fail!: (e: unknown) => void;
+    const caughtUp = new Promise<void>((resolve, reject) => { markCaughtUp = resolve; fail = reject; });
+    caughtUp.catch(() => undefined);
+    const loop = (async () => {
+      try {
+        const consumer = await open();
+        const info = await consumer.info(true);
+        if (info.num_pending === 0 && info.num_ack_pending === 0) markCaughtUp();
+        messages = await consumer.consume({ max_messages: 256 });
+        if (stopped) await messages.close();
+        for await (const m of messages) {
+          try {
+            await handler(this.decode(m));
+            if (durable) m.ack();
+          } catch (err) {
+            if (durable) {
+              this.options.logger?.warn({ err, subject: m.subject, seq: m.seq }, "commit handler failed; will redeliver");
+              m.nak(retryDelayMs);
+              continue;
+            }
+            this.options.logger?.error({ err, subject: m.subject, seq: m.seq }, "commit handler failed; skipped");
+          }
+          if (m.info.pending === 0) markCaughtUp();
+        }
+      } catch (err) {
+        if (!stopped) {
+          this.options.logger?.error({ err, options }, "subscription ended");
+          fail(err);
+        }
+      }
+    })();
+    return {
+      caughtUp,
+      stop: async () => {
+        stopped = true;
+        await messages?.close();
+        await loop;
+      },
+    };
+  }
+}

@@ -1,0 +1,7 @@
+import { InMemoryEventStore } from "./memory.js";
+import { eventStoreContract } from "./contract.testkit.js";
+
+eventStoreContract("in-memory", async () => {
+  const store = new InMemoryEventStore();
+  return { store, reopen: async () => store, dispose: async () => store.close() };
+});

@@ -1,0 +1,144 @@
+// In-memory projections of aggregates, fed by a follow subscription, and the command
+// loop: decide on the projected state, append with its revision, on conflict re-read
+// the aggregate from the store and decide again.
+import { ConcurrencyError, delay } from "@ephemera/kit";
+import type { AppendMeta, AppendResult, Commit, EventStore, Expected, NewEvent, RecordedEvent, Subscription } from "./types.js";
+
+export interface Entity<S> extends Expected {
+  state: S;
+}
+
+export class Projection<S> {
+  private readonly entities = new Map<string, Entity<S>>();
+
+  constructor(
+    readonly aggregate: string,
+    private readonly initial: () => S,
+    private readonly evolve: (state: S, event: RecordedEvent) => S,
+  ) {}
+
+  /** Applies a commit once: a commit at or below the entity's revision is ignored. */
+  apply(commit: Commit): boolean {
+    if (commit.aggregate !== this.aggregate) return false;
+    const current = this.entities.get(commit.aggregateId) ?? this.empty();
+    if (commit.position <= current.revision) return false;
+    let state = current.state;
+    for (const e of commit.events) state = this.evolve(state, e);
+    this.entities.set(commit.aggregateId, {
+      state,
+      revision: commit.position,
+      version: commit.events.at(-1)?.sequence ?? current.version,
+    });
+    return true;
+  }
+
+  get(id: string): Entity<S> | undefined {
+    return this.entities.get(id);
+  }
+
+  getOrEmpty(id: string): Entity<S> {
+    return this.entities.get(id) ?? this.empty();
+  }
+
+  entries(): IterableIterator<[string, Entity<S>]> {
+    return this.entities.entries();
+  }
+
+  /** Replaces an entity with a fold of the aggregate as read from the store. */
+  async reload(store: EventStore, id: string): Promise<Entity<S>> {
+    const read = await store.read(this.aggregate, id);
+    let state = this.initial();
+    for (const e of read.events) state = this.evolve(state, e);
+    const entity = { state, revision: read.revision, version: read.version };
+    const current = this.entities.get(id);
+    if (!current || current.revision <= entity.revision) this.entities.set(id, entity);
+    return this.entities.get(id) ?? entity;
+  }
+
+  private empty(): Entity<S> {
+    return { state: this.initial(), revision: 0, version: 0 };
+  }
+}
+
+export interface ExecuteResult<S> {
+  entity: Entity<S>;
+  appended?: AppendResult;
+}
+
+/**
+ * Decides on the current state of one aggregate and appends the events. `decide` may
+ * run more than once (after a conflict) and must be pure. Returns the state after.
+ */
+export async function execute<S>(
+  store: EventStore,
+  projection: Projection<S>,
+  id: string,
+  decide: (state: S, entity: Entity<S>) => NewEvent[],
+  meta: AppendMeta,
+  attempts = 8,
+): Promise<ExecuteResult<S>> {
+  let entity = projection.getOrEmpty(id);
+  for (let attempt = 1; ; attempt++) {
+    const events = decide(entity.state, entity);
+    if (events.length === 0) return { entity };
+    try {
+      const appended = await store.append(projection.aggregate, id, entity, events, meta);
+      projection.apply({ aggregate: projection.aggregate, aggregateId: id, position: appended.revision, events: appended.events });
+      return { entity: projection.getOrEmpty(id), appended };
+    } catch (err) {
+      if (!(err instanceof ConcurrencyError) || attempt >= attempts) throw err;
+      await delay(Math.min(200, 5 * 2 ** attempt));
+      entity = await projection.reload(store, id);
+    }
+  }
+}
+
+/**
+ * Feeds a set of projections from the store and tells when a position has been applied,
+ * so a reaction never decides on a state older than the event it reacts to.
+ */
+export class Feed {
+  private applied = 0;
+  private subscription?: Subscription;
+  private readonly waiters = new Set<{ position: number; resolve: () => void }>();
+  private readonly listeners: Array<(commit: Commit) => void> = [];
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly projections: Array<{ apply(commit: Commit): boolean }>,
+  ) {}
+
+  get position(): number {
+    return this.applied;
+  }
+
+  /** Called after each commit is applied to the projections. */
+  onCommit(listener: (commit: Commit) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** Replays the store into the projections and keeps them current; resolves when caught up. */
+  async start(): Promise<void> {
+    this.subscription = this.store.follow({}, (commit) => {
+      for (const p of this.projections) p.apply(commit);
+      this.applied = commit.position;
+      for (const l of this.listeners) l(commit);
+      for (const w of this.waiters) if (w.position <= this.applied) { this.waiters.delete(w); w.resolve(); }
+    });
+    await this.subscription.caughtUp;
+  }
+
+  /** Resolves once every commit up to `position` has been applied. */
+  waitFor(position: number, timeoutMs = 10_000): Promise<void> {
+    if (position <= this.applied) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const w = { position, resolve: () => { clearTimeout(t); resolve(); } };
+      const t = setTimeout(() => { this.waiters.delete(w); reject(new Error(`projection did not reach position ${position} in ${timeoutMs} ms`)); }, timeoutMs);
+      this.waiters.add(w);
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.stop();
+  }
+}

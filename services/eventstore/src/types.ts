@@ -1,0 +1,105 @@
+// The event store port: append with optimistic concurrency, read one aggregate, follow
+// the log from a position, subscribe durably. Implemented in memory and on JetStream.
+
+/** CloudEvents-shaped envelope of one event (see docs/events.md). */
+export interface EventEnvelope {
+  specversion: "1.0";
+  id: string;
+  type: string;
+  source: string;
+  /** The aggregate id, e.g. `team-a-feature-x`. */
+  subject: string;
+  time: string;
+  datacontenttype: "application/json";
+  data: unknown;
+  correlationId: string;
+  causationId: string;
+  /** 1-based position of the event within its aggregate. */
+  sequence: number;
+}
+
+export interface RecordedEvent extends EventEnvelope {
+  /** Aggregate type, e.g. `sandbox`. */
+  aggregate: string;
+  /** Stream position of the commit that holds this event. */
+  position: number;
+}
+
+/** Events appended together, atomically, to one aggregate: one message in the stream. */
+export interface Commit {
+  aggregate: string;
+  aggregateId: string;
+  position: number;
+  events: RecordedEvent[];
+}
+
+export interface NewEvent {
+  type: string;
+  data: unknown;
+  /** Optional event id (a ULID is minted otherwise). */
+  id?: string;
+}
+
+export interface AppendMeta {
+  source: string;
+  correlationId?: string;
+  causationId?: string;
+  /** Deduplication key: a retried publish with the same id is dropped by the store. */
+  commitId?: string;
+}
+
+/** What the writer believes the aggregate looks like: revision 0 means "must not exist". */
+export interface Expected {
+  /** Stream position of the aggregate's last commit (0: no commit yet). */
+  revision: number;
+  /** Number of events in the aggregate. */
+  version: number;
+}
+
+export const NO_AGGREGATE: Expected = { revision: 0, version: 0 };
+
+export interface AppendResult {
+  revision: number;
+  version: number;
+  events: RecordedEvent[];
+  /** True when the store recognised the commit id and dropped the publish. */
+  duplicate: boolean;
+}
+
+export interface AggregateEvents extends Expected {
+  events: RecordedEvent[];
+}
+
+export type CommitHandler = (commit: Commit) => Promise<void> | void;
+
+export interface Subscription {
+  /** Resolves once the commits that existed when the subscription began are delivered. */
+  readonly caughtUp: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface FollowOptions {
+  /** Deliver commits after this position (0: from the beginning). */
+  from?: number;
+  /** Only this aggregate type. */
+  aggregate?: string;
+}
+
+export interface DurableOptions extends FollowOptions {
+  /** Consumer name; a second subscription under the same name resumes where the first acknowledged. */
+  durable: string;
+  /** Delay before a failed commit is delivered again. */
+  retryDelayMs?: number;
+}
+
+export interface EventStore {
+  append(aggregate: string, id: string, expected: Expected, events: NewEvent[], meta: AppendMeta): Promise<AppendResult>;
+  read(aggregate: string, id: string): Promise<AggregateEvents>;
+  /** Position of the newest commit (0 when empty). */
+  position(): Promise<number>;
+  /** Every commit after `from`, then new ones as they arrive; at most once, in order. */
+  follow(options: FollowOptions, handler: CommitHandler): Subscription;
+  /** Every commit after the durable's acknowledged position; a commit whose handler throws is delivered again. */
+  subscribe(options: DurableOptions, handler: CommitHandler): Subscription;
+  close(): Promise<void>;
+}

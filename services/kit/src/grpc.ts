@@ -1,0 +1,141 @@
+// gRPC plumbing shared by every service: a server with health checking and reflection,
+// error → status mapping (with google.rpc.BadRequest details), and deadline-bound calls.
+import * as grpc from "@grpc/grpc-js";
+import { loadFileDescriptorSetFromBuffer } from "@grpc/proto-loader";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation } from "grpc-health-check";
+import { Any, BadRequest, RpcStatus, descriptorSetBase64 } from "@ephemera/proto";
+import type { Logger } from "./logger.js";
+import {
+  ConflictError, EphemeraError, NotFoundError, UnavailableError, ValidationError,
+  errorMessage, type FieldViolation,
+} from "./errors.js";
+
+const STATUS_DETAILS = "grpc-status-details-bin";
+const BAD_REQUEST_URL = "type.googleapis.com/google.rpc.BadRequest";
+
+export interface ServiceBinding {
+  definition: grpc.ServiceDefinition;
+  implementation: grpc.UntypedServiceImplementation;
+}
+
+export interface RunningServer {
+  /** The port bound (useful when listening on port 0). */
+  port: number;
+  health: HealthImplementation;
+  shutdown(): Promise<void>;
+}
+
+export async function startGrpcServer(
+  listen: string,
+  services: ServiceBinding[],
+  logger: Logger,
+): Promise<RunningServer> {
+  const server = new grpc.Server();
+  for (const s of services) server.addService(s.definition, s.implementation);
+  const health = new HealthImplementation({ "": "SERVING" });
+  health.addToServer(server);
+  const descriptors = loadFileDescriptorSetFromBuffer(Buffer.from(descriptorSetBase64, "base64"));
+  new ReflectionService(descriptors).addToServer(server);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  logger.info({ listen, port }, "grpc listening");
+  return {
+    port,
+    health,
+    shutdown: () =>
+      new Promise<void>((resolve) => {
+        health.setStatus("", "NOT_SERVING");
+        const force = setTimeout(() => server.forceShutdown(), 5000);
+        server.tryShutdown(() => { clearTimeout(force); resolve(); });
+      }),
+  };
+}
+
+/** Maps a thrown error to a gRPC status; validation errors carry every field violation. */
+export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
+  const metadata = new grpc.Metadata();
+  if (err instanceof ValidationError) {
+    const details = BadRequest.encode({
+      fieldViolations: err.violations.map((v) => ({ field: v.field, description: v.description, reason: v.rule })),
+    }).finish();
+    const status = RpcStatus.encode({
+      code: grpc.status.INVALID_ARGUMENT,
+      message: err.message,
+      details: [Any.fromPartial({ typeUrl: BAD_REQUEST_URL, value: Buffer.from(details) })],
+    }).finish();
+    metadata.set(STATUS_DETAILS, Buffer.from(status));
+    return { code: grpc.status.INVALID_ARGUMENT, details: err.message, metadata };
+  }
+  const code =
+    err instanceof NotFoundError ? grpc.status.NOT_FOUND
+    : err instanceof ConflictError ? grpc.status.FAILED_PRECONDITION
+    : err instanceof UnavailableError ? grpc.status.UNAVAILABLE
+    : err instanceof EphemeraError && err.retryable ? grpc.status.UNAVAILABLE
+    : grpc.status.INTERNAL;
+  return { code, details: errorMessage(err), metadata };
+}
+
+/** Turns a status received by a client back into the named error it stands for. */
+export function fromServiceError(err: unknown): Error {
+  const e = err as Partial<grpc.ServiceError>;
+  if (typeof e?.code !== "number") return err instanceof Error ? err : new Error(String(err));
+  const message = e.details || e.message || "request failed";
+  switch (e.code) {
+    case grpc.status.INVALID_ARGUMENT: {
+      const raw = e.metadata?.get(STATUS_DETAILS)[0];
+      const violations: FieldViolation[] = [];
+      if (raw instanceof Buffer) {
+        for (const any of RpcStatus.decode(raw).details) {
+          if (any.typeUrl !== BAD_REQUEST_URL) continue;
+          for (const v of BadRequest.decode(any.value).fieldViolations) {
+            violations.push({ field: v.field, description: v.description, rule: v.reason });
+          }
+        }
+      }
+      if (violations.length) return new ValidationError(violations, message.split(":\n")[0]);
+      return new ValidationError([{ field: "", description: message, rule: "invalid" }], "invalid request");
+    }
+    case grpc.status.NOT_FOUND: return new NotFoundError(message);
+    case grpc.status.FAILED_PRECONDITION:
+    case grpc.status.ALREADY_EXISTS: return new ConflictError(message);
+    case grpc.status.UNAVAILABLE:
+    case grpc.status.DEADLINE_EXCEEDED: return new UnavailableError(message, { cause: err });
+    default: return new Error(message, { cause: err });
+  }
+}
+
+/** Adapts an async function to a grpc-js unary handler, mapping errors to statuses. */
+export function unary<Req, Res>(
+  fn: (request: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>,
+  logger?: Logger,
+): grpc.handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    fn(call.request, call).then(
+      (res) => callback(null, res),
+      (err: unknown) => {
+        if (!(err instanceof EphemeraError)) logger?.error({ err }, "request failed");
+        callback(toServiceError(err), null);
+      },
+    );
+  };
+}
+
+type UnaryMethod<Req, Res> = (
+  request: Req,
+  metadata: grpc.Metadata,
+  options: Partial<grpc.CallOptions>,
+  callback: (error: grpc.ServiceError | null, response: Res) => void,
+) => grpc.ClientUnaryCall;
+
+/** Calls a unary method with a deadline; failures come back as named errors. */
+export function call<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, timeoutMs = 10_000): Promise<Res> {
+  return new Promise((resolve, reject) => {
+    method(request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+      err ? reject(fromServiceError(err)) : resolve(res),
+    );
+  });
+}
+
+export { grpc };

@@ -1,0 +1,54 @@
+// Waiting for a condition with a deadline, instead of sleeping and hoping.
+
+export class DeadlineError extends Error {
+  override readonly name = "DeadlineError";
+}
+
+export interface WaitOptions {
+  timeoutMs?: number;
+  intervalMs?: number;
+  /** What is being waited for, for the error message. */
+  what?: string;
+}
+
+export async function waitFor<T>(
+  probe: () => T | undefined | false | null | Promise<T | undefined | false | null>,
+  { timeoutMs = 10_000, intervalMs = 25, what = "condition" }: WaitOptions = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false && v !== null) return v;
+    } catch (e) {
+      lastError = e;
+    }
+    if (Date.now() >= deadline) {
+      throw new DeadlineError(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: lastError });
+    }
+    await delay(intervalMs);
+  }
+}
+
+export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+  });
+}
+
+/** Runs `fn` with exponential backoff while it throws a retryable error. */
+export async function retry<T>(
+  fn: (attempt: number) => Promise<T>,
+  { attempts = 5, baseMs = 20, maxMs = 1000, retryable = (_e: unknown) => true } = {},
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn(attempt);
+    } catch (e) {
+      if (attempt >= attempts || !retryable(e)) throw e;
+      await delay(Math.min(maxMs, baseMs * 2 ** (attempt - 1)));
+    }
+  }
+}
