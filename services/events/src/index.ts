@@ -130,3 +130,15 @@ export function redact(e: RecordedEvent): RecordedEvent {
     },
   };
 }
+
+export * from "./plugin.js";
+export * from "./sandbox.js";
+export * from "./workflow.js";
+
+/** A Projection-compatible evolve over recorded events for one of the folds above. */
+export function folding<S>(fold: (state: S, event: DomainEvent, time: string) => S) {
+  return (state: S, recorded: RecordedEvent): S => {
+    const event = decode(recorded);
+    return event ? fold(state, event, recorded.time) : state;
+  };
+}

@@ -1,0 +1,35 @@
+// The fold of the plugin aggregate (one per plugin name, every version in it).
+import type * as pb from "@ephemera/proto";
+import type { DomainEvent } from "./index.js";
+
+export interface PluginVersionState {
+  version: string;
+  spec: pb.ResourcePluginSpec;
+  digest: string;
+  createdAt: string;
+}
+
+export interface PluginState {
+  name: string;
+  /** Published and not deleted, by version. */
+  versions: Map<string, PluginVersionState>;
+}
+
+export const initialPlugin = (): PluginState => ({ name: "", versions: new Map() });
+
+export function evolvePlugin(state: PluginState, event: DomainEvent, time: string): PluginState {
+  switch (event.type) {
+    case "ephemera.plugin.published.v1": {
+      const versions = new Map(state.versions);
+      versions.set(event.data.version, { version: event.data.version, spec: event.data.spec!, digest: event.data.digest, createdAt: time });
+      return { name: event.data.name, versions };
+    }
+    case "ephemera.plugin.version_deleted.v1": {
+      const versions = new Map(state.versions);
+      versions.delete(event.data.version);
+      return { ...state, versions };
+    }
+    default:
+      return state;
+  }
+}

@@ -1,0 +1,80 @@
+// The fold of the sandbox aggregate, shared by every service that reads sandboxes.
+import type * as pb from "@ephemera/proto";
+import type { DomainEvent } from "./index.js";
+
+export type ResourceStatus = "Pending" | "Provisioning" | "Ready" | "Failed" | "Deprovisioning" | "Deprovisioned" | "DeprovisionFailed";
+
+export interface ResourceState {
+  name: string;
+  plugin: string;
+  version: string;
+  params: Record<string, string>;
+  status: ResourceStatus;
+  outputs: pb.OutputRef[];
+  failure?: pb.StepFailure;
+}
+
+export type SandboxLifecycle = "none" | "active" | "deleting" | "deleted";
+
+export interface SandboxState {
+  status: SandboxLifecycle;
+  name: string;
+  routingKey: string;
+  cluster: string;
+  spec?: pb.SandboxSpec;
+  endpoints: pb.EndpointUrl[];
+  resources: ResourceState[];
+  ready: boolean;
+  forced: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const initialSandbox = (): SandboxState => ({
+  status: "none", name: "", routingKey: "", cluster: "", endpoints: [], resources: [], ready: false, forced: false, createdAt: "", updatedAt: "",
+});
+
+export function evolveSandbox(state: SandboxState, event: DomainEvent, time: string): SandboxState {
+  const resource = (name: string, f: (r: ResourceState) => ResourceState): SandboxState => ({
+    ...state,
+    updatedAt: time,
+    resources: state.resources.map((r) => (r.name === name ? f(r) : r)),
+  });
+  switch (event.type) {
+    case "ephemera.sandbox.created.v1":
+      return {
+        ...initialSandbox(),
+        status: "active",
+        name: event.data.name,
+        routingKey: event.data.routingKey,
+        cluster: event.data.spec?.cluster ?? "",
+        spec: event.data.spec,
+        endpoints: event.data.endpoints,
+        resources: event.data.resources.map((r) => ({
+          name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [],
+        })),
+        createdAt: time,
+        updatedAt: time,
+      };
+    case "ephemera.sandbox.resource_provision_requested.v1":
+      return resource(event.data.resource!.name, (r) => ({ ...r, status: "Provisioning" }));
+    case "ephemera.sandbox.resource_provisioned.v1":
+      return resource(event.data.resource, (r) => ({ ...r, status: "Ready", outputs: event.data.outputs }));
+    case "ephemera.sandbox.resource_provision_failed.v1":
+      return resource(event.data.resource, (r) => ({ ...r, status: "Failed", failure: event.data.failure }));
+    case "ephemera.sandbox.ready.v1":
+      return { ...state, ready: true, updatedAt: time };
+    case "ephemera.sandbox.deleting.v1":
+      return { ...state, status: "deleting", ready: false, forced: event.data.force, updatedAt: time };
+    case "ephemera.sandbox.resource_deprovision_requested.v1":
+      return resource(event.data.resource!.name, (r) => ({ ...r, status: "Deprovisioning" }));
+    case "ephemera.sandbox.resource_deprovisioned.v1":
+      return resource(event.data.resource, (r) => ({ ...r, status: "Deprovisioned" }));
+    case "ephemera.sandbox.resource_deprovision_failed.v1":
+      return resource(event.data.resource, (r) => ({ ...r, status: "DeprovisionFailed", failure: event.data.failure }));
+    case "ephemera.sandbox.deleted.v1":
+      return { ...state, status: "deleted", ready: false, forced: state.forced || event.data.forced, updatedAt: time };
+    default:
+      return state;
+  }
+}

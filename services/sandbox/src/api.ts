@@ -1,0 +1,93 @@
+// The public gRPC API: thin handlers over SandboxCore.
+import * as pb from "@ephemera/proto";
+import { redact } from "@ephemera/events";
+import { grpc, toServiceError, unary, type Logger, type ServiceBinding } from "@ephemera/kit";
+import type { SandboxCore } from "./service.js";
+
+export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[] {
+  const plugins: pb.ResourcePluginServiceServer = {
+    apply: unary(async (req: pb.ApplyResourcePluginRequest) => core.applyPlugin(req.plugin), logger),
+    get: unary(async (req: pb.GetResourcePluginRequest) => core.getPlugin(req.ref), logger),
+    list: unary(async () => ({ plugins: core.listPlugins() }), logger),
+    delete: unary(async (req: pb.DeleteResourcePluginRequest) => ({ deleted: await core.deletePlugin(req.ref) }), logger),
+  };
+  const sandboxes: pb.SandboxServiceServer = {
+    apply: unary(async (req: pb.ApplySandboxRequest) => core.applySandbox(req.sandbox), logger),
+    get: unary(async (req: pb.GetSandboxRequest) => core.view(req.name, req.showOutputs), logger),
+    list: unary(async () => ({ sandboxes: core.list() }), logger),
+    delete: unary(async (req: pb.DeleteSandboxRequest) => core.deleteSandbox(req.name, req.force), logger),
+    watch: (call) => {
+      const { name, showOutputs } = call.request;
+      let done = false;
+      let sending = Promise.resolve();
+      const finish = (err?: unknown) => {
+        if (done) return;
+        done = true;
+        unwatch();
+        if (err) call.destroy(Object.assign(new Error(), toServiceError(err)) as Error); else call.end();
+      };
+      const send = (view: pb.SandboxView | undefined) => {
+        sending = sending.then(async () => {
+          if (done) return;
+          if (!view) return finish();
+          // Values are read from the journal only when asked for.
+          call.write(showOutputs ? await core.view(name, true).catch(() => view) : view);
+        });
+      };
+      const unwatch = core.watch(name, send);
+      call.on("cancelled", () => finish());
+      core.view(name, showOutputs).then((v) => send(v), (err: unknown) => finish(err));
+    },
+  };
+  const logs: pb.LogServiceServer = {
+    get: (call) => {
+      void (async () => {
+        try {
+          const { sandbox, resource, step, phase } = call.request;
+          for (const run of core.runsOf(sandbox, resource)) {
+            if ((step && run.step !== step) || (phase && run.phase !== phase)) continue;
+            const data = await core.deps.logs.read(run.runId);
+            call.write({ step: run.step, phase: run.phase, runId: run.runId, data });
+          }
+          call.end();
+        } catch (err) {
+          call.destroy(Object.assign(new Error(), toServiceError(err)) as Error);
+        }
+      })();
+    },
+  };
+  const events: pb.EventServiceServer = {
+    watch: (call) => {
+      const { follow, sandbox, typeGlob } = call.request;
+      const pattern = typeGlob ? new RegExp(`^${typeGlob.split("*").map(escapeRegExp).join(".*")}$`) : undefined;
+      const routingKeys = new Set<string>();
+      const sub = core.deps.store.follow({}, (commit) => {
+        for (const e of commit.events) {
+          if (sandbox) {
+            if (e.aggregate === "sandbox" && e.subject === sandbox && e.type === "ephemera.sandbox.created.v1") {
+              routingKeys.add((e.data as { routingKey: string }).routingKey);
+            }
+            const mine = e.aggregate === "sandbox" ? e.subject === sandbox : routingKeys.has(e.subject.split(".")[0]!);
+            if (!mine) continue;
+          }
+          if (pattern && !pattern.test(e.type)) continue;
+          call.write({ json: JSON.stringify(redact(e)) });
+        }
+      });
+      call.on("cancelled", () => void sub.stop());
+      sub.caughtUp.then(async () => {
+        if (follow) return;
+        await sub.stop();
+        call.end();
+      }, (err: unknown) => call.destroy(Object.assign(new Error(), toServiceError(err)) as Error));
+    },
+  };
+  return [
+    { definition: pb.ResourcePluginServiceService, implementation: plugins as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.SandboxServiceService, implementation: sandboxes as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.LogServiceService, implementation: logs as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.EventServiceService, implementation: events as unknown as grpc.UntypedServiceImplementation },
+  ];
+}
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

@@ -1,0 +1,266 @@
+// The sandbox service's core: projections of plugins, sandboxes and workflows, the
+// commands behind the public API, and the reaction to workflow outcomes.
+import * as pb from "@ephemera/proto";
+import {
+  Aggregates, decode, encode, evolvePlugin, evolveSandbox, evolveWorkflow, folding, initialPlugin, initialSandbox,
+  initialWorkflow, isTerminal, workflowId, type DomainEvent, type PluginState, type SandboxState, type WorkflowState,
+} from "@ephemera/events";
+import { Feed, Projection, execute, type Commit, type EventStore, type LogStore, type Subscription } from "@ephemera/eventstore";
+import { NotFoundError, ValidationError, type FieldViolation, type Logger } from "@ephemera/kit";
+import {
+  checkSandboxAgainstPlugins, parsePluginRef, pluginDigest, pluginToDoc, sandboxToDoc, validatePlugin, validateSandbox,
+} from "@ephemera/spec";
+import semver from "semver";
+import { decidePlugin } from "./plugin/decide.js";
+import { decideSandbox } from "./sandbox/decide.js";
+import { buildView } from "./sandbox/view.js";
+
+export interface SandboxServiceDeps {
+  store: EventStore;
+  logs: LogStore;
+  logger: Logger;
+  /** Mints a routing key (random; injected so tests can pin it). */
+  routingKey: () => string;
+  /** Base domain of endpoint URLs. */
+  previewDomain: string;
+}
+
+type Watcher = (view: pb.SandboxView | undefined) => void;
+
+export class SandboxCore {
+  readonly plugins = new Projection<PluginState>(Aggregates.plugin, initialPlugin, folding(evolvePlugin));
+  readonly sandboxes = new Projection<SandboxState>(Aggregates.sandbox, initialSandbox, folding(evolveSandbox));
+  readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, folding(evolveWorkflow));
+  readonly feed: Feed;
+  private readonly byRoutingKey = new Map<string, string>();
+  private readonly watchers = new Map<string, Set<Watcher>>();
+  private subscription?: Subscription;
+
+  constructor(readonly deps: SandboxServiceDeps) {
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows]);
+    this.feed.onCommit((c) => this.notify(c));
+  }
+
+  async start(): Promise<void> {
+    await this.feed.start();
+    for (const [name] of this.sandboxes.entries()) await this.reconcile(name);
+    this.subscription = this.deps.store.subscribe({ durable: "sandbox", from: this.feed.position }, async (c) => {
+      await this.feed.waitFor(c.position);
+      const name = this.sandboxOf(c);
+      if (name) await this.reconcile(name);
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.stop();
+    await this.feed.stop();
+    for (const set of this.watchers.values()) for (const w of set) w(undefined);
+  }
+
+  // ---- plugins ----
+
+  async applyPlugin(request: pb.ResourcePlugin | undefined): Promise<{ plugin: pb.ResourcePluginVersion; unchanged: boolean }> {
+    const plugin = validatePlugin(pluginToDoc(request ?? pb.ResourcePlugin.fromPartial({})));
+    const ref = parsePluginRef(plugin.name);
+    if (ref.latest) throw new ValidationError([{ field: "name", description: "publish a concrete version (name or name@semver), not @latest", rule: "version" }]);
+    const version = ref.version ?? "0.0.0";
+    const spec = plugin.spec!;
+    const { appended } = await execute(this.deps.store, this.plugins, ref.name,
+      (state) => decidePlugin({ kind: "publish", name: ref.name, version, spec, digest: pluginDigest(spec) }, state).map(encode),
+      { source: "sandbox" });
+    return { plugin: this.pluginVersion(ref.name, version), unchanged: !appended };
+  }
+
+  getPlugin(refText: string): pb.ResourcePluginVersion {
+    const ref = parsePluginRef(refText);
+    const version = this.resolveVersion(ref.name, ref.latest || ref.version === undefined ? undefined : ref.version);
+    if (!version) throw new NotFoundError(`plugin ${refText} not found`);
+    return this.pluginVersion(ref.name, version);
+  }
+
+  listPlugins(): pb.ResourcePluginVersion[] {
+    const out: pb.ResourcePluginVersion[] = [];
+    for (const [name, { state }] of this.plugins.entries()) {
+      for (const v of [...state.versions.keys()].sort(semver.compare)) out.push(this.pluginVersion(name, v));
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async deletePlugin(refText: string): Promise<string[]> {
+    const ref = parsePluginRef(refText);
+    const state = this.plugins.get(ref.name)?.state;
+    const versions = ref.version && !ref.latest
+      ? [ref.version]
+      : ref.latest ? [this.resolveVersion(ref.name, undefined)].filter((v): v is string => !!v) : [...(state?.versions.keys() ?? [])];
+    await execute(this.deps.store, this.plugins, ref.name,
+      (s) => decidePlugin({ kind: "delete", name: ref.name, versions, usedBy: (v) => this.sandboxesUsing(ref.name, v) }, s).map(encode),
+      { source: "sandbox" });
+    return versions.map((v) => `${ref.name}@${v}`);
+  }
+
+  private pluginVersion(name: string, version: string): pb.ResourcePluginVersion {
+    const v = this.plugins.get(name)?.state.versions.get(version);
+    if (!v) throw new NotFoundError(`plugin ${name}@${version} not found`);
+    return { name, version, spec: v.spec, digest: v.digest, createdAt: v.createdAt, sandboxes: this.sandboxesUsing(name, version) };
+  }
+
+  private resolveVersion(name: string, version: string | undefined): string | undefined {
+    const versions = [...(this.plugins.get(name)?.state.versions.keys() ?? [])];
+    if (version !== undefined) return versions.includes(version) ? version : undefined;
+    return versions.sort(semver.rcompare)[0];
+  }
+
+  private sandboxesUsing(plugin: string, version: string): string[] {
+    const out: string[] = [];
+    for (const [name, { state }] of this.sandboxes.entries()) {
+      if (state.status !== "active" && state.status !== "deleting") continue;
+      if (state.resources.some((r) => r.plugin === plugin && r.version === version)) out.push(name);
+    }
+    return out.sort();
+  }
+
+  // ---- sandboxes ----
+
+  async applySandbox(request: pb.Sandbox | undefined): Promise<pb.ApplySandboxResponse> {
+    const sandbox = validateSandbox(sandboxToDoc(request ?? pb.Sandbox.fromPartial({})));
+    const spec = sandbox.spec!;
+    const violations: FieldViolation[] = [];
+    const resolved: pb.ResolvedResource[] = [];
+    spec.resources.forEach((r, i) => {
+      const ref = parsePluginRef(r.plugin);
+      const version = this.resolveVersion(ref.name, ref.latest ? undefined : ref.version);
+      if (!version) {
+        violations.push({
+          field: `spec.resources[${i}].plugin`,
+          description: `plugin ${r.plugin} is not published${ref.version && !ref.latest ? "" : " (no version of it exists)"}`,
+          rule: "unknown-plugin",
+        });
+        return;
+      }
+      resolved.push({ name: r.name, plugin: ref.name, version, params: r.params });
+    });
+    if (!violations.length) {
+      const specOf = new Map(resolved.map((r) => [r.name, this.plugins.get(r.plugin)!.state.versions.get(r.version)!.spec]));
+      violations.push(...checkSandboxAgainstPlugins(sandbox, (name) => specOf.get(name)));
+    }
+    if (violations.length) throw new ValidationError(violations);
+
+    const existing = this.sandboxes.get(sandbox.name)?.state;
+    const active = existing?.status === "active";
+    const routingKey = active ? existing.routingKey : this.deps.routingKey();
+    const endpoints = (spec.defaultRouteGroup?.endpoints ?? []).map((e) => ({
+      name: e.name, target: e.target, url: `https://${e.name}--${routingKey}.${this.deps.previewDomain}`,
+    }));
+    const canonical = (s: pb.SandboxSpec | undefined) => JSON.stringify(pb.SandboxSpec.toJSON(s ?? pb.SandboxSpec.fromPartial({})));
+    const { appended } = await execute(this.deps.store, this.sandboxes, sandbox.name,
+      (state) => decideSandbox({
+        kind: "create", sandbox, resources: resolved, routingKey, endpoints,
+        sameSpec: (s) => canonical(s) === canonical(spec),
+      }, state).map(encode),
+      { source: "sandbox" });
+    return { sandbox: await this.view(sandbox.name, false), created: !!appended, unchanged: !appended };
+  }
+
+  async deleteSandbox(name: string, force: boolean): Promise<pb.SandboxView> {
+    await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox({ kind: "delete", force }, { ...state, name }).map(encode), { source: "sandbox" });
+    const state = this.sandboxes.get(name)!.state;
+    return buildView(state, this.workflows, undefined);
+  }
+
+  async view(name: string, showOutputs: boolean): Promise<pb.SandboxView> {
+    const state = this.sandboxes.get(name)?.state;
+    if (!state || state.status === "none" || state.status === "deleted") throw new NotFoundError(`sandbox ${name} not found`);
+    return buildView(state, this.workflows, showOutputs ? await this.outputValues(state) : undefined);
+  }
+
+  list(): pb.SandboxView[] {
+    const out: pb.SandboxView[] = [];
+    for (const [, { state }] of this.sandboxes.entries()) {
+      if (state.status === "active" || state.status === "deleting") out.push(buildView(state, this.workflows, undefined));
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Calls `watcher` with the view after every change to the sandbox, and with undefined once it is gone. */
+  watch(name: string, watcher: Watcher): () => void {
+    let set = this.watchers.get(name);
+    if (!set) this.watchers.set(name, (set = new Set()));
+    set.add(watcher);
+    return () => { set.delete(watcher); };
+  }
+
+  /** Output values live in the step runs' result events (the journal); read them on demand. */
+  private async outputValues(state: SandboxState): Promise<Map<string, Buffer>> {
+    const values = new Map<string, Buffer>();
+    for (const r of state.resources) {
+      const wf = this.workflows.get(workflowId(state.routingKey, r.name, "create"))?.state;
+      for (const step of wf?.steps ?? []) {
+        if (step.status !== "succeeded" || !step.runId) continue;
+        for (const recorded of (await this.deps.store.read(Aggregates.steprun, step.runId)).events) {
+          const e = decode(recorded);
+          if (e?.type !== "ephemera.steprun.succeeded.v1") continue;
+          for (const o of e.data.outputs) values.set(`${r.name}/${step.name}.${o.name}`, o.value);
+        }
+      }
+    }
+    return values;
+  }
+
+  /** The run ids of a resource's steps, in plan order, create phase first. */
+  runsOf(sandbox: string, resource: string): Array<{ step: string; phase: string; runId: string }> {
+    const state = this.sandboxes.get(sandbox)?.state;
+    if (!state || state.status === "none") throw new NotFoundError(`sandbox ${sandbox} not found`);
+    if (!state.resources.some((r) => r.name === resource)) throw new NotFoundError(`sandbox ${sandbox} has no resource ${resource}`);
+    return (["create", "delete"] as const).flatMap((phase) =>
+      (this.workflows.get(workflowId(state.routingKey, resource, phase))?.state.steps ?? [])
+        .filter((s) => s.runId)
+        .map((s) => ({ step: s.name, phase, runId: s.runId! })));
+  }
+
+  /** Sandbox names whose events a commit belongs to (for event filters). */
+  routingKeysOf(name: string): string | undefined {
+    return this.sandboxes.get(name)?.state.routingKey;
+  }
+
+  // ---- reactions ----
+
+  private sandboxOf(c: Commit): string | undefined {
+    if (c.aggregate === Aggregates.sandbox) return c.aggregateId;
+    if (c.aggregate === Aggregates.workflow || c.aggregate === Aggregates.steprun) return this.byRoutingKey.get(c.aggregateId.split(".")[0]!);
+    return undefined;
+  }
+
+  /** Records the end of each resource's workflows on the sandbox, once. */
+  private async reconcile(name: string): Promise<void> {
+    const state = this.sandboxes.get(name)?.state;
+    if (!state || state.status === "none" || state.status === "deleted") return;
+    for (const r of state.resources) {
+      for (const phase of ["create", "delete"] as const) {
+        const id = workflowId(state.routingKey, r.name, phase);
+        const wf = this.workflows.get(id)?.state;
+        if (!wf || !isTerminal(wf.status) || wf.status === "cancelled") continue;
+        await execute(this.deps.store, this.sandboxes, name, (s) => decideSandbox({
+          kind: "workflow-ended", resource: r.name, phase, workflowId: id,
+          outcome: wf.status === "succeeded" ? "succeeded" : "failed",
+          outputs: wf.steps.flatMap((st) => st.outputs.map((o) => ({ key: `${st.name}.${o.key}`, size: o.size }))),
+          failure: wf.failure,
+        }, s).map(encode), { source: "sandbox" });
+      }
+    }
+  }
+
+  private notify(c: Commit): void {
+    if (c.aggregate === Aggregates.sandbox) {
+      const rk = this.sandboxes.get(c.aggregateId)?.state.routingKey;
+      if (rk) this.byRoutingKey.set(rk, c.aggregateId);
+    }
+    const name = this.sandboxOf(c);
+    const set = name ? this.watchers.get(name) : undefined;
+    if (!name || !set?.size) return;
+    const state = this.sandboxes.get(name)?.state;
+    const view = state && state.status !== "deleted" && state.status !== "none" ? buildView(state, this.workflows, undefined) : undefined;
+    for (const w of set) w(view);
+  }
+}
+
+export type { DomainEvent };

@@ -1,0 +1,36 @@
+// The scheduler service: workflow planning and dispatch.
+import * as pb from "@ephemera/proto";
+import { JetStreamEventStore, JetStreamWorkQueue, connectNats } from "@ephemera/eventstore";
+import { startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
+import { Scheduler } from "./scheduler.js";
+
+export { Scheduler } from "./scheduler.js";
+export { decideWorkflow, type WorkflowCommand } from "./workflow/decide.js";
+export { planSteps } from "./workflow/plan.js";
+
+export interface SchedulerConfig extends CommonConfig {
+  listen: string;
+}
+
+export const dispatchCodec = {
+  encode: (d: pb.StepDispatch) => JSON.stringify(pb.StepDispatch.toJSON(d)),
+  decode: (s: string) => pb.StepDispatch.fromJSON(JSON.parse(s)),
+};
+
+export async function start(config: SchedulerConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
+  const nc = await connectNats(config.natsUrl, "ephemera-scheduler");
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
+  const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
+  const scheduler = new Scheduler({ store, queue, logger });
+  await scheduler.start();
+  const server = await startGrpcServer(config.listen, [], logger);
+  logger.info({ prefix: config.prefix }, "scheduler started");
+  return {
+    port: server.port,
+    stop: async () => {
+      await server.shutdown();
+      await scheduler.stop();
+      await nc.drain();
+    },
+  };
+}

@@ -1,0 +1,14 @@
+// Planning a workflow from a plugin's steps: the valueFromStep references within the
+// phase are the DAG edges. References from delete steps to create steps are not edges:
+// those values come from the create workflow, already finished.
+import type * as pb from "@ephemera/proto";
+import type { Phase } from "@ephemera/events";
+
+export function planSteps(spec: pb.ResourcePluginSpec, phase: Phase): pb.PlannedStep[] {
+  const steps = phase === "create" ? spec.create : spec.delete;
+  const names = new Set(steps.map((s) => s.name));
+  return steps.map((s) => ({
+    name: s.name,
+    dependsOn: [...new Set(s.inputs.flatMap((i) => (i.valueFromStep && names.has(i.valueFromStep.name) ? [i.valueFromStep.name] : [])))],
+  }));
+}
