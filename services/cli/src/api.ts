@@ -1,0 +1,128 @@
+// The public API as the command line sees it: the four gRPC clients on one channel, every
+// unary call bound by a deadline and every stream cancellable and bounded.
+import { call, fromServiceError, grpc } from "@ephemera/kit";
+import * as pb from "@ephemera/proto";
+
+export const DEFAULT_API = "127.0.0.1:7400";
+
+/** How a server stream ended: the server closed it, the consumer had enough, or it was aborted. */
+export type StreamEnd = "end" | "stopped" | "aborted";
+
+export interface StreamOptions {
+  /** Absolute time (ms since epoch) after which the call is abandoned with DEADLINE_EXCEEDED. */
+  deadline?: number;
+  signal?: AbortSignal;
+}
+
+export class Api {
+  private readonly plugins: pb.ResourcePluginServiceClient;
+  private readonly sandboxes: pb.SandboxServiceClient;
+  private readonly logs: pb.LogServiceClient;
+  private readonly events: pb.EventServiceClient;
+
+  constructor(
+    readonly address: string,
+    private readonly timeoutMs = 15_000,
+  ) {
+    const credentials = grpc.credentials.createInsecure();
+    this.plugins = new pb.ResourcePluginServiceClient(address, credentials);
+    const shared = { channelOverride: this.plugins.getChannel() };
+    this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
+    this.logs = new pb.LogServiceClient(address, credentials, shared);
+    this.events = new pb.EventServiceClient(address, credentials, shared);
+  }
+
+  applyPlugin(plugin: pb.ResourcePlugin): Promise<pb.ApplyResourcePluginResponse> {
+    return call(this.plugins.apply.bind(this.plugins), { plugin }, this.timeoutMs);
+  }
+
+  getPlugin(ref: string): Promise<pb.ResourcePluginVersion> {
+    return call(this.plugins.get.bind(this.plugins), { ref }, this.timeoutMs);
+  }
+
+  async listPlugins(): Promise<pb.ResourcePluginVersion[]> {
+    return (await call(this.plugins.list.bind(this.plugins), {}, this.timeoutMs)).plugins;
+  }
+
+  async deletePlugin(ref: string): Promise<string[]> {
+    return (await call(this.plugins.delete.bind(this.plugins), { ref }, this.timeoutMs)).deleted;
+  }
+
+  applySandbox(sandbox: pb.Sandbox): Promise<pb.ApplySandboxResponse> {
+    return call(this.sandboxes.apply.bind(this.sandboxes), { sandbox }, this.timeoutMs);
+  }
+
+  getSandbox(name: string, showOutputs = false): Promise<pb.SandboxView> {
+    return call(this.sandboxes.get.bind(this.sandboxes), { name, showOutputs }, this.timeoutMs);
+  }
+
+  async listSandboxes(): Promise<pb.SandboxView[]> {
+    return (await call(this.sandboxes.list.bind(this.sandboxes), {}, this.timeoutMs)).sandboxes;
+  }
+
+  deleteSandbox(name: string, force: boolean): Promise<pb.SandboxView> {
+    return call(this.sandboxes.delete.bind(this.sandboxes), { name, force }, this.timeoutMs);
+  }
+
+  /** Streams the sandbox's views; `onView` returns true once it has seen enough. */
+  watchSandbox(name: string, onView: (view: pb.SandboxView) => boolean | void, opts: StreamOptions): Promise<StreamEnd> {
+    const stream = this.sandboxes.watch({ name, showOutputs: false }, new grpc.Metadata(), callOptions(opts));
+    return consume(stream, onView, opts.signal);
+  }
+
+  streamLogs(request: pb.GetLogsRequest, onChunk: (chunk: pb.LogChunk) => void, opts: StreamOptions): Promise<StreamEnd> {
+    return consume(this.logs.get(request, new grpc.Metadata(), callOptions(opts)), onChunk, opts.signal);
+  }
+
+  watchEvents(request: pb.WatchEventsRequest, onRecord: (record: pb.EventRecord) => void, opts: StreamOptions): Promise<StreamEnd> {
+    return consume(this.events.watch(request, new grpc.Metadata(), callOptions(opts)), onRecord, opts.signal);
+  }
+
+  close(): void {
+    for (const client of [this.sandboxes, this.logs, this.events, this.plugins]) client.close();
+  }
+}
+
+function callOptions(opts: StreamOptions): Partial<grpc.CallOptions> {
+  return opts.deadline === undefined ? {} : { deadline: opts.deadline };
+}
+
+/** Reads a server stream to its end; failures come back as the named errors of @ephemera/kit. */
+export function consume<T>(
+  stream: grpc.ClientReadableStream<T>,
+  onItem: (item: T) => boolean | void,
+  signal?: AbortSignal,
+): Promise<StreamEnd> {
+  return new Promise((resolve, reject) => {
+    let ending: StreamEnd | undefined;
+    let settled = false;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener("abort", onAbort);
+      fn();
+    };
+    const stop = (why: StreamEnd) => {
+      ending ??= why;
+      stream.cancel();
+    };
+    const onAbort = () => stop("aborted");
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
+    stream.on("data", (item: T) => {
+      if (ending !== undefined) return;
+      try {
+        if (onItem(item) === true) stop("stopped");
+      } catch (err) {
+        ending = "stopped";
+        stream.cancel();
+        settle(() => reject(err));
+      }
+    });
+    stream.on("end", () => settle(() => resolve(ending ?? "end")));
+    stream.on("error", (err: grpc.ServiceError) => {
+      if (ending !== undefined && err.code === grpc.status.CANCELLED) settle(() => resolve(ending!));
+      else settle(() => reject(fromServiceError(err)));
+    });
+  });
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env node
+// The `eph` executable: runs the program against this process's streams.
+import { run } from "./program.js";
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+process.exitCode = await run(process.argv.slice(2), {
+  env: process.env,
+  stdout: process.stdout,
+  stderr: process.stderr,
+  stdin: readStdin,
+});

@@ -1,0 +1,74 @@
+// `eph plugin …` (aliases `rp`, `resourceplugin`): publish, inspect and delete plugin versions.
+import { NotFoundError } from "@ephemera/kit";
+import type * as pb from "@ephemera/proto";
+import type { Command } from "commander";
+import type { Context } from "./context.js";
+import { UsageError } from "./errors.js";
+import { publishedRef, readName, readPlugin } from "./files.js";
+import { fileOptions, nameOrFile, outputOption } from "./options.js";
+import { compareVersionsDesc, formatDoc, pluginDoc, pluginSummary, shortTime, table, type OutputFormat } from "./render.js";
+
+interface FileOpts { file?: string; set: string[] }
+interface OutputOpts { output?: OutputFormat }
+
+export function registerPlugin(program: Command, ctx: Context): void {
+  const plugin = program
+    .command("plugin")
+    .alias("rp")
+    .alias("resourceplugin")
+    .description("publish, inspect and delete resource plugin versions");
+
+  fileOptions(plugin.command("apply").description("publish the plugin version a file describes"), "plugin")
+    .action(async (opts: FileOpts) => {
+      if (!opts.file) throw new UsageError("plugin apply needs -f FILE");
+      const spec = await readPlugin({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin });
+      const res = await ctx.api().applyPlugin(spec);
+      const name = res.plugin ? `${res.plugin.name}@${res.plugin.version}` : spec.name;
+      ctx.out(`plugin ${name} ${res.unchanged ? "unchanged" : "created"}\n`);
+    });
+
+  outputOption(plugin.command("get").description("show one plugin version (default: the latest)").argument("<ref>", "NAME, NAME@VERSION or NAME@latest"))
+    .action(async (ref: string, opts: OutputOpts) => {
+      const version = await ctx.api().getPlugin(ref);
+      ctx.out(formatDoc(pluginDoc(version), opts.output ?? "yaml"));
+    });
+
+  outputOption(plugin.command("list").alias("ls").description("every published version and how many sandboxes use it"))
+    .action(async (opts: OutputOpts) => {
+      const all = sortVersions(await ctx.api().listPlugins());
+      if (opts.output) return ctx.out(formatDoc(all.map(pluginSummary), opts.output));
+      ctx.out(table(
+        ["NAME", "VERSION", "SANDBOXES", "CREATED"],
+        all.map((p) => [p.name, p.version, String(p.sandboxes.length), shortTime(p.createdAt)]),
+      ));
+    });
+
+  outputOption(plugin.command("versions").description("the published versions of one plugin, newest first").argument("<name>"))
+    .action(async (name: string, opts: OutputOpts) => {
+      const versions = sortVersions((await ctx.api().listPlugins()).filter((p) => p.name === name));
+      if (!versions.length) throw new NotFoundError(`plugin ${name} not found`);
+      if (opts.output) return ctx.out(formatDoc(versions.map(pluginSummary), opts.output));
+      ctx.out(table(
+        ["VERSION", "SANDBOXES", "CREATED"],
+        versions.map((p) => [p.version, String(p.sandboxes.length), shortTime(p.createdAt)]),
+      ));
+    });
+
+  fileOptions(
+    plugin.command("delete").alias("rm")
+      .description("delete one version (NAME@VERSION), every version (NAME), or the version a file publishes")
+      .argument("[ref]", "NAME or NAME@VERSION"),
+    "plugin",
+  ).action(async (ref: string | undefined, opts: FileOpts) => {
+    nameOrFile(ref, opts.file, "plugin");
+    const target = ref ?? publishedRef(await readName({ file: opts.file!, sets: opts.set, stdin: ctx.io.stdin }));
+    const deleted = await ctx.api().deletePlugin(target);
+    if (!deleted.length) throw new NotFoundError(`plugin ${target} not found`);
+    for (const d of deleted) ctx.out(`plugin ${d} deleted\n`);
+  });
+}
+
+/** By name, newest version first. */
+function sortVersions(plugins: pb.ResourcePluginVersion[]): pb.ResourcePluginVersion[] {
+  return [...plugins].sort((a, b) => a.name.localeCompare(b.name) || compareVersionsDesc(a.version, b.version));
+}

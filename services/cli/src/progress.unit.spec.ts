@@ -1,0 +1,76 @@
+import * as pb from "@ephemera/proto";
+import { describeFailure, progress, stillWaitingFor, words, type Seen } from "./progress.js";
+
+const view = (resources: Partial<pb.ResourceView>[]) =>
+  pb.SandboxView.fromPartial({ name: "sb", status: { reason: "Creating" }, resources });
+const step = (name: string, status: string, extra: Partial<pb.StepView> = {}) =>
+  ({ name, phase: "create", status, attempt: 1, ...extra });
+
+describe("progress", () => {
+  it("reports each step and resource change once, and stays quiet about what is pending", () => {
+    let seen: Seen = new Map();
+    const lines: string[] = [];
+    for (const v of [
+      view([{ name: "db", status: "Pending", steps: [step("provision", "Pending"), step("seed", "Pending")] }]),
+      view([{ name: "db", status: "Provisioning", steps: [step("provision", "Running"), step("seed", "Pending")] }]),
+      view([{ name: "db", status: "Provisioning", steps: [step("provision", "Running"), step("seed", "Pending")] }]),
+      view([{ name: "db", status: "Provisioning", steps: [step("provision", "Succeeded"), step("seed", "Running", { attempt: 2 })] }]),
+      view([{ name: "db", status: "Ready", steps: [step("provision", "Succeeded"), step("seed", "Succeeded", { attempt: 2 })] }]),
+    ]) {
+      const next = progress(seen, v);
+      seen = next.seen;
+      lines.push(...next.lines);
+    }
+    expect(lines).toEqual([
+      "db: provision running",
+      "db: provisioning",
+      "db: provision succeeded",
+      "db: seed running (attempt 2)",
+      "db: seed succeeded (attempt 2)",
+      "db: ready",
+    ]);
+  });
+
+  it("names the exit code of a failed step", () => {
+    const { lines } = progress(new Map(), view([{ name: "db", status: "Failed", steps: [step("seed", "Failed", { exitCode: 3 })] }]));
+    expect(lines).toEqual(["db: seed failed (exit code 3)", "db: failed"]);
+  });
+});
+
+describe("stillWaitingFor", () => {
+  it("lists the resources not there yet with their busy steps", () => {
+    const v = view([
+      { name: "db", status: "Provisioning", steps: [step("provision", "Succeeded"), step("seed", "Running")] },
+      { name: "cache", status: "Ready" },
+      { name: "queue", status: "" },
+    ]);
+    expect(stillWaitingFor(v, "ready")).toBe("db (provisioning, seed running); queue (pending)");
+    expect(stillWaitingFor(undefined, "ready")).toBe("the first state of the sandbox");
+  });
+});
+
+describe("describeFailure", () => {
+  it("names the step, its exit code, reason, message and log tail", () => {
+    const text = describeFailure(pb.ResourceView.fromPartial({
+      name: "db",
+      status: "Failed",
+      steps: [step("seed", "Failed", { exitCode: 3 })],
+      failure: { step: "seed", exitCode: 3, reason: "Error", message: "script exited with 3", logTail: "connecting\nno route to host\n" },
+    }));
+    expect(text).toBe([
+      "resource db failed at step seed (create)",
+      "  exit code: 3",
+      "  reason:    Error",
+      "  message:   script exited with 3",
+      "  log tail:",
+      "    | connecting",
+      "    | no route to host",
+    ].join("\n"));
+  });
+});
+
+describe("words", () => {
+  it("splits status names", () => {
+    expect(words("DeprovisionFailed")).toBe("deprovision failed");
+  });
+});

@@ -1,0 +1,112 @@
+// What `get` and `list` print: the JSON/YAML documents scripts depend on, and the tables.
+import * as pb from "@ephemera/proto";
+import { stringify } from "yaml";
+
+export type OutputFormat = "json" | "yaml";
+
+export interface OutputDoc {
+  size: number;
+  value?: string;
+  base64?: string;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** An output value as text when it is valid UTF-8, otherwise as base64. */
+export function outputDoc(output: pb.ResourceOutput, showValue: boolean): OutputDoc {
+  if (!showValue || output.value === undefined) return { size: output.size };
+  try {
+    return { size: output.size, value: utf8.decode(output.value) };
+  } catch {
+    return { size: output.size, base64: Buffer.from(output.value).toString("base64") };
+  }
+}
+
+export function resourceDoc(r: pb.ResourceView, showOutputs: boolean): Record<string, unknown> {
+  const doc: Record<string, unknown> = {
+    name: r.name,
+    plugin: r.plugin,
+    version: r.version,
+    status: r.status,
+    outputs: Object.fromEntries(r.outputs.map((o) => [o.key, outputDoc(o, showOutputs)])),
+  };
+  if (r.steps.length) doc["steps"] = r.steps.map((s) => pb.StepView.toJSON(s));
+  if (r.failure) doc["failure"] = pb.StepFailure.toJSON(r.failure);
+  return doc;
+}
+
+/** The document of `eph sandbox get -o json|yaml` (a contract: scripts read it). */
+export function sandboxDoc(v: pb.SandboxView, showOutputs: boolean): Record<string, unknown> {
+  return {
+    name: v.name,
+    routingKey: v.routingKey,
+    spec: v.spec ? pb.SandboxSpec.toJSON(v.spec) : {},
+    status: { ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "" },
+    endpoints: v.endpoints.map((e) => ({ name: e.name, url: e.url })),
+    resources: v.resources.map((r) => resourceDoc(r, showOutputs)),
+    createdAt: v.createdAt,
+    updatedAt: v.updatedAt,
+  };
+}
+
+/** The document of `eph plugin get`: the version's identity, who uses it, and its file-shaped spec. */
+export function pluginDoc(p: pb.ResourcePluginVersion): Record<string, unknown> {
+  return {
+    name: p.name,
+    version: p.version,
+    digest: p.digest,
+    createdAt: p.createdAt,
+    sandboxes: p.sandboxes,
+    spec: p.spec ? pb.ResourcePluginSpec.toJSON(p.spec) : {},
+  };
+}
+
+/** The entries of `eph plugin list -o json` / `versions -o json` (without the specs). */
+export function pluginSummary(p: pb.ResourcePluginVersion): Record<string, unknown> {
+  return { name: p.name, version: p.version, digest: p.digest, createdAt: p.createdAt, sandboxes: p.sandboxes };
+}
+
+export function formatDoc(doc: unknown, format: OutputFormat): string {
+  return format === "json" ? `${JSON.stringify(doc, null, 2)}\n` : stringify(doc);
+}
+
+/** Left-aligned columns, as kubectl prints them. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("   ").trimEnd();
+  return [header, ...rows].map(line).join("\n") + "\n";
+}
+
+/** Timestamps to the second: enough to tell versions and sandboxes apart in a table. */
+export function shortTime(iso: string): string {
+  return iso.replace(/\.\d+Z$/, "Z");
+}
+
+/** Semver precedence, newest first (numeric core; a pre-release sorts before its release). */
+export function compareVersionsDesc(a: string, b: string): number {
+  const parse = (v: string) => {
+    const [core = "", pre] = v.split("+")[0]!.split(/-(.*)/s);
+    return { core: core.split(".").map(Number), pre: pre ? pre.split(".") : [] };
+  };
+  const x = parse(a);
+  const y = parse(b);
+  for (let i = 0; i < 3; i++) {
+    const d = (y.core[i] ?? 0) - (x.core[i] ?? 0);
+    if (d) return d;
+  }
+  if (!x.pre.length || !y.pre.length) return x.pre.length - y.pre.length;
+  for (let i = 0; i < Math.max(x.pre.length, y.pre.length); i++) {
+    const p = x.pre[i];
+    const q = y.pre[i];
+    if (p === undefined) return 1;
+    if (q === undefined) return -1;
+    if (p === q) continue;
+    const pn = /^\d+$/.test(p);
+    const qn = /^\d+$/.test(q);
+    if (pn && qn) return Number(q) - Number(p);
+    if (pn !== qn) return pn ? 1 : -1;
+    return q < p ? -1 : 1;
+  }
+  return 0;
+}

@@ -1,0 +1,112 @@
+// `eph sandbox …` (alias `sb`): apply, inspect and delete sandboxes, optionally waiting.
+import type * as pb from "@ephemera/proto";
+import type { Command } from "commander";
+import type { Context } from "./context.js";
+import { OperationFailed, UsageError } from "./errors.js";
+import { readName, readSandbox } from "./files.js";
+import { fileOptions, nameOrFile, outputOption, timeoutMs, waitOptions } from "./options.js";
+import { describeFailures, stillWaitingFor, words } from "./progress.js";
+import { formatDoc, sandboxDoc, shortTime, table, type OutputFormat } from "./render.js";
+import { waitForSandbox } from "./wait.js";
+
+interface FileOpts { file?: string; set: string[] }
+interface WaitOpts { wait?: boolean; waitTimeout: string }
+
+export function registerSandbox(program: Command, ctx: Context): void {
+  const sandbox = program.command("sandbox").alias("sb").description("apply, inspect and delete sandboxes");
+
+  waitOptions(fileOptions(sandbox.command("apply").description("create or update the sandbox a file describes"), "sandbox"), "ready", "3m")
+    .action(async (opts: FileOpts & WaitOpts) => {
+      if (!opts.file) throw new UsageError("sandbox apply needs -f FILE");
+      const limit = timeoutMs(opts.waitTimeout);
+      const spec = await readSandbox({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin });
+      const res = await ctx.api().applySandbox(spec);
+      const verb = res.created ? "created" : res.unchanged ? "unchanged" : "updated";
+      ctx.out(`sandbox ${spec.name} ${verb}${res.sandbox?.routingKey ? ` (routing key ${res.sandbox.routingKey})` : ""}\n`);
+      if (!opts.wait) return;
+      await waitUntilReady(ctx, spec.name, limit, opts.waitTimeout);
+    });
+
+  outputOption(
+    sandbox.command("get").description("show a sandbox, its resources and their outputs").argument("<name>")
+      .option("--show-outputs", "include output values (secrets: shown only when asked)"),
+  ).action(async (name: string, opts: { output?: OutputFormat; showOutputs?: boolean }) => {
+    const view = await ctx.api().getSandbox(name, opts.showOutputs ?? false);
+    ctx.out(formatDoc(sandboxDoc(view, opts.showOutputs ?? false), opts.output ?? "yaml"));
+  });
+
+  outputOption(sandbox.command("list").alias("ls").description("every sandbox and its status"))
+    .action(async (opts: { output?: OutputFormat }) => {
+      const views = [...(await ctx.api().listSandboxes())].sort((a, b) => a.name.localeCompare(b.name));
+      if (opts.output) return ctx.out(formatDoc(views.map((v) => sandboxDoc(v, false)), opts.output));
+      ctx.out(table(["NAME", "READY", "STATUS", "RESOURCES", "CREATED"], views.map(listRow)));
+    });
+
+  waitOptions(
+    fileOptions(
+      sandbox.command("delete").alias("rm").description("delete a sandbox, running its resources' delete workflows")
+        .argument("[name]").option("--force", "remove it without running the delete workflows"),
+      "sandbox",
+    ),
+    "gone",
+    "5m",
+  ).action(async (name: string | undefined, opts: FileOpts & WaitOpts & { force?: boolean }) => {
+    nameOrFile(name, opts.file, "sandbox");
+    const limit = timeoutMs(opts.waitTimeout);
+    const target = name ?? (await readName({ file: opts.file!, sets: opts.set, stdin: ctx.io.stdin }));
+    const view = await ctx.api().deleteSandbox(target, opts.force ?? false);
+    if (view.status?.reason === "Deleted") return ctx.out(`sandbox ${target} deleted\n`);
+    ctx.out(`sandbox ${target} deleting\n`);
+    if (opts.wait) await waitUntilGone(ctx, target, limit, opts.waitTimeout);
+  });
+}
+
+async function waitUntilReady(ctx: Context, name: string, limit: number, limitText: string): Promise<void> {
+  const result = await waitForSandbox(ctx.api(), name, "ready", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal });
+  switch (result.outcome) {
+    case "ready":
+      ctx.out(`sandbox ${name} ready\n`);
+      for (const e of result.view.endpoints) ctx.out(`  ${e.name}: ${e.url}\n`);
+      return;
+    case "failed": {
+      const reason = result.view.status?.reason ?? "";
+      const details = describeFailures(result.view);
+      if (details) ctx.err(details);
+      throw new OperationFailed(`sandbox ${name} ${reason === "ResourceFailed" ? "failed" : `is ${words(reason)}`}${summary(result.view)}`);
+    }
+    case "gone":
+      throw new OperationFailed(`sandbox ${name} was deleted while waiting for it to be ready`);
+    case "timeout":
+      throw new OperationFailed(
+        `timed out after ${limitText} waiting for sandbox ${name} to be ready; still waiting for: ${stillWaitingFor(result.view, "ready")}`,
+      );
+  }
+}
+
+async function waitUntilGone(ctx: Context, name: string, limit: number, limitText: string): Promise<void> {
+  const result = await waitForSandbox(ctx.api(), name, "gone", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal });
+  switch (result.outcome) {
+    case "gone":
+      ctx.out(`sandbox ${name} deleted\n`);
+      return;
+    case "ready":
+    case "failed": {
+      const details = describeFailures(result.view);
+      if (details) ctx.err(details);
+      throw new OperationFailed(`deleting sandbox ${name} failed${summary(result.view)}`);
+    }
+    case "timeout":
+      throw new OperationFailed(
+        `timed out after ${limitText} waiting for sandbox ${name} to be deleted; still waiting for: ${stillWaitingFor(result.view, "gone")}`,
+      );
+  }
+}
+
+function summary(view: pb.SandboxView): string {
+  return view.status?.message ? `: ${view.status.message}` : "";
+}
+
+function listRow(v: pb.SandboxView): string[] {
+  const ready = v.resources.filter((r) => r.status === "Ready").length;
+  return [v.name, v.status?.ready ? "true" : "false", v.status?.reason ?? "", `${ready}/${v.resources.length}`, shortTime(v.createdAt)];
+}
