@@ -1,0 +1,86 @@
+// The step program of the process driver, run by the runner inside a private mount
+// namespace: init (inputs, private views, script), the script itself, then the sidecar
+// (outputs). Its report goes to <runDir>/report.json; the script's output is its stdout.
+import { spawn } from "node:child_process";
+import { openSync, writeSync, closeSync } from "node:fs";
+import { constants } from "node:os";
+import { join } from "node:path";
+import { errorMessage } from "@ephemera/kit";
+import { fetchStepInputs, ioContextClient, storeStepOutputs } from "./client.js";
+import { STEP_HOME, planStep, writeStepFiles } from "./init.js";
+import { REPORT_FILE, STEP_CONFIG_ENV, type StepProgramConfig } from "./program.js";
+import { FailureReason, type StepReport } from "./report.js";
+import { collectOutputs } from "./sidecar.js";
+import { mountPrivateViews, privateViewDirs } from "./views.js";
+
+const SCRIPT_PATH = join(STEP_HOME, ".ephemera", "script");
+
+const say = (line: string) => process.stdout.write(`[ephemera] ${line}\n`);
+
+async function runStep(config: StepProgramConfig): Promise<StepReport> {
+  const client = ioContextClient(config.iocontext);
+  try {
+    let plan;
+    try {
+      plan = planStep(await fetchStepInputs(client, config.runId, config.token));
+    } catch (err) {
+      return { outcome: "failed", reason: FailureReason.InputUnavailable, message: `cannot get the step's inputs: ${errorMessage(err)}` };
+    }
+    try {
+      await mountPrivateViews(privateViewDirs(plan, config.runDir), config.runDir);
+      await writeStepFiles(plan, SCRIPT_PATH);
+    } catch (err) {
+      return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
+    }
+    const exit = await runScript({ ...config.env, HOME: STEP_HOME, ...plan.env });
+    if (exit.code !== 0) return { outcome: "failed", reason: FailureReason.Error, exitCode: exit.code, message: exit.message };
+    const collected = await collectOutputs(plan.outputs);
+    if (!collected.ok) return { outcome: "failed", reason: collected.reason, message: collected.message };
+    try {
+      await storeStepOutputs(client, config.runId, config.token, collected.values);
+    } catch (err) {
+      return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot store the outputs: ${errorMessage(err)}` };
+    }
+    return { outcome: "succeeded", outputs: collected.values.map((v) => ({ name: v.name, size: v.value.length })) };
+  } finally {
+    client.close();
+  }
+}
+
+/** Runs the script through its #! line; stdout and stderr share one pipe so the log keeps their order. */
+function runScript(env: Record<string, string>): Promise<{ code: number; message: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(SCRIPT_PATH, [], { cwd: STEP_HOME, env, stdio: ["ignore", 1, 1] });
+    child.on("error", (err: NodeJS.ErrnoException) => {
+      // Shell conventions: 127 for a missing interpreter, 126 for a file that cannot be executed.
+      const code = err.code === "ENOENT" ? 127 : 126;
+      resolve({ code, message: `cannot execute the script (is its #! interpreter installed?): ${err.message}` });
+    });
+    child.on("exit", (code, signal) => {
+      if (signal) resolve({ code: 128 + (constants.signals[signal] ?? 0), message: `script killed by ${signal}` });
+      else resolve({ code: code ?? 1, message: code === 0 ? "" : `script exited with code ${code}` });
+    });
+  });
+}
+
+async function main(): Promise<void> {
+  const raw = process.env[STEP_CONFIG_ENV];
+  if (!raw) {
+    process.stderr.write(`${STEP_CONFIG_ENV} is not set: this program is started by the ephemera runner\n`);
+    process.exit(2);
+  }
+  const config = JSON.parse(raw) as StepProgramConfig;
+  // Opened before the private views hide the run directory (it may live under /tmp).
+  const reportFd = openSync(join(config.runDir, REPORT_FILE), "w", 0o600);
+  let report: StepReport;
+  try {
+    report = await runStep(config);
+  } catch (err) {
+    report = { outcome: "failed", reason: FailureReason.DriverError, message: errorMessage(err) };
+  }
+  if (report.outcome === "failed" && report.reason !== FailureReason.Error) say(report.message);
+  writeSync(reportFd, JSON.stringify(report));
+  closeSync(reportFd);
+}
+
+void main();

@@ -1,0 +1,49 @@
+// Private views for the process driver: inside the step's own mount namespace, a fresh
+// per-run directory is bind-mounted over /tmp and over every directory that holds a
+// declared input or output path, so two runs of one plugin never see each other's files.
+import { execFile } from "node:child_process";
+import { mkdir } from "node:fs/promises";
+import { join, posix } from "node:path";
+import { promisify } from "node:util";
+import type { StepPlan } from "./init.js";
+
+const run = promisify(execFile);
+
+export const isWithin = (path: string, dir: string) => dir === "/" || path === dir || path.startsWith(`${dir}/`);
+
+export class PrivateViewError extends Error {
+  override readonly name = "PrivateViewError";
+}
+
+/**
+ * Pure: the directories to mount over, ancestors before descendants (a nested directory
+ * is then created inside its parent's fresh view), /tmp last. `runDir` holds the views'
+ * sources, so it must stay reachable until /tmp is mounted.
+ */
+export function privateViewDirs(plan: Pick<StepPlan, "files" | "outputs">, runDir: string): string[] {
+  const dirs = new Set<string>();
+  for (const p of [...plan.files.map((f) => f.path), ...plan.outputs.map((o) => o.path)]) {
+    const dir = posix.dirname(p);
+    if (isWithin(dir, "/tmp")) continue;
+    if (dir === "/") throw new PrivateViewError(`${p}: a file directly under / cannot get a private view; use a directory`);
+    if (isWithin(runDir, dir)) throw new PrivateViewError(`${p}: its directory ${dir} holds the runner's work directory ${runDir}`);
+    dirs.add(dir);
+  }
+  const depth = (d: string) => d.split("/").length;
+  return [...[...dirs].sort((a, b) => depth(a) - depth(b) || a.localeCompare(b)), "/tmp"];
+}
+
+/** Mounts the views; must run inside a private mount namespace (the process driver's `unshare`). */
+export async function mountPrivateViews(dirs: string[], runDir: string): Promise<void> {
+  for (const [i, dir] of dirs.entries()) {
+    const source = join(runDir, `view-${i}`);
+    await mkdir(source, { recursive: true });
+    await mkdir(dir, { recursive: true });
+    try {
+      await run("mount", ["--bind", source, dir]);
+    } catch (err) {
+      const stderr = (err as { stderr?: string }).stderr?.trim();
+      throw new PrivateViewError(`cannot mount a private view over ${dir}: ${stderr || String(err)}`, { cause: err });
+    }
+  }
+}

@@ -1,0 +1,63 @@
+// Pure input resolution: where each input of a step takes its value from, and how it is
+// handed to the script (env var, file, or both).
+import type * as pb from "@ephemera/proto";
+import type { Phase } from "@ephemera/events";
+import type { WorkflowView } from "./state.js";
+
+export type InputSource =
+  /** A sandbox param; undefined when the sandbox does not set it (optional params are common). */
+  | { kind: "param"; value: string | undefined }
+  /**
+   * An output of a step's successful run. `required`: the producer is in the same
+   * workflow, so the scheduler only dispatched this step after it succeeded. A create
+   * step read by a delete step may never have run: its output is then simply absent.
+   */
+  | { kind: "step"; step: string; output: string; runId: string | undefined; required: boolean };
+
+export interface PlannedInput {
+  name: string;
+  env: string;
+  path: string;
+  source: InputSource;
+}
+
+export interface InputContext {
+  phase: Phase;
+  spec: pb.ResourcePluginSpec;
+  workflow: WorkflowView;
+  /** For a delete workflow: the create workflow whose outputs its steps may read. */
+  createWorkflow?: WorkflowView;
+}
+
+/** `as.env`; an input without `as` (or with an empty one) arrives as its upper-cased name, '-' → '_'. */
+export function inputEnvName(input: pb.StepInput): string {
+  if (input.as && (input.as.env || input.as.path)) return input.as.env;
+  return input.name.toUpperCase().replace(/-/g, "_");
+}
+
+export function findStep(spec: pb.ResourcePluginSpec, phase: Phase, name: string): pb.Step | undefined {
+  return spec[phase].find((s) => s.name === name);
+}
+
+export function planInputs(step: pb.Step, ctx: InputContext): PlannedInput[] {
+  return step.inputs.map((input) => ({
+    name: input.name,
+    env: inputEnvName(input),
+    path: input.as?.path ?? "",
+    source: sourceOf(input, ctx),
+  }));
+}
+
+function sourceOf(input: pb.StepInput, ctx: InputContext): InputSource {
+  const ref = input.valueFromStep;
+  if (!ref) return { kind: "param", value: input.valueFromSandbox ? ctx.workflow.started?.params[input.name] : undefined };
+  if (findStep(ctx.spec, ctx.phase, ref.name)) {
+    return { kind: "step", step: ref.name, output: ref.output, runId: ctx.workflow.succeeded.get(ref.name), required: true };
+  }
+  // Only a delete step may look across phases (validation rejects the other direction).
+  const crossPhase = ctx.phase === "delete";
+  return { kind: "step", step: ref.name, output: ref.output, runId: ctx.createWorkflow?.succeeded.get(ref.name), required: !crossPhase };
+}
+
+/** Step sources whose producing run is not known yet: worth re-reading the workflows for. */
+export const unresolved = (planned: PlannedInput[]) => planned.some((p) => p.source.kind === "step" && !p.source.runId);

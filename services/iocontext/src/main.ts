@@ -1,0 +1,24 @@
+// Entry point of the iocontext service: configuration from the environment, then start().
+import { connectNats, JetStreamEventStore } from "@ephemera/eventstore";
+import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, createLogger, envString, onShutdown } from "@ephemera/kit";
+import { openRedis } from "./redis.js";
+import { start } from "./start.js";
+
+const logger = createLogger("iocontext");
+const common = commonConfig(process.env);
+const listen = envString(process.env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN);
+
+try {
+  const nc = await connectNats(common.natsUrl, "iocontext");
+  const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger });
+  const redis = openRedis(common.redisUrl);
+  const service = await start({ listen, prefix: common.prefix }, { store, redis, logger });
+  onShutdown(logger, [
+    async () => { await nc.drain(); },
+    async () => { await redis.quit(); },
+    () => service.stop(),
+  ]);
+} catch (err) {
+  logger.fatal({ err }, "iocontext failed to start");
+  process.exit(1);
+}

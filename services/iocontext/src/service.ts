@@ -1,0 +1,161 @@
+// The IOContext gRPC service: a step's script and resolved inputs for the init agent,
+// its outputs from the sidecar, and those outputs again for the runner to journal.
+// Values are secrets: only names and sizes are logged.
+import type * as pb from "@ephemera/proto";
+import { Aggregates, decode, parseRunId } from "@ephemera/events";
+import type { EventStore } from "@ephemera/eventstore";
+import { ConflictError, NotFoundError, ValidationError, type FieldViolation, type Logger } from "@ephemera/kit";
+import { findStep, planInputs, unresolved, type InputContext, type PlannedInput } from "./inputs.js";
+import type { OutputStore } from "./outputs.js";
+import type { Projections, WorkflowView } from "./state.js";
+
+export const MAX_OUTPUT_BYTES = 1024 * 1024;
+
+export interface IOContextDeps {
+  store: EventStore;
+  projections: Projections;
+  outputs: OutputStore;
+  logger: Logger;
+  maxOutputBytes?: number;
+}
+
+interface KnownRun {
+  runId: string;
+  routingKey: string;
+  workflowId: string;
+  started: pb.WorkflowStarted;
+  context: InputContext;
+  step: pb.Step;
+}
+
+export class IOContextHandlers {
+  private readonly maxOutputBytes: number;
+
+  constructor(private readonly deps: IOContextDeps) {
+    this.maxOutputBytes = deps.maxOutputBytes ?? MAX_OUTPUT_BYTES;
+  }
+
+  async getStepInputs(req: pb.GetStepInputsRequest): Promise<pb.GetStepInputsResponse> {
+    const run = await this.knownRun(req.runId);
+    let planned = planInputs(run.step, run.context);
+    if (unresolved(planned)) {
+      // The producing step's success may not have reached this projection yet.
+      await this.reloadWorkflows(run);
+      planned = planInputs(run.step, run.context);
+    }
+    const inputs: pb.ResolvedInput[] = [];
+    for (const p of planned) {
+      const value = await this.valueOf(p);
+      inputs.push({ name: p.name, present: value !== undefined, value: value ?? Buffer.alloc(0), env: p.env, path: p.path });
+    }
+    this.deps.logger.info(
+      { runId: run.runId, inputs: inputs.map((i) => ({ name: i.name, present: i.present, size: i.value.length })) },
+      "step inputs served",
+    );
+    return { script: run.step.script, inputs, outputs: run.step.outputs };
+  }
+
+  async putStepOutputs(req: pb.PutStepOutputsRequest): Promise<pb.PutStepOutputsResponse> {
+    const run = await this.knownRun(req.runId);
+    const declared = new Set(run.step.outputs.map((o) => o.name));
+    const violations: FieldViolation[] = [];
+    req.outputs.forEach((o, i) => {
+      if (!declared.has(o.name)) {
+        violations.push({
+          field: `outputs[${i}].name`,
+          rule: "undeclared-output",
+          description: `step "${run.step.name}" declares no output "${o.name}" (declared: ${[...declared].join(", ") || "none"})`,
+        });
+      }
+      if (o.value.length > this.maxOutputBytes) {
+        violations.push({
+          field: `outputs[${i}].value`,
+          rule: "output-too-large",
+          description: `output "${o.name}" is ${o.value.length} bytes, over the ${this.maxOutputBytes}-byte limit`,
+        });
+      }
+    });
+    if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
+    await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
+    this.deps.logger.info({ runId: run.runId, outputs: sizes(req.outputs) }, "step outputs stored");
+    return {};
+  }
+
+  async getStepOutputs(req: pb.GetStepOutputsRequest): Promise<pb.GetStepOutputsResponse> {
+    const run = await this.knownRun(req.runId);
+    const values = await this.outputsOf(run.runId);
+    return { outputs: [...values].map(([name, value]) => ({ name, value })) };
+  }
+
+  private async knownRun(runId: string): Promise<KnownRun> {
+    const parsed = parseRunId(runId);
+    if (!parsed) {
+      throw new ValidationError([{ field: "run_id", rule: "run-id", description: `"${runId}" is not a run id (<routingKey>.<resource>.<phase>.<step>.<attempt>)` }], "invalid request");
+    }
+    const { projections, store } = this.deps;
+    let workflow = projections.workflows.get(parsed.workflowId)?.state;
+    if (!workflow?.started || !workflow.dispatched.has(runId)) workflow = (await projections.workflows.reload(store, parsed.workflowId)).state;
+    const started = workflow.started;
+    if (!started || !workflow.dispatched.has(runId)) throw new NotFoundError(`run ${runId} is unknown: no workflow dispatched it`);
+
+    let spec = projections.plugins.get(started.plugin)?.state.specs.get(started.version);
+    spec ??= (await projections.plugins.reload(store, started.plugin)).state.specs.get(started.version);
+    if (!spec) throw new NotFoundError(`plugin ${started.plugin}@${started.version} of run ${runId} is unknown`);
+    const step = findStep(spec, parsed.phase, parsed.step);
+    if (!step) throw new NotFoundError(`plugin ${started.plugin}@${started.version} has no ${parsed.phase} step "${parsed.step}"`);
+
+    const createWorkflow = started.createWorkflowId ? await this.workflow(started.createWorkflowId) : undefined;
+    return {
+      runId,
+      routingKey: parsed.routingKey,
+      workflowId: parsed.workflowId,
+      started,
+      context: { phase: parsed.phase, spec, workflow, ...(createWorkflow ? { createWorkflow } : {}) },
+      step,
+    };
+  }
+
+  private async workflow(id: string): Promise<WorkflowView> {
+    const known = this.deps.projections.workflows.get(id);
+    return known ? known.state : (await this.deps.projections.workflows.reload(this.deps.store, id)).state;
+  }
+
+  private async reloadWorkflows(run: KnownRun): Promise<void> {
+    const { projections, store } = this.deps;
+    run.context.workflow = (await projections.workflows.reload(store, run.workflowId)).state;
+    const createId = run.started.createWorkflowId;
+    if (createId) run.context.createWorkflow = (await projections.workflows.reload(store, createId)).state;
+  }
+
+  private async valueOf(p: PlannedInput): Promise<Buffer | undefined> {
+    const source = p.source;
+    if (source.kind === "param") return source.value === undefined ? undefined : Buffer.from(source.value, "utf8");
+    const value = source.runId ? (await this.outputsOf(source.runId, source.output)).get(source.output) : undefined;
+    if (value === undefined && source.required) {
+      throw new ConflictError(`input "${p.name}": step "${source.step}" has not produced output "${source.output}"`);
+    }
+    return value;
+  }
+
+  /** The outputs of a run, rehydrated from its `steprun.succeeded` event when Redis lost them. */
+  private async outputsOf(runId: string, wanted?: string): Promise<Map<string, Buffer>> {
+    const cached = await this.deps.outputs.read(runId);
+    if (wanted ? cached.has(wanted) : cached.size > 0) return cached;
+    const journaled = await this.journaledOutputs(runId);
+    if (!journaled?.length) return cached;
+    await this.deps.outputs.write(runId, parseRunId(runId)?.routingKey ?? "", journaled);
+    this.deps.logger.info({ runId, outputs: sizes(journaled) }, "outputs rehydrated from the journal");
+    return new Map(journaled.map((o) => [o.name, o.value]));
+  }
+
+  private async journaledOutputs(runId: string): Promise<pb.OutputValue[] | undefined> {
+    const { events } = await this.deps.store.read(Aggregates.steprun, runId);
+    for (const r of events) {
+      const e = decode(r);
+      if (e?.type === "ephemera.steprun.succeeded.v1") return e.data.outputs;
+    }
+    return undefined;
+  }
+}
+
+const sizes = (outputs: pb.OutputValue[]) => outputs.map((o) => ({ name: o.name, size: o.value.length }));

@@ -1,0 +1,70 @@
+// Composition of the IO context service: projections fed from the event stream, outputs
+// in Redis, the gRPC server; and the clean-up of a sandbox's outputs once it is deleted.
+import type { Redis } from "ioredis";
+import * as pb from "@ephemera/proto";
+import { Aggregates } from "@ephemera/events";
+import { Feed, type Commit, type EventStore } from "@ephemera/eventstore";
+import { startGrpcServer, unary, type Logger } from "@ephemera/kit";
+import { OutputStore } from "./outputs.js";
+import { IOContextHandlers } from "./service.js";
+import { projections as makeProjections } from "./state.js";
+
+export interface IOContextConfig {
+  /** host:port to listen on (port 0: any free port). */
+  listen: string;
+  prefix: string;
+  maxOutputBytes?: number;
+}
+
+export interface IOContextServiceDeps {
+  store: EventStore;
+  redis: Redis;
+  logger: Logger;
+}
+
+export interface RunningIOContext {
+  port: number;
+  stop(): Promise<void>;
+}
+
+export async function start(config: IOContextConfig, deps: IOContextServiceDeps): Promise<RunningIOContext> {
+  const { store, logger } = deps;
+  const projections = makeProjections();
+  const outputs = new OutputStore(deps.redis, config.prefix);
+  const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes]);
+  const cleanups = new Set<Promise<void>>();
+  feed.onCommit((commit) => {
+    const routingKey = deletedSandbox(commit, (id) => projections.sandboxes.get(id)?.state.routingKey);
+    if (!routingKey) return;
+    const p = outputs.dropSandbox(routingKey).then(
+      (runs) => { if (runs) logger.info({ sandbox: commit.aggregateId, routingKey, runs }, "outputs of a deleted sandbox dropped"); },
+      (err: unknown) => logger.warn({ err, sandbox: commit.aggregateId }, "cannot drop the outputs of a deleted sandbox"),
+    ).finally(() => cleanups.delete(p));
+    cleanups.add(p);
+  });
+  await feed.start();
+
+  const handlers = new IOContextHandlers({
+    store, projections, outputs, logger, ...(config.maxOutputBytes ? { maxOutputBytes: config.maxOutputBytes } : {}),
+  });
+  const implementation: pb.IOContextServer = {
+    getStepInputs: unary((req: pb.GetStepInputsRequest) => handlers.getStepInputs(req), logger),
+    putStepOutputs: unary((req: pb.PutStepOutputsRequest) => handlers.putStepOutputs(req), logger),
+    getStepOutputs: unary((req: pb.GetStepOutputsRequest) => handlers.getStepOutputs(req), logger),
+  };
+  const server = await startGrpcServer(config.listen, [{ definition: pb.IOContextService, implementation }], logger);
+  return {
+    port: server.port,
+    stop: async () => {
+      await server.shutdown();
+      await feed.stop();
+      await Promise.allSettled([...cleanups]);
+    },
+  };
+}
+
+function deletedSandbox(commit: Commit, routingKeyOf: (id: string) => string | undefined): string | undefined {
+  if (commit.aggregate !== Aggregates.sandbox) return undefined;
+  if (!commit.events.some((e) => e.type === "ephemera.sandbox.deleted.v1")) return undefined;
+  return routingKeyOf(commit.aggregateId) || undefined;
+}
