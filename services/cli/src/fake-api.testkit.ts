@@ -186,13 +186,19 @@ export function sandboxView(
   });
 }
 
-export function resourceView(name: string, status: string, steps: Array<[string, string, number?]>, extra: Partial<pb.ResourceView> = {}): pb.ResourceView {
+export function resourceView(
+  name: string,
+  status: string,
+  steps: Array<[string, string, number?]>,
+  extra: Partial<pb.ResourceView> = {},
+  phase = "create",
+): pb.ResourceView {
   return pb.ResourceView.fromPartial({
     name,
     plugin: "hello-db",
     version: "1.0.0",
     status,
-    steps: steps.map(([step, st, exitCode]) => ({ name: step, phase: "create", status: st, attempt: 1, runId: `run-${step}`, exitCode })),
+    steps: steps.map(([step, st, exitCode]) => ({ name: step, phase, status: st, attempt: 1, runId: `run-${step}`, exitCode })),
     ...extra,
   });
 }

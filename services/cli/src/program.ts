@@ -68,7 +68,9 @@ function report(err: unknown, ctx: Context): number {
     return EXIT_USAGE;
   }
   if (err instanceof UnavailableError) {
-    ctx.err(`error: the ephemera API at ${ctx.address} is unavailable: ${err.message}`);
+    // grpc-js appends an empty "Resolution note:" to connection failures.
+    const why = err.message.replace(/\s*Resolution note:\s*$/, "");
+    ctx.err(`error: the ephemera API at ${ctx.address} is unavailable: ${why}`);
     return EXIT_FAILED;
   }
   // A failed operation, a conflict, something not found: the message says which.
