@@ -8,6 +8,12 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+// `eph events --follow | head` closes our stdout: that is the reader being done, not a failure.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(0);
+  throw err;
+});
+
 process.exitCode = await run(process.argv.slice(2), {
   env: process.env,
   stdout: process.stdout,
