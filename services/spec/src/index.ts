@@ -1,0 +1,11 @@
+// The plugin and sandbox files: model, validation, templating. Shared by `cli` (fast
+// feedback) and `sandbox` (the trust boundary): the same rules run in both.
+export type { FieldViolation } from "@ephemera/kit";
+export {
+  validatePlugin, validateSandbox, checkSandboxAgainstPlugins, pluginToDoc, sandboxToDoc,
+  parsePluginRef, stepEnvName, stepDependencies, pluginDigest,
+  pluginViolations, sandboxViolations, canonicalVersion, canonicalJson, type PluginRef,
+} from "./validate.js";
+export { loadTemplate, renderTemplate, parseSets, TemplateError, type TemplateProblem, type RenderOptions } from "./template.js";
+export { jsonSchema } from "./schema.js";
+export { ROOT_FIELD, fieldPath, type Rule } from "./violations.js";

@@ -1,0 +1,60 @@
+// The naming rules of plugin and sandbox files, in one place: the validator, the JSON
+// schemas and docs/plugins.md all read them from here.
+
+/** DNS-label-like: a letter first, letters/digits/'-', alphanumeric last. */
+export const LABEL_NAME = /^[a-zA-Z]([a-zA-Z0-9-]*[a-zA-Z0-9])?$/;
+/** Step, input and output names: no dots, since `<step>.<output>` keys and subjects use dots. */
+export const STEP_NAME = /^[a-zA-Z][a-zA-Z0-9_-]*$/;
+/** Env vars a step's inputs map to (POSIX shell names). */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Env vars of forked workloads: what Kubernetes accepts. */
+export const WORKLOAD_ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+/** A cluster name travels in NATS subjects (`<prefix>.run.<cluster>`): no dots, no wildcards. */
+export const CLUSTER_NAME = /^[a-zA-Z0-9]([a-zA-Z0-9_-]*[a-zA-Z0-9])?$/;
+/** Template variables (`@{name}`). */
+export const VAR_NAME = /^[a-zA-Z][a-zA-Z0-9_.-]*$/;
+/** Sandbox TTL: a positive count and a unit (seconds are an ephemera addition). */
+export const TTL_DURATION = /^[1-9][0-9]*[smhdw]$/;
+/** Step timeout (an ephemera addition). */
+export const STEP_TIMEOUT = /^[1-9][0-9]*[smh]$/;
+
+export const MAX_BYTES = {
+  pluginName: 253,
+  sandboxName: 30,
+  resourceName: 63,
+  stepName: 63,
+  clusterName: 63,
+  description: 255,
+} as const;
+
+export const MAX_RETRIES = 10;
+
+/** Set by the runner for every step; an input may not take them over. */
+export const RESERVED_ENV = [
+  "SIGNADOT_SANDBOX_NAME",
+  "SIGNADOT_SANDBOX_ROUTING_KEY",
+  "SIGNADOT_RESOURCE_NAME",
+  "SIGNADOT_SANDBOX_ID",
+] as const;
+export const RESERVED_ENV_PREFIX = "EPHEMERA_";
+
+/** The container that runs the script, and the agents' containers an overlay may not take. */
+export const MAIN_CONTAINER = "main";
+export const RESERVED_CONTAINERS = ["ephemera-init", "ephemera-sidecar"] as const;
+
+export const TTL_OFFSETS = ["createdAt", "updatedAt"] as const;
+export const ENV_OPERATIONS = ["upsert", "delete"] as const;
+
+const utf8 = new TextEncoder();
+export function byteLength(s: string): number {
+  return utf8.encode(s).length;
+}
+
+export function isReservedEnv(name: string): boolean {
+  return (RESERVED_ENV as readonly string[]).includes(name) || name.startsWith(RESERVED_ENV_PREFIX);
+}
+
+/** Env var for an input without `as`: upper-cased, `-` → `_`. */
+export function stepEnvName(input: string): string {
+  return input.toUpperCase().replaceAll("-", "_");
+}

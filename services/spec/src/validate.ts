@@ -1,0 +1,78 @@
+// Validation of plugin and sandbox documents, and the conversions between a document and
+// its proto message. The CLI validates the templated file; the sandbox service validates
+// `pluginToDoc(request)`; both get the same violations from the same rules.
+import { createHash } from "node:crypto";
+import { ValidationError, type FieldViolation } from "@ephemera/kit";
+import * as pb from "@ephemera/proto";
+import type * as z from "zod";
+import { reportIssues } from "./issues.js";
+import { PluginDoc, SandboxDoc } from "./model.js";
+import { checkPluginRules } from "./plugin-rules.js";
+import { checkSandboxRules } from "./sandbox-rules.js";
+import { Violations } from "./violations.js";
+
+export { checkSandboxAgainstPlugins } from "./sandbox-rules.js";
+export { parsePluginRef, canonicalVersion, type PluginRef } from "./refs.js";
+export { stepEnvName } from "./names.js";
+export { stepDependencies } from "./graph.js";
+
+/** Every violation of a plugin document; empty when it is valid. */
+export function pluginViolations(doc: unknown): FieldViolation[] {
+  return check(doc, PluginDoc, checkPluginRules, "plugin").violations;
+}
+
+/** Every violation of a sandbox document; empty when it is valid. */
+export function sandboxViolations(doc: unknown): FieldViolation[] {
+  return check(doc, SandboxDoc, checkSandboxRules, "sandbox").violations;
+}
+
+/** Validates a plugin document (the YAML file's shape, already templated, or `pluginToDoc` of a proto). Throws ValidationError listing every violation. */
+export function validatePlugin(doc: unknown): pb.ResourcePlugin {
+  const { value, violations } = check(doc, PluginDoc, checkPluginRules, "plugin");
+  if (violations.length > 0) throw new ValidationError(violations, "invalid plugin");
+  return pb.ResourcePlugin.fromJSON(value);
+}
+
+/** Validates a sandbox document. Throws ValidationError listing every violation. */
+export function validateSandbox(doc: unknown): pb.Sandbox {
+  const { value, violations } = check(doc, SandboxDoc, checkSandboxRules, "sandbox");
+  if (violations.length > 0) throw new ValidationError(violations, "invalid sandbox");
+  return pb.Sandbox.fromJSON(value);
+}
+
+/** The file-shaped plain object of a plugin (canonical proto3 JSON: field names equal the YAML keys). */
+export function pluginToDoc(p: pb.ResourcePlugin): unknown {
+  return pb.ResourcePlugin.toJSON(p);
+}
+
+export function sandboxToDoc(s: pb.Sandbox): unknown {
+  return pb.Sandbox.toJSON(s);
+}
+
+/** sha256 of the canonical JSON of a plugin spec (equal specs have equal digests). */
+export function pluginDigest(spec: pb.ResourcePluginSpec): string {
+  return createHash("sha256").update(canonicalJson(pb.ResourcePluginSpec.toJSON(spec))).digest("hex");
+}
+
+/** JSON with object keys sorted at every level, so equal values serialise equally. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
+    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Record<string, unknown>)[k]]));
+  });
+}
+
+function check(
+  doc: unknown, schema: z.ZodType, rules: (doc: unknown, out: Violations) => void, what: string,
+): { value: unknown; violations: FieldViolation[] } {
+  const out = new Violations();
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
+    out.add([], "type", `a ${what} file is a mapping with name and spec, not ${doc === null || doc === undefined ? "empty" : Array.isArray(doc) ? "a list" : typeof doc}`);
+    return { value: undefined, violations: out.list };
+  }
+  const parsed = schema.safeParse(doc);
+  if (!parsed.success) reportIssues(parsed.error.issues, doc, schema, out);
+  rules(doc, out);
+  return { value: parsed.success ? parsed.data : undefined, violations: out.ordered(doc) };
+}
+
