@@ -1,0 +1,43 @@
+// The port between the runner and what actually runs a step: a local process tree
+// (process driver) or, later, a pod (Kubernetes driver). The driver runs the agents'
+// logic and the script; the runner owns the StepRun aggregate and the work item.
+import type * as pb from "@ephemera/proto";
+import type { StepReport } from "@ephemera/io-agent";
+
+export interface RunRequest {
+  dispatch: pb.StepDispatch;
+  /** Capability token for the IO context (empty until tokens are signed). */
+  token: string;
+  /** The default environment of the script (SIGNADOT_*, EPHEMERA_*). */
+  env: Record<string, string>;
+  /** Receives the step's log as it is produced. */
+  onLog(chunk: Buffer): void;
+}
+
+export interface RunningStep {
+  /** Settles once the step has ended and its processes (or pod) are gone. Never rejects. */
+  readonly result: Promise<StepReport>;
+  /** Asks the step to stop: SIGTERM (or pod deletion), then a forced kill after the grace period. */
+  stop(graceMs: number): void;
+}
+
+export interface StepDriver {
+  readonly name: string;
+  run(request: RunRequest): RunningStep;
+}
+
+/** The environment every step gets, as Signadot's runner sets it plus ephemera's names. */
+export function defaultStepEnv(d: pb.StepDispatch): Record<string, string> {
+  return {
+    SIGNADOT_SANDBOX_NAME: d.sandbox,
+    SIGNADOT_SANDBOX_ROUTING_KEY: d.routingKey,
+    SIGNADOT_RESOURCE_NAME: d.resource,
+    SIGNADOT_SANDBOX_ID: d.routingKey,
+    EPHEMERA_SANDBOX_NAME: d.sandbox,
+    EPHEMERA_ROUTING_KEY: d.routingKey,
+    EPHEMERA_RESOURCE_NAME: d.resource,
+    EPHEMERA_STEP_NAME: d.step,
+    EPHEMERA_PHASE: d.phase,
+    EPHEMERA_RUN_ID: d.runId,
+  };
+}

@@ -1,0 +1,102 @@
+// The process driver: one step = one process tree in its own mount namespace, running
+// io-agent's step program (inputs, private views, the script, outputs). Each run gets a
+// process group, so stopping it reaches the script's children too.
+import { spawn } from "node:child_process";
+import { mkdir, readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { FailureReason, REPORT_FILE, STEP_CONFIG_ENV, parseStepReport, type StepProgramConfig, type StepReport } from "@ephemera/io-agent";
+import type { Logger } from "@ephemera/kit";
+import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
+
+export interface ProcessDriverOptions {
+  /** Per-run directories live under `<workdir>/runs`. */
+  workdir: string;
+  /** host:port of the IO context, as the step program dials it. */
+  iocontext: string;
+  /** io-agent's step program (its built `step.js`). */
+  stepProgram: string;
+  /** `unshare …` prefix from detectIsolation(). */
+  isolation: string[];
+  /** Passed through to the script (PATH, LANG). */
+  hostEnv: Record<string, string>;
+  logger: Logger;
+  node?: string;
+}
+
+export class ProcessDriver implements StepDriver {
+  readonly name = "process";
+
+  constructor(private readonly options: ProcessDriverOptions) {}
+
+  run(request: RunRequest): RunningStep {
+    const { dispatch } = request;
+    const runDir = join(this.options.workdir, "runs", dispatch.runId);
+    let pgid: number | undefined;
+    let stopped = false;
+    let exited = false;
+    let force: NodeJS.Timeout | undefined;
+
+    const signalGroup = (signal: NodeJS.Signals) => {
+      if (pgid === undefined) return;
+      try { process.kill(-pgid, signal); } catch { /* the group is gone */ }
+    };
+
+    const result = (async (): Promise<StepReport> => {
+      await rm(runDir, { recursive: true, force: true });
+      await mkdir(runDir, { recursive: true });
+      if (stopped) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" };
+      const config: StepProgramConfig = {
+        runId: dispatch.runId,
+        token: request.token,
+        iocontext: this.options.iocontext,
+        runDir,
+        env: { ...this.options.hostEnv, ...request.env },
+      };
+      const [command, ...args] = this.options.isolation;
+      const child = spawn(command!, [...args, "--", this.options.node ?? process.execPath, this.options.stepProgram], {
+        detached: true, // its own process group: stopping the step reaches every process of it
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...this.options.hostEnv, [STEP_CONFIG_ENV]: JSON.stringify(config) },
+      });
+      pgid = child.pid;
+      const streamsClosed = Promise.all([child.stdout, child.stderr].map((s) => new Promise<void>((resolve) => {
+        s.on("data", (chunk: Buffer) => request.onLog(chunk));
+        s.on("close", resolve);
+      })));
+      const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
+        child.once("error", (error) => resolve({ code: null, signal: null, error }));
+        child.once("exit", (code, signal) => resolve({ code, signal }));
+      });
+      exited = true;
+      clearTimeout(force);
+      // Whatever the script left running in the background goes with the step.
+      signalGroup("SIGKILL");
+      await Promise.race([streamsClosed, new Promise((r) => setTimeout(r, 2000).unref())]);
+      child.stdout.destroy();
+      child.stderr.destroy();
+      const report = parseStepReport(await readFile(join(runDir, REPORT_FILE), "utf8").catch(() => ""));
+      if (stopped) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped", ...exitCode(report) };
+      if (report) return report;
+      const how = exit.error ? exit.error.message : exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+      return { outcome: "failed", reason: FailureReason.DriverError, message: `the step program ${how} before reporting` };
+    })()
+      .catch((err: unknown): StepReport => {
+        this.options.logger.error({ err, runId: dispatch.runId }, "process driver failed");
+        return { outcome: "failed", reason: FailureReason.DriverError, message: `process driver: ${String(err)}` };
+      })
+      .finally(() => rm(runDir, { recursive: true, force: true }).catch(() => undefined));
+
+    return {
+      result,
+      stop: (graceMs: number) => {
+        if (stopped || exited) return;
+        stopped = true;
+        signalGroup("SIGTERM");
+        force = setTimeout(() => signalGroup("SIGKILL"), graceMs);
+        force.unref();
+      },
+    };
+  }
+}
+
+const exitCode = (r: StepReport | undefined) => (r?.outcome === "failed" && r.exitCode !== undefined ? { exitCode: r.exitCode } : {});

@@ -1,0 +1,24 @@
+// Entry point of the runner service: configuration from the environment, then start().
+import { hostname, tmpdir } from "node:os";
+import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue } from "@ephemera/eventstore";
+import { createLogger, onShutdown } from "@ephemera/kit";
+import { runnerConfig } from "./config.js";
+import { start, stepDispatchCodec } from "./start.js";
+import { stepProgramPath } from "./step-program.js";
+
+const logger = createLogger("runner");
+
+try {
+  const config = runnerConfig(process.env, {
+    stepProgram: stepProgramPath(), tmpdir: tmpdir(), runnerId: `${hostname()}-${process.pid}`,
+  });
+  const nc = await connectNats(config.natsUrl, "runner");
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
+  const queue = await JetStreamWorkQueue.open(nc, config.prefix, stepDispatchCodec, logger);
+  const logs = await JetStreamLogStore.open(nc, config.prefix);
+  const runner = await start(config, { store, queue, logs, logger });
+  onShutdown(logger, [async () => { await nc.drain(); }, () => runner.stop()]);
+} catch (err) {
+  logger.fatal({ err }, "runner failed to start");
+  process.exit(1);
+}

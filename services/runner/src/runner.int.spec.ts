@@ -1,0 +1,244 @@
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import * as pb from "@ephemera/proto";
+import { Aggregates, decode, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
+import {
+  connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue,
+  type EventStore, type LogStore, type WorkQueue,
+} from "@ephemera/eventstore";
+import { createLogger, waitFor } from "@ephemera/kit";
+import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
+import { start, stepDispatchCodec, type RunningRunner } from "./index.js";
+import { testNats } from "../../../test/support/servers.js";
+
+type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
+
+const ROOT = resolve(__dirname, "..", "..", "..");
+const STEP_PROGRAM = join(ROOT, "services/io-agent/dist/step.js");
+const SHARED_OUT = "/work/shared-out";
+
+const step = (name: string, script: string, inputs: Array<Partial<pb.StepInput>>, outputs: Array<[string, string]> = []) => ({
+  name, script, inputs: inputs as pb.StepInput[], outputs: outputs.map(([n, valueFromPath]) => ({ name: n, valueFromPath })),
+});
+const scratch = { name: "scratch", valueFromSandbox: true };
+
+const spec = pb.ResourcePluginSpec.fromPartial({
+  create: [
+    step("provision", `#!/usr/bin/env bash
+set -eu
+echo started >> "$SCRATCH/count-$EPHEMERA_ROUTING_KEY"
+echo "provisioning $DB_NAME for $SIGNADOT_SANDBOX_NAME/$SIGNADOT_RESOURCE_NAME ($SIGNADOT_SANDBOX_ID) in $HOME"
+printf 'db-%s' "$SIGNADOT_SANDBOX_ROUTING_KEY" > /tmp/host
+printf '%s' "$(cat /work/in/config)" > /work/out/port
+`, [{ name: "db-name", valueFromSandbox: true }, scratch, { name: "config", valueFromSandbox: true, as: { env: "", path: "/work/in/config" } }],
+    [["host", "/tmp/host"], ["port", "/work/out/port"]]),
+    step("fail", `#!/usr/bin/env bash
+for i in $(seq 1 100); do echo "line $i"; done
+echo "giving up" >&2
+exit 3
+`, []),
+    step("share", `#!/usr/bin/env bash
+set -eu
+printf '%s' "$EPHEMERA_ROUTING_KEY" > ${SHARED_OUT}/value
+echo "$EPHEMERA_ROUTING_KEY" > /tmp/mine
+touch "$SCRATCH/$EPHEMERA_ROUTING_KEY.ready"
+while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done
+listing="$(echo $(ls -A ${SHARED_OUT}) $(ls -A /tmp))"
+printf '%s' "$listing" > /tmp/listing
+`, [scratch], [["value", `${SHARED_OUT}/value`], ["listing", "/tmp/listing"]]),
+    step("hang", `#!/usr/bin/env bash
+sleep 300 &
+echo $! > "$SCRATCH/sleep.pid"
+wait
+`, [scratch]),
+    step("forget", "#!/bin/sh\necho 'not writing the output'\n", [], [["result", "/tmp/result"]]),
+  ],
+});
+
+describe("runner with the process driver, against NATS and Redis", () => {
+  let nc: NatsConnection;
+  let store: EventStore;
+  let queue: WorkQueue<pb.StepDispatch>;
+  let logs: LogStore;
+  let redis: Redis;
+  let prefix: string;
+  let cleanupStreams: (nc: NatsConnection) => Promise<void>;
+  let io: RunningIOContext;
+  let runner: RunningRunner;
+  let scratchDir: string;
+  let workdir: string;
+  /** Dispatches the runner finished handling (its handler returned, so the item was acked). */
+  let handled: string[];
+
+  beforeAll(() => {
+    // The process driver runs io-agent's built step program: make sure it matches the sources.
+    execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-b", join(ROOT, "services/io-agent")], { stdio: "inherit" });
+  }, 120_000);
+
+  beforeEach(async () => {
+    const t = testNats("run");
+    prefix = t.prefix;
+    cleanupStreams = t.cleanup;
+    nc = await connectNats(t.url, "runner-test");
+    store = await JetStreamEventStore.open(nc, { prefix });
+    const jsQueue = await JetStreamWorkQueue.open(nc, prefix, stepDispatchCodec);
+    handled = [];
+    queue = {
+      publish: (c, id, d) => jsQueue.publish(c, id, d),
+      consume: (c, n, h) => jsQueue.consume(c, n, async (item) => { await h(item); handled.push(item.data.runId); }),
+      cancel: (c, m) => jsQueue.cancel(c, m),
+      onCancel: (c, h) => jsQueue.onCancel(c, h),
+    };
+    logs = await JetStreamLogStore.open(nc, prefix);
+    redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
+    // Outside /tmp and outside every declared path: visible to the test and to every step.
+    scratchDir = await mkdtemp(join("/var/tmp", `${prefix}-scratch-`));
+    workdir = await mkdtemp(join(tmpdir(), `${prefix}-work-`));
+    const logger = createLogger("test", "silent");
+    io = await startIOContext({ listen: "127.0.0.1:0", prefix }, { store, redis, logger });
+    runner = await start({
+      natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
+      workdir, listen: "127.0.0.1:0", runnerId: "test-runner", stepProgram: STEP_PROGRAM, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+      cancelGraceMs: 2000, shutdownGraceMs: 5000,
+    }, { store, queue, logs, logger });
+    await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
+  });
+
+  afterEach(async () => {
+    await runner.stop();
+    await io.stop();
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length) await redis.del(...keys);
+    await redis.quit();
+    await cleanupStreams(nc);
+    await nc.close();
+    await rm(scratchDir, { recursive: true, force: true });
+    await rm(workdir, { recursive: true, force: true });
+  });
+
+  afterAll(async () => {
+    // The driver creates a missing view directory on the host; it stays empty.
+    await rmdir(SHARED_OUT).catch(() => undefined);
+  });
+
+  const append = async (aggregate: string, id: string, ...events: DomainEvent[]) => {
+    const current = await store.read(aggregate, id);
+    await store.append(aggregate, id, current, events.map(encode), { source: "test" });
+  };
+
+  /** What the scheduler does: start the workflow, record the dispatch, then publish it. */
+  const dispatch = async (routingKey: string, stepName: string, params: Record<string, string> = {}) => {
+    const wf = workflowId(routingKey, "db", "create");
+    const run = makeRunId(wf, stepName, 1);
+    const d = pb.StepDispatch.fromPartial({
+      runId: run, workflowId: wf, sandbox: `sb-${routingKey}`, routingKey, resource: "db", phase: "create", step: stepName,
+      attempt: 1, cluster: "local", plugin: "hello-db", version: "1.0.0",
+    });
+    const existing = await store.read(Aggregates.workflow, wf);
+    await store.append(Aggregates.workflow, wf, existing, [
+      ...(existing.version === 0 ? [ev("ephemera.workflow.started.v1", {
+        workflowId: wf, sandbox: d.sandbox, routingKey, resource: "db", phase: "create", plugin: "hello-db", version: "1.0.0",
+        cluster: "local", params: { scratch: scratchDir, ...params },
+      })] : []),
+      ev("ephemera.workflow.step_dispatched.v1", { step: stepName, runId: run, attempt: 1 }),
+    ].map(encode), { source: "test" });
+    await queue.publish("local", run, d);
+    return d;
+  };
+
+  const stepRunEvents = async (run: string) => (await store.read(Aggregates.steprun, run)).events.map(decode).filter((e): e is DomainEvent => !!e);
+
+  const result = (run: string, timeoutMs = 30_000) => waitFor(async () => {
+    const last = (await stepRunEvents(run)).at(-1);
+    return last && last.type !== "ephemera.steprun.started.v1" ? last : undefined;
+  }, { timeoutMs, intervalMs: 50, what: `the result of ${run}` });
+
+  const outputsOf = (e: DomainEvent) => {
+    if (e.type !== "ephemera.steprun.succeeded.v1") throw new Error(`expected success, got ${JSON.stringify(e)}`);
+    return Object.fromEntries(e.data.outputs.map((o) => [o.name, o.value.toString()]));
+  };
+
+  it("runs a bash script with its inputs and the default environment, and journals its outputs", async () => {
+    const d = await dispatch("rka", "provision", { "db-name": "orders", config: "5432" });
+    const e = await result(d.runId);
+    expect(outputsOf(e)).toEqual({ host: "db-rka", port: "5432" });
+    expect(await stepRunEvents(d.runId)).toEqual([
+      expect.objectContaining({ type: "ephemera.steprun.started.v1", data: expect.objectContaining({ driver: "process", runner: "test-runner" }) }),
+      expect.objectContaining({ type: "ephemera.steprun.succeeded.v1" }),
+    ]);
+    expect((await logs.read(d.runId)).toString()).toContain("provisioning orders for sb-rka/db (rka) in /tmp");
+    // The input file and the output lived in the step's private views only.
+    expect(existsSync("/work/in/config")).toBe(false);
+    expect(existsSync("/work/out/port")).toBe(false);
+    await waitFor(() => handled.includes(d.runId), { what: "the dispatch to be acknowledged" });
+  });
+
+  it("records a non-zero exit as failed with the exit code, reason Error and the log tail; the whole log is stored", async () => {
+    const d = await dispatch("rkb", "fail");
+    const e = await result(d.runId);
+    expect(e.type).toBe("ephemera.steprun.failed.v1");
+    if (e.type !== "ephemera.steprun.failed.v1") return;
+    expect(e.data.failure).toMatchObject({ step: "fail", runId: d.runId, exitCode: 3, reason: "Error" });
+    const tail = e.data.failure!.logTail.split("\n");
+    expect(tail).toHaveLength(40);
+    expect(tail.at(-1)).toBe("giving up");
+    expect(tail[0]).toBe("line 62");
+    const log = (await logs.read(d.runId)).toString();
+    expect(log).toContain("line 1\n");
+    expect(log).toContain("line 100\n");
+  });
+
+  it("fails a step that does not write a declared output with OutputMissing", async () => {
+    const d = await dispatch("rkc", "forget");
+    const e = await result(d.runId);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "OutputMissing", message: expect.stringContaining('"result"') });
+  });
+
+  it("gives two concurrent runs of one plugin private files at the same paths", async () => {
+    const [a, b] = [await dispatch("rk1", "share"), await dispatch("rk2", "share")];
+    await waitFor(() => existsSync(join(scratchDir, "rk1.ready")) && existsSync(join(scratchDir, "rk2.ready")), {
+      timeoutMs: 30_000, what: "both runs to have written their files",
+    });
+    await writeFile(join(scratchDir, "go"), "");
+    const [ea, eb] = [await result(a.runId), await result(b.runId)];
+    expect(outputsOf(ea)).toEqual({ value: "rk1", listing: "value .ephemera mine" });
+    expect(outputsOf(eb)).toEqual({ value: "rk2", listing: "value .ephemera mine" });
+    expect(await readdir(SHARED_OUT)).toEqual([]);
+  });
+
+  it("starts no second process when a finished run is delivered again", async () => {
+    const d = await dispatch("rkd", "provision", { "db-name": "orders", config: "1" });
+    await result(d.runId);
+    await waitFor(() => handled.includes(d.runId), { what: "the first delivery to be acknowledged" });
+    await queue.publish("local", `${d.runId}-again`, d); // a new message id: the queue delivers it
+    await waitFor(() => handled.filter((r) => r === d.runId).length === 2, { what: "the second delivery to be handled" });
+    expect(await readFile(join(scratchDir, "count-rkd"), "utf8")).toBe("started\n");
+    expect((await stepRunEvents(d.runId)).map((e) => e.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
+  });
+
+  it("records a run that a lost runner started as RunnerLost without running it", async () => {
+    const wf = workflowId("rke", "db", "create");
+    const run = makeRunId(wf, "provision", 1);
+    await append(Aggregates.steprun, run, ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step: "provision", attempt: 1, runner: "gone-1" }));
+    await dispatch("rke", "provision", { "db-name": "orders", config: "1" });
+    const e = await result(run);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "RunnerLost", message: expect.stringContaining("gone-1") });
+    expect(existsSync(join(scratchDir, "count-rke"))).toBe(false);
+  });
+
+  it("kills a running step when it is cancelled and records Cancelled", async () => {
+    const d = await dispatch("rkf", "hang");
+    const pidFile = join(scratchDir, "sleep.pid");
+    const pid = await waitFor(async () => Number((await readFile(pidFile, "utf8").catch(() => "")).trim()) || undefined, {
+      timeoutMs: 30_000, what: "the step to start its sleep",
+    });
+    queue.cancel("local", pb.StepCancel.toJSON({ runIds: [d.runId], reason: "sandbox deleted" }));
+    const e = await result(d.runId);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "Cancelled", message: expect.stringContaining("sandbox deleted") });
+    expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: "ESRCH" }));
+    expect(runner.running()).not.toContain(d.runId);
+  });
+});

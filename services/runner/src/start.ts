@@ -1,0 +1,68 @@
+// Composition of the runner service: the process driver (probed before any work is
+// taken), the IO context client, the work-queue consumer and a gRPC health endpoint.
+import { mkdir } from "node:fs/promises";
+import * as pb from "@ephemera/proto";
+import type { EventStore, LogStore, WorkQueue } from "@ephemera/eventstore";
+import { grpc, startGrpcServer, type Logger } from "@ephemera/kit";
+import type { RunnerConfig } from "./config.js";
+import { detectIsolation } from "./driver/isolation.js";
+import { ProcessDriver } from "./driver/process.js";
+import { Runner } from "./runner.js";
+
+export interface RunnerDeps {
+  store: EventStore;
+  queue: WorkQueue<pb.StepDispatch>;
+  logs: LogStore;
+  logger: Logger;
+}
+
+export interface RunningRunner {
+  port: number;
+  /** Run ids being worked on right now. */
+  running(): string[];
+  stop(): Promise<void>;
+}
+
+/** The wire form of dispatches on the work queue: canonical proto3 JSON. */
+export const stepDispatchCodec = {
+  encode: (d: pb.StepDispatch) => JSON.stringify(pb.StepDispatch.toJSON(d)),
+  decode: (s: string) => pb.StepDispatch.fromJSON(JSON.parse(s)),
+};
+
+export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
+  const { logger } = deps;
+  await mkdir(config.workdir, { recursive: true });
+  const isolation = await detectIsolation(config.workdir);
+  logger.info({ isolation: isolation.join(" "), workdir: config.workdir }, "process driver ready");
+  const driver = new ProcessDriver({
+    workdir: config.workdir, iocontext: config.iocontextAddr, stepProgram: config.stepProgram, isolation, hostEnv: config.hostEnv, logger,
+  });
+  const iocontext = new pb.IOContextClient(config.iocontextAddr, grpc.credentials.createInsecure());
+  const runner = new Runner({
+    cluster: config.cluster,
+    concurrency: config.concurrency,
+    runnerId: config.runnerId,
+    driver,
+    store: deps.store,
+    queue: deps.queue,
+    logs: deps.logs,
+    iocontext,
+    logger,
+    cancelGraceMs: config.cancelGraceMs ?? 10_000,
+    heartbeatMs: config.heartbeatMs ?? 5_000,
+    now: () => performance.now(),
+  });
+  const server = await startGrpcServer(config.listen, [], logger);
+  runner.start();
+  logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId }, "runner taking work");
+  return {
+    port: server.port,
+    running: () => runner.running(),
+    stop: async () => {
+      server.health.setStatus("", "NOT_SERVING");
+      await runner.stop(config.shutdownGraceMs ?? 30_000);
+      await server.shutdown();
+      iocontext.close();
+    },
+  };
+}

@@ -1,0 +1,92 @@
+// The StepRun aggregate (one per step attempt, id = run id) as a pure decider: a run is
+// started once, ends once, and a run found started-but-unfinished belongs to a lost runner.
+import type * as pb from "@ephemera/proto";
+import { ConflictError } from "@ephemera/kit";
+import { ev, type DomainEvent, type EventOf } from "@ephemera/events";
+
+export interface RunIdentity {
+  runId: string;
+  workflowId: string;
+  step: string;
+}
+
+export type StepRunState =
+  | { status: "new" }
+  | { status: "started"; run: RunIdentity; runner: string }
+  | { status: "succeeded"; run: RunIdentity; outputs: string[] }
+  | { status: "failed"; run: RunIdentity; failure: pb.StepFailure };
+
+export type StepRunCommand =
+  | { type: "start"; dispatch: pb.StepDispatch; driver: string; runner: string }
+  | { type: "succeed"; outputs: pb.OutputValue[]; durationMs: number }
+  | { type: "fail"; failure: Omit<pb.StepFailure, "step" | "runId">; durationMs: number };
+
+export type StepRunEvent =
+  | EventOf<"ephemera.steprun.started.v1">
+  | EventOf<"ephemera.steprun.succeeded.v1">
+  | EventOf<"ephemera.steprun.failed.v1">;
+
+export const initialStepRun = (): StepRunState => ({ status: "new" });
+
+export const isFinished = (s: StepRunState) => s.status === "succeeded" || s.status === "failed";
+
+export class StepRunNotStartedError extends ConflictError {
+  constructor(command: StepRunCommand["type"]) {
+    super(`cannot ${command} a step run that was never started`);
+  }
+}
+
+export function decide(command: StepRunCommand, state: StepRunState): StepRunEvent[] {
+  switch (command.type) {
+    case "start": {
+      if (state.status === "new") {
+        const d = command.dispatch;
+        return [ev("ephemera.steprun.started.v1", {
+          runId: d.runId, workflowId: d.workflowId, step: d.step, attempt: d.attempt, driver: command.driver, runner: command.runner,
+        })];
+      }
+      // Never a second process for one run id: a redelivered run nobody finished was lost with its runner.
+      if (state.status === "started") {
+        return [failed(state.run, {
+          reason: "RunnerLost", message: `the runner that started this run (${state.runner || "unknown"}) stopped before recording its result`, logTail: "",
+        }, 0)];
+      }
+      return [];
+    }
+    case "succeed":
+    case "fail": {
+      if (state.status === "new") throw new StepRunNotStartedError(command.type);
+      if (state.status !== "started") return []; // the first recorded result stands
+      if (command.type === "fail") return [failed(state.run, command.failure, command.durationMs)];
+      return [ev("ephemera.steprun.succeeded.v1", { ...state.run, outputs: command.outputs, durationMs: command.durationMs })];
+    }
+    default:
+      return unreachable(command);
+  }
+}
+
+export function evolve(state: StepRunState, event: DomainEvent): StepRunState {
+  switch (event.type) {
+    case "ephemera.steprun.started.v1":
+      return { status: "started", run: identity(event.data), runner: event.data.runner };
+    case "ephemera.steprun.succeeded.v1":
+      return { status: "succeeded", run: identity(event.data), outputs: event.data.outputs.map((o) => o.name) };
+    case "ephemera.steprun.failed.v1":
+      return { status: "failed", run: identity(event.data), failure: event.data.failure ?? failure(identity(event.data), {}) };
+    default:
+      return state;
+  }
+}
+
+const identity = (d: RunIdentity): RunIdentity => ({ runId: d.runId, workflowId: d.workflowId, step: d.step });
+
+const failure = (run: RunIdentity, f: Partial<pb.StepFailure>): pb.StepFailure => ({
+  reason: "", message: "", logTail: "", ...f, step: run.step, runId: run.runId,
+});
+
+const failed = (run: RunIdentity, f: Omit<pb.StepFailure, "step" | "runId">, durationMs: number) =>
+  ev("ephemera.steprun.failed.v1", { ...run, failure: failure(run, f), durationMs });
+
+function unreachable(x: never): never {
+  throw new Error(`unexpected command ${JSON.stringify(x)}`);
+}
