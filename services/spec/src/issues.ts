@@ -43,7 +43,7 @@ export function reportIssues(issues: readonly z.core.$ZodIssue[], doc: unknown, 
 export function valueAt(doc: unknown, path: Path): unknown {
   let cur: unknown = doc;
   for (const seg of path) {
-    if (cur === null || typeof cur !== "object") return undefined;
+    if (cur === null || typeof cur !== "object" || !Object.hasOwn(cur, seg)) return undefined;
     cur = (cur as Record<string | number, unknown>)[seg];
   }
   return cur;
@@ -84,7 +84,10 @@ function knownKeys(schema: z.ZodType, path: Path): string[] {
   for (const seg of path) {
     if (!cur) return [];
     const def = cur._zod.def as unknown as Record<string, unknown>;
-    if (def.type === "object") cur = unwrap((def.shape as Record<string, z.core.$ZodType>)[String(seg)]);
+    if (def.type === "object") {
+      const shape = def.shape as Record<string, z.core.$ZodType>;
+      cur = Object.hasOwn(shape, String(seg)) ? unwrap(shape[String(seg)]) : undefined;
+    }
     else if (def.type === "array") cur = unwrap(def.element as z.core.$ZodType);
     else if (def.type === "record") cur = unwrap(def.valueType as z.core.$ZodType);
     else return [];
