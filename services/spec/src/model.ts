@@ -107,7 +107,7 @@ const Step = z.strictObject({
       broken("retries-range", (v) => `retries ${v} must be a whole number from 0 to ${MAX_RETRIES}`))
     .meta({ description: `${OURS} Extra attempts after a failed one (0 to ${MAX_RETRIES}; default 0).`, type: "integer", minimum: 0, maximum: MAX_RETRIES })
     .optional(),
-}).meta({ description: "A script run in its own runner pod once its inputs are available." });
+}).meta({ id: "Step", description: "A script run in its own runner pod once its inputs are available." });
 
 const Runner = z.strictObject({
   image: text("Image of the `main` container that runs each step's script.", true),

@@ -4,17 +4,11 @@
 import * as z from "zod";
 import { PluginDoc, SandboxDoc } from "./model.js";
 
-const IDS = {
-  plugin: "https://ephemera.dev/schemas/plugin.schema.json",
-  sandbox: "https://ephemera.dev/schemas/sandbox.schema.json",
-} as const;
-
 export function jsonSchema(kind: "plugin" | "sandbox"): object {
   const schema = z.toJSONSchema(kind === "plugin" ? PluginDoc : SandboxDoc, {
     target: "draft-7",
     // Describe what authors write: params given as numbers or booleans are accepted.
     io: "input",
-  }) as Record<string, unknown>;
-  const { $schema, ...rest } = schema;
-  return { $schema, $id: IDS[kind], ...rest };
+  });
+  return schema;
 }
