@@ -152,7 +152,7 @@ function renderString(s: string, at: Path, ctx: Context): unknown {
       problem(`${text}: the ${directive.encoding} encoding must be the whole value, not part of a larger string`);
       continue;
     }
-    const content = resolveContent(directive, field, ctx, problem);
+    const content = resolveContent(directive, text, field, ctx, problem);
     if (content === undefined) continue;
     if (directive.encoding === "binary") return Buffer.from(content).toString("base64");
     if (directive.encoding === "yaml") {
@@ -207,7 +207,7 @@ function encodingOf(raw: string | undefined, body: string, problem: (m: string) 
   return undefined;
 }
 
-function resolveContent(d: Directive, field: string, ctx: Context, problem: (m: string) => void): string | Buffer | undefined {
+function resolveContent(d: Directive, text: string, field: string, ctx: Context, problem: (m: string) => void): string | Buffer | undefined {
   if (d.op === "var") {
     const value = ctx.opts.vars.get(d.name);
     if (value === undefined) {
@@ -221,7 +221,7 @@ function resolveContent(d: Directive, field: string, ctx: Context, problem: (m: 
   try {
     return (ctx.opts.readFile ?? readFileSync)(path);
   } catch (err) {
-    problem(`@{embed: ${d.path}}: cannot read ${path}: ${firstLine(err)}`);
+    problem(`${text}: cannot read ${path}: ${firstLine(err)}`);
     return undefined;
   }
 }
