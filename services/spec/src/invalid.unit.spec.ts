@@ -1,7 +1,10 @@
 // One invalid file per rule: each must fail with exactly one violation, at the field the
 // author has to change, under the rule's stable code.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { clone, violationsOf } from "./fixtures.testkit.js";
 import { validatePlugin, validateSandbox } from "./validate.js";
+import { RULES } from "./violations.js";
 
 const SH = "#!/bin/sh\necho ok\n";
 
@@ -218,6 +221,18 @@ describe.each([
     expect(violations.map((v) => ({ field: v.field, rule: v.rule }))).toEqual([{ field, rule }]);
     expect(violations[0]?.description).toContain(says ?? "");
     expect(violations[0]?.description.length).toBeGreaterThan(5);
+  });
+});
+
+describe("the rules", () => {
+  it("each have a row in these tables", () => {
+    const covered = new Set([...pluginRows, ...sandboxRows].map((row) => row[3]));
+    expect(RULES.filter((rule) => !covered.has(rule))).toEqual([]);
+  });
+
+  it("are each explained in docs/plugins.md", () => {
+    const docs = readFileSync(join(__dirname, "..", "..", "..", "docs", "plugins.md"), "utf8");
+    expect(RULES.filter((rule) => !docs.includes(`\`${rule}\``))).toEqual([]);
   });
 });
 

@@ -86,9 +86,17 @@ describe("valid sandbox files", () => {
     ]);
   });
 
-  it("treats a missing param as unset, not as an error", async () => {
-    // orders-db reads `owner-role` and sqs-queue reads `attributes` and `tags`; the sandbox sets none of them.
-    expect(() => validateSandbox({ name: "s", spec: { cluster: "local", resources: [{ name: "db", plugin: "orders-db" }] } })).not.toThrow();
+  it("treats a param the plugin reads but the sandbox leaves out as unset, not as an error", async () => {
+    // orders-db reads `owner-role`, sqs-queue `attributes` and `tags`; this sandbox sets none of them.
+    const sandbox = validateSandbox({
+      name: "s",
+      spec: { cluster: "local", resources: [{ name: "db", plugin: "orders-db" }, { name: "q", plugin: "sqs-queue", params: { "queue-name": "q" } }] },
+    });
+    const plugins: Record<string, pb.ResourcePluginSpec | undefined> = {
+      db: validatePlugin(await loadFixture("orders-db/plugin.yaml")).spec,
+      q: validatePlugin(await loadFixture("sqs-queue/plugin.yaml")).spec,
+    };
+    expect(checkSandboxAgainstPlugins(sandbox, (r) => plugins[r])).toEqual([]);
   });
 });
 

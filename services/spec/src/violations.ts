@@ -5,19 +5,18 @@ import type { FieldViolation } from "@ephemera/kit";
 export type Path = readonly (string | number)[];
 
 /** Stable codes of the rules; docs/plugins.md lists what each one means. */
-export type Rule =
-  | "required" | "type" | "unknown-field"
-  | "name-format" | "too-long" | "version-format"
-  | "duplicate-step" | "duplicate-input" | "duplicate-output"
-  | "input-source" | "unknown-step" | "undeclared-output" | "cycle" | "create-refers-to-delete"
-  | "as-empty" | "env-name" | "reserved-env" | "duplicate-env"
-  | "path-format" | "duplicate-path" | "script-shebang"
-  | "timeout-format" | "retries-range"
-  | "overlay-yaml" | "overlay-shape" | "overlay-restart-policy" | "overlay-image" | "overlay-namespace"
-  | "overlay-reserved-container"
-  | "duplicate-resource" | "duplicate-local" | "duplicate-endpoint" | "duplicate-baseline"
-  | "duplicate-container" | "env-value-conflict" | "env-operation" | "unknown-resource" | "output-key-format"
-  | "ttl-duration" | "ttl-offset-from" | "port-range" | "local-address" | "endpoint-target";
+export const RULES = [
+  "required", "type", "unknown-field", "name-format", "too-long", "version-format",
+  "duplicate-step", "duplicate-input", "duplicate-output", "input-source", "unknown-step",
+  "undeclared-output", "cycle", "create-refers-to-delete", "as-empty", "env-name", "reserved-env",
+  "duplicate-env", "path-format", "duplicate-path", "script-shebang", "timeout-format",
+  "retries-range", "overlay-yaml", "overlay-shape", "overlay-restart-policy", "overlay-image",
+  "overlay-namespace", "overlay-reserved-container", "duplicate-resource", "duplicate-local",
+  "duplicate-endpoint", "duplicate-baseline", "duplicate-container", "env-value-conflict",
+  "env-operation", "unknown-resource", "output-key-format", "ttl-duration", "ttl-offset-from",
+  "port-range", "local-address", "endpoint-target",
+] as const;
+export type Rule = (typeof RULES)[number];
 
 /** The document itself (e.g. when it is not a mapping at all). */
 export const ROOT_FIELD = "(document)";
