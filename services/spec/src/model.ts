@@ -23,9 +23,9 @@ function text(description: string, required: boolean) {
   return required ? s.refine((v) => v !== "", broken("required", () => "is required")) : s;
 }
 
-function named(what: string, re: RegExp, maxBytes: number, rule: string, description: string) {
+function named(what: string, re: RegExp, maxBytes: number, patternInWords: string, description: string) {
   return text(description, true)
-    .refine((v) => v === "" || re.test(v), broken("name-format", (v) => `${what} "${v}" ${rule}`))
+    .refine((v) => v === "" || re.test(v), broken("name-format", (v) => `${what} "${v}" ${patternInWords}`))
     .refine((v) => byteLength(v) <= maxBytes, broken("too-long", () => `${what} is longer than ${maxBytes} bytes`))
     .meta({ pattern: re.source, maxLength: maxBytes });
 }
