@@ -17,6 +17,15 @@ const SCRIPT_PATH = join(STEP_HOME, ".ephemera", "script");
 
 const say = (line: string) => process.stdout.write(`[ephemera] ${line}\n`);
 
+// The runner stops a step by signalling its whole process group: the script gets SIGTERM
+// too and its grace period to clean up. This program stays to report; it only makes sure
+// a script that was not started yet never starts.
+let terminated = false;
+process.on("SIGTERM", () => { terminated = true; });
+const stoppedReport = (exitCode?: number): StepReport => ({
+  outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped", ...(exitCode === undefined ? {} : { exitCode }),
+});
+
 async function runStep(config: StepProgramConfig): Promise<StepReport> {
   const client = ioContextClient(config.iocontext);
   try {
@@ -32,7 +41,9 @@ async function runStep(config: StepProgramConfig): Promise<StepReport> {
     } catch (err) {
       return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
     }
+    if (terminated) return stoppedReport();
     const exit = await runScript({ ...config.env, HOME: STEP_HOME, ...plan.env });
+    if (terminated) return stoppedReport(exit.code);
     if (exit.code !== 0) return { outcome: "failed", reason: FailureReason.Error, exitCode: exit.code, message: exit.message };
     const collected = await collectOutputs(plan.outputs);
     if (!collected.ok) return { outcome: "failed", reason: collected.reason, message: collected.message };

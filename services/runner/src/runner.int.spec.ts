@@ -19,6 +19,7 @@ type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
 const ROOT = resolve(__dirname, "..", "..", "..");
 const STEP_PROGRAM = join(ROOT, "services/io-agent/dist/step.js");
 const SHARED_OUT = "/work/shared-out";
+const NESTED = "/work/runner-in";
 
 const step = (name: string, script: string, inputs: Array<Partial<pb.StepInput>>, outputs: Array<[string, string]> = []) => ({
   name, script, inputs: inputs as pb.StepInput[], outputs: outputs.map(([n, valueFromPath]) => ({ name: n, valueFromPath })),
@@ -32,9 +33,9 @@ set -eu
 echo started >> "$SCRATCH/count-$EPHEMERA_ROUTING_KEY"
 echo "provisioning $DB_NAME for $SIGNADOT_SANDBOX_NAME/$SIGNADOT_RESOURCE_NAME ($SIGNADOT_SANDBOX_ID) in $HOME"
 printf 'db-%s' "$SIGNADOT_SANDBOX_ROUTING_KEY" > /tmp/host
-printf '%s' "$(cat /work/in/config)" > /work/out/port
-`, [{ name: "db-name", valueFromSandbox: true }, scratch, { name: "config", valueFromSandbox: true, as: { env: "", path: "/work/in/config" } }],
-    [["host", "/tmp/host"], ["port", "/work/out/port"]]),
+printf '%s' "$(cat ${NESTED}/config)" > ${NESTED}/deeper/port
+`, [{ name: "db-name", valueFromSandbox: true }, scratch, { name: "config", valueFromSandbox: true, as: { env: "", path: `${NESTED}/config` } }],
+    [["host", "/tmp/host"], ["port", `${NESTED}/deeper/port`]]),
     step("fail", `#!/usr/bin/env bash
 for i in $(seq 1 100); do echo "line $i"; done
 echo "giving up" >&2
@@ -50,6 +51,13 @@ listing="$(echo $(ls -A ${SHARED_OUT}) $(ls -A /tmp))"
 printf '%s' "$listing" > /tmp/listing
 `, [scratch], [["value", `${SHARED_OUT}/value`], ["listing", "/tmp/listing"]]),
     step("hang", `#!/usr/bin/env bash
+trap 'echo "stopping on TERM"; exit 143' TERM
+sleep 300 &
+echo $! > "$SCRATCH/sleep.pid"
+wait
+`, [scratch]),
+    step("stubborn", `#!/usr/bin/env bash
+trap '' TERM
 sleep 300 &
 echo $! > "$SCRATCH/sleep.pid"
 wait
@@ -102,7 +110,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     runner = await start({
       natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       workdir, listen: "127.0.0.1:0", runnerId: "test-runner", stepProgram: STEP_PROGRAM, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
-      cancelGraceMs: 2000, shutdownGraceMs: 5000,
+      cancelGraceMs: 2000, shutdownGraceMs: 1000,
     }, { store, queue, logs, logger });
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
   });
@@ -121,7 +129,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
 
   afterAll(async () => {
     // The driver creates a missing view directory on the host; it stays empty.
-    await rmdir(SHARED_OUT).catch(() => undefined);
+    for (const dir of [SHARED_OUT, NESTED]) await rmdir(dir).catch(() => undefined);
   });
 
   const append = async (aggregate: string, id: string, ...events: DomainEvent[]) => {
@@ -170,9 +178,9 @@ describe("runner with the process driver, against NATS and Redis", () => {
       expect.objectContaining({ type: "ephemera.steprun.succeeded.v1" }),
     ]);
     expect((await logs.read(d.runId)).toString()).toContain("provisioning orders for sb-rka/db (rka) in /tmp");
-    // The input file and the output lived in the step's private views only.
-    expect(existsSync("/work/in/config")).toBe(false);
-    expect(existsSync("/work/out/port")).toBe(false);
+    // The input file and the output lived in the step's private views only (the nested one too).
+    expect(existsSync(`${NESTED}/config`)).toBe(false);
+    expect(existsSync(`${NESTED}/deeper`)).toBe(false);
     await waitFor(() => handled.includes(d.runId), { what: "the dispatch to be acknowledged" });
   });
 
@@ -229,16 +237,39 @@ describe("runner with the process driver, against NATS and Redis", () => {
     expect(existsSync(join(scratchDir, "count-rke"))).toBe(false);
   });
 
-  it("kills a running step when it is cancelled and records Cancelled", async () => {
+  const sleepPid = () => waitFor(async () => Number((await readFile(join(scratchDir, "sleep.pid"), "utf8").catch(() => "")).trim()) || undefined, {
+    timeoutMs: 30_000, what: "the step to start its sleep",
+  });
+  const gone = (pid: number) => expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: "ESRCH" }));
+
+  it("stops a running step when it is cancelled, letting its script clean up, and records Cancelled", async () => {
     const d = await dispatch("rkf", "hang");
-    const pidFile = join(scratchDir, "sleep.pid");
-    const pid = await waitFor(async () => Number((await readFile(pidFile, "utf8").catch(() => "")).trim()) || undefined, {
-      timeoutMs: 30_000, what: "the step to start its sleep",
-    });
+    const pid = await sleepPid();
     queue.cancel("local", pb.StepCancel.toJSON({ runIds: [d.runId], reason: "sandbox deleted" }));
     const e = await result(d.runId);
-    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "Cancelled", message: expect.stringContaining("sandbox deleted") });
-    expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: "ESRCH" }));
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+      reason: "Cancelled", message: expect.stringContaining("sandbox deleted"), logTail: expect.stringContaining("stopping on TERM"),
+    });
+    gone(pid);
     expect(runner.running()).not.toContain(d.runId);
+  });
+
+  it("never starts a run cancelled while its dispatch was still queued", async () => {
+    const run = makeRunId(workflowId("rkg", "db", "create"), "provision", 1);
+    queue.cancel("local", pb.StepCancel.toJSON({ runIds: [run], reason: "sandbox deleted" }));
+    await dispatch("rkg", "provision", { "db-name": "orders", config: "1" });
+    const e = await result(run);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "Cancelled" });
+    expect(existsSync(join(scratchDir, "count-rkg"))).toBe(false);
+  });
+
+  it("on shutdown, kills a step that outlives the grace period (even one ignoring SIGTERM) and records RunnerLost", async () => {
+    const d = await dispatch("rkh", "stubborn");
+    const pid = await sleepPid();
+    await runner.stop();
+    const e = await result(d.runId, 1000); // recorded before stop() returned
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "RunnerLost", message: expect.stringContaining("shut down") });
+    gone(pid);
+    await waitFor(() => handled.includes(d.runId), { what: "the dispatch to be acknowledged" });
   });
 });

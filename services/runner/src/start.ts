@@ -55,14 +55,15 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   const server = await startGrpcServer(config.listen, [], logger);
   runner.start();
   logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId }, "runner taking work");
+  let stopping: Promise<void> | undefined;
   return {
     port: server.port,
     running: () => runner.running(),
-    stop: async () => {
+    stop: () => (stopping ??= (async () => {
       server.health.setStatus("", "NOT_SERVING");
       await runner.stop(config.shutdownGraceMs ?? 30_000);
       await server.shutdown();
       iocontext.close();
-    },
+    })()),
   };
 }
