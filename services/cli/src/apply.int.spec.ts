@@ -180,7 +180,7 @@ describe("eph sandbox apply", () => {
     release();
     const r = await running;
     expect(r.code).toBe(0);
-    expect(r.stderr).toBe("db: provision running\ndb: provisioning\ndb: provision succeeded\ndb: seed running\ndb: seed succeeded\ndb: ready\n");
+    expect(r.stderr).toBe("db: provision running\ndb: provision succeeded\ndb: seed running\ndb: seed succeeded\ndb: ready\n");
     expect(r.stdout).toBe("sandbox feature-x created (routing key rk123)\nsandbox feature-x ready\n  web: https://web--rk123.preview.local\n");
   });
 

@@ -17,8 +17,12 @@ function stepState(s: pb.StepView): string {
   return `${status}${attempt}${exit}`;
 }
 
-/** Lines such as `db: provision running`, `db: seed succeeded`, `db: ready` for what changed since `seen`. */
-export function progress(seen: Seen, view: pb.SandboxView): { lines: string[]; seen: Seen } {
+/**
+ * Lines such as `db: provision running`, `db: seed succeeded`, `db: ready` for what changed
+ * since `seen`. The first view is history (e.g. create steps when waiting for a delete):
+ * of it only what is running now is worth a line.
+ */
+export function progress(seen: Seen, view: pb.SandboxView, first = seen.size === 0): { lines: string[]; seen: Seen } {
   const next = new Map(seen);
   const lines: string[] = [];
   const report = (key: string, state: string, line: string, quietWhenNew: boolean) => {
@@ -30,10 +34,11 @@ export function progress(seen: Seen, view: pb.SandboxView): { lines: string[]; s
   for (const r of view.resources) {
     for (const s of r.steps) {
       const state = stepState(s);
-      report(`${r.name}/${s.phase}/${s.name}`, state, `${r.name}: ${s.name} ${state}`, s.status === "Pending");
+      const quiet = first ? s.status !== "Running" : s.status === "Pending";
+      report(`${r.name}/${s.phase}/${s.name}`, state, `${r.name}: ${s.name} ${state}`, quiet);
     }
     // Step lines come first: "seed succeeded" reads better before "ready".
-    report(r.name, r.status, `${r.name}: ${words(r.status)}`, r.status === "Pending");
+    report(r.name, r.status, `${r.name}: ${words(r.status)}`, first || r.status === "Pending");
   }
   return { lines, seen: next };
 }

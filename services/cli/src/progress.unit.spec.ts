@@ -31,8 +31,15 @@ describe("progress", () => {
     ]);
   });
 
+  it("of a first view, reports only what is running", () => {
+    const { lines } = progress(new Map(), view([
+      { name: "db", status: "Deprovisioning", steps: [step("provision", "Succeeded"), step("deprovision", "Running", { phase: "delete" })] },
+    ]));
+    expect(lines).toEqual(["db: deprovision running"]);
+  });
+
   it("names the exit code of a failed step", () => {
-    const { lines } = progress(new Map(), view([{ name: "db", status: "Failed", steps: [step("seed", "Failed", { exitCode: 3 })] }]));
+    const { lines } = progress(new Map([["db", "Provisioning"]]), view([{ name: "db", status: "Failed", steps: [step("seed", "Failed", { exitCode: 3 })] }]));
     expect(lines).toEqual(["db: seed failed (exit code 3)", "db: failed"]);
   });
 });

@@ -1,4 +1,4 @@
-import { NotFoundError, UnavailableError, isNotFoundError } from "@ephemera/kit";
+import { NotFoundError, UnavailableError, isNotFoundError, waitFor } from "@ephemera/kit";
 import { Api } from "./api.js";
 import { FakeApi, resourceView, sandboxView } from "./fake-api.testkit.js";
 import { waitForSandbox } from "./wait.js";
@@ -29,7 +29,6 @@ describe("waitForSandbox until ready", () => {
     expect(result.outcome).toBe("ready");
     expect(lines).toEqual([
       "db: provision running",
-      "db: provisioning",
       "db: provision succeeded",
       "db: seed-a running",
       "db: seed-a succeeded",
@@ -79,10 +78,46 @@ describe("waitForSandbox until ready", () => {
     expect(result.outcome === "timeout" && result.view?.resources[0]?.steps[0]?.status).toBe("Running");
   });
 
+  it("checks with Get when the stream stays silent, and ends on what it finds", async () => {
+    fake.watchPlans = [[creating([["provision", "Running"]])]];
+    fake.sandboxes.set("sb", sandboxView("sb", { reason: "Ready", ready: true, resources: [resourceView("db", "Ready", [["provision", "Succeeded"]])] }));
+    const lines: string[] = [];
+    const result = await waitForSandbox(api, "sb", "ready", { timeoutMs: 5000, log: (l) => lines.push(l), probeMs: 20 });
+    expect(result.outcome).toBe("ready");
+    expect(lines).toEqual(["db: provision running", "db: provision succeeded", "db: ready"]);
+    expect(fake.requestsOf("sandbox.get").length).toBeGreaterThan(0);
+    await waitFor(() => fake.openWatches === 0, { what: "the silent watch to be cancelled" });
+  });
+
   it("stops when its signal is aborted", async () => {
     fake.watchPlans = [[creating([["provision", "Running"]])]];
     const abort = new AbortController();
     const waiting = waitForSandbox(api, "sb", "ready", { timeoutMs: 5000, log: () => abort.abort(), signal: abort.signal });
     await expect(waiting).rejects.toThrow("interrupted");
+  });
+});
+
+describe("waitForSandbox until gone", () => {
+  it("does not print the create history of the first view", async () => {
+    fake.watchPlans = [[
+      sandboxView("sb", { reason: "Deleting", resources: [resourceView("db", "Deprovisioning", [["provision", "Succeeded"], ["deprovision", "Running"]])] }),
+      sandboxView("sb", { reason: "Deleted" }),
+    ]];
+    const lines: string[] = [];
+    const result = await waitForSandbox(api, "sb", "gone", { timeoutMs: 5000, log: (l) => lines.push(l) });
+    expect(result).toEqual({ outcome: "gone" });
+    expect(lines).toEqual(["db: deprovision running"]);
+  });
+
+  it("ends when a silent stream outlives the sandbox", async () => {
+    fake.watchPlans = [[]];
+    const result = await waitForSandbox(api, "sb", "gone", { timeoutMs: 5000, log: () => {}, probeMs: 20 });
+    expect(result).toEqual({ outcome: "gone" });
+  });
+
+  it("fails when a silent stream hides a sandbox that does not exist", async () => {
+    fake.watchPlans = [[]];
+    const err = await waitForSandbox(api, "sb", "ready", { timeoutMs: 5000, log: () => {}, probeMs: 20 }).catch((e: unknown) => e);
+    expect(isNotFoundError(err)).toBe(true);
   });
 });

@@ -1,6 +1,10 @@
 // `--wait`: follows a sandbox through SandboxService.Watch until it is ready, failed or
-// gone, printing progress; survives a broken stream by reconnecting a bounded number of times.
-import { NotFoundError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError, isValidationError } from "@ephemera/kit";
+// gone, printing progress. A broken stream is reopened (a bounded number of times in a
+// row), and a stream that stays silent is checked with Get, so a lost notification or a
+// stream that never closes cannot make the wait outlive what it waits for.
+import {
+  NotFoundError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError, isValidationError,
+} from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import type { Api } from "./api.js";
 import { OperationFailed } from "./errors.js";
@@ -22,6 +26,8 @@ export interface WaitOptions {
   /** Consecutive broken streams tolerated before giving up. */
   maxReconnects?: number;
   backoffMs?: number;
+  /** Silence after which the sandbox is checked with Get (doubling while it lasts, up to 15 s). */
+  probeMs?: number;
 }
 
 /** Whether a view ends the wait, and how. */
@@ -37,58 +43,88 @@ export function verdict(view: pb.SandboxView, goal: Goal): "ready" | "failed" | 
   return undefined;
 }
 
+/** What the wait has learnt so far, from the stream and from probes alike. */
+class Tracker {
+  private seen: Seen = new Map();
+  private first = true;
+  last: pb.SandboxView | undefined;
+  result: WaitResult | undefined;
+
+  constructor(
+    private readonly name: string,
+    private readonly goal: Goal,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** Takes a view in; true once the wait is over. */
+  view(view: pb.SandboxView): boolean {
+    if (this.result) return true;
+    this.last = view;
+    const next = progress(this.seen, view, this.first);
+    this.first = false;
+    this.seen = next.seen;
+    next.lines.forEach((line) => this.log(line));
+    const v = verdict(view, this.goal);
+    if (v === "gone") this.result = { outcome: "gone" };
+    else if (v) this.result = { outcome: v, view };
+    return v !== undefined;
+  }
+
+  /** The sandbox does not exist (any more): the end of a delete, an error for anything else. */
+  notFound(): WaitResult {
+    if (this.goal !== "gone") throw new NotFoundError(`sandbox ${this.name} not found`);
+    this.result ??= { outcome: "gone" };
+    return this.result;
+  }
+}
+
 export async function waitForSandbox(
   api: Pick<Api, "watchSandbox" | "getSandbox">,
   name: string,
   goal: Goal,
   opts: WaitOptions,
 ): Promise<WaitResult> {
-  const { timeoutMs, log, maxReconnects = 5, backoffMs = 250 } = opts;
+  const { timeoutMs, log, maxReconnects = 5, backoffMs = 250, probeMs = 1_000 } = opts;
   const deadline = Date.now() + timeoutMs;
   const timer = new AbortController();
   const timeout = setTimeout(() => timer.abort(), timeoutMs);
   const signal = opts.signal ? AbortSignal.any([opts.signal, timer.signal]) : timer.signal;
-  let seen: Seen = new Map();
-  let last: pb.SandboxView | undefined;
+  const tracker = new Tracker(name, goal, log);
+  const stopped = (): WaitResult => {
+    if (timer.signal.aborted) return { outcome: "timeout", view: tracker.last };
+    throw new OperationFailed("interrupted");
+  };
   let failures = 0;
   try {
     for (;;) {
-      let result: WaitResult | undefined;
       let received = false;
       let broken: string;
+      const attempt = new AbortController();
+      const prober = new Prober(api, name, tracker, attempt, probeMs);
       try {
         const end = await api.watchSandbox(
           name,
           (view) => {
             received = true;
-            last = view;
-            const next = progress(seen, view);
-            seen = next.seen;
-            next.lines.forEach((line) => log(line));
-            const v = verdict(view, goal);
-            if (v === "gone") result = { outcome: "gone" };
-            else if (v) result = { outcome: v, view };
-            return v !== undefined;
+            prober.quiet();
+            return tracker.view(view);
           },
           // The stream's own deadline is a safety net; the timer above decides the timeout.
-          { deadline: deadline + 5_000, signal },
+          { deadline: deadline + 5_000, signal: AbortSignal.any([signal, attempt.signal]) },
         );
-        if (result) return result;
-        if (end === "aborted") {
-          if (timer.signal.aborted) return { outcome: "timeout", view: last };
-          throw new OperationFailed("interrupted");
-        }
+        if (tracker.result) return tracker.result;
+        if (prober.error) throw prober.error;
+        if (end === "aborted") return stopped();
         // The server ends the stream when the sandbox is gone (or when it shuts down).
-        if (goal === "gone" && (await isGone(api, name))) return { outcome: "gone" };
+        if (goal === "gone" && (await isGone(api, name))) return tracker.notFound();
         broken = "the server ended the stream";
       } catch (err) {
-        if (isNotFoundError(err)) {
-          if (goal === "gone") return { outcome: "gone" };
-          throw new NotFoundError(`sandbox ${name} not found`);
-        }
+        if (isNotFoundError(err)) return tracker.notFound();
         if (err instanceof OperationFailed || isValidationError(err) || isConflictError(err)) throw err;
-        if (timer.signal.aborted) return { outcome: "timeout", view: last };
+        if (signal.aborted) return stopped();
         broken = errorMessage(err);
+      } finally {
+        prober.stop();
       }
       failures = received ? 1 : failures + 1;
       if (failures > maxReconnects) {
@@ -96,10 +132,61 @@ export async function waitForSandbox(
       }
       log(`watch on sandbox ${name} interrupted (${broken}); reconnecting`);
       await delay(Math.min(5_000, backoffMs * 2 ** (failures - 1)), signal);
-      if (timer.signal.aborted) return { outcome: "timeout", view: last };
+      if (signal.aborted) return stopped();
     }
   } finally {
     clearTimeout(timeout);
+  }
+}
+
+/** Checks the sandbox with Get while its watch stays silent; ends the attempt when that settles it. */
+class Prober {
+  error: unknown;
+  private delayMs: number;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly api: Pick<Api, "getSandbox">,
+    private readonly name: string,
+    private readonly tracker: Tracker,
+    private readonly attempt: AbortController,
+    private readonly probeMs: number,
+  ) {
+    this.delayMs = probeMs;
+    this.schedule();
+  }
+
+  /** The stream spoke: start counting silence again. */
+  quiet(): void {
+    this.delayMs = this.probeMs;
+    this.schedule();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.attempt.abort();
+  }
+
+  private schedule(): void {
+    clearTimeout(this.timer);
+    if (!this.attempt.signal.aborted) this.timer = setTimeout(() => void this.probe(), this.delayMs);
+  }
+
+  private async probe(): Promise<void> {
+    try {
+      if (this.tracker.view(await this.api.getSandbox(this.name))) this.attempt.abort();
+    } catch (err) {
+      if (!isNotFoundError(err)) return; // a failed probe proves nothing; the stream decides
+      try {
+        this.tracker.notFound();
+      } catch (notFound) {
+        this.error = notFound;
+      }
+      this.attempt.abort();
+    } finally {
+      this.delayMs = Math.min(15_000, this.delayMs * 2);
+      this.schedule();
+    }
   }
 }
 
@@ -107,7 +194,6 @@ async function isGone(api: Pick<Api, "getSandbox">, name: string): Promise<boole
   try {
     return verdict(await api.getSandbox(name), "gone") === "gone";
   } catch (err) {
-    if (isNotFoundError(err)) return true;
-    return false;
+    return isNotFoundError(err);
   }
 }
