@@ -5,7 +5,7 @@ import type * as pb from "@ephemera/proto";
 import type { Context } from "./context.js";
 
 /** Without --follow the server replays and ends; this only guards against a stuck server. */
-const REPLAY_DEADLINE_MS = 5 * 60_000;
+const REPLAY_DEADLINE_MS = 2 * 60_000;
 
 interface EventsOpts { follow?: boolean; sandbox?: string; type?: string; output?: "json" }
 

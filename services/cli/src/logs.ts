@@ -2,8 +2,8 @@
 import { Option, type Command } from "commander";
 import type { Context } from "./context.js";
 
-/** The whole log of a resource is a bounded read; this only guards against a stuck server. */
-const LOGS_DEADLINE_MS = 5 * 60_000;
+/** Reading a resource's logs is a bounded read; the deadline only guards against a stuck stream. */
+const LOGS_DEADLINE_MS = 60_000;
 
 interface LogsOpts { sandbox: string; resource: string; step?: string; phase?: string }
 
