@@ -2,9 +2,10 @@ import * as pb from "@ephemera/proto";
 import { Aggregates, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
 import { connectNats, JetStreamEventStore, type EventStore } from "@ephemera/eventstore";
 import { NotFoundError, ValidationError, call, createLogger, grpc, waitFor } from "@ephemera/kit";
-import type { NatsConnection } from "@nats-io/nats-core";
 import { openRedis, start, type Redis, type RunningIOContext } from "./index.js";
 import { testNats } from "../../../test/support/servers.js";
+
+type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
 
 const spec = pb.ResourcePluginSpec.fromPartial({
   create: [

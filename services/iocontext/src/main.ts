@@ -12,6 +12,7 @@ try {
   const nc = await connectNats(common.natsUrl, "iocontext");
   const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger });
   const redis = openRedis(common.redisUrl);
+  redis.on("error", (err: Error) => logger.warn({ err }, "redis connection error"));
   const service = await start({ listen, prefix: common.prefix }, { store, redis, logger });
   onShutdown(logger, [
     async () => { await nc.drain(); },

@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -20,6 +20,18 @@ const ROOT = resolve(__dirname, "..", "..", "..");
 const STEP_PROGRAM = join(ROOT, "services/io-agent/dist/step.js");
 const SHARED_OUT = "/work/shared-out";
 const NESTED = "/work/runner-in";
+
+/** Host pids of the processes that belong to a run (its script and everything the script started). */
+function processesOf(runId: string): number[] {
+  const marker = Buffer.from(`EPHEMERA_RUN_ID=${runId}\0`);
+  return readdirSync("/proc").filter((p) => /^\d+$/.test(p)).map(Number).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/environ`).includes(marker);
+    } catch {
+      return false; // gone meanwhile, or not ours to read
+    }
+  });
+}
 
 const step = (name: string, script: string, inputs: Array<Partial<pb.StepInput>>, outputs: Array<[string, string]> = []) => ({
   name, script, inputs: inputs as pb.StepInput[], outputs: outputs.map(([n, valueFromPath]) => ({ name: n, valueFromPath })),
@@ -53,13 +65,13 @@ printf '%s' "$listing" > /tmp/listing
     step("hang", `#!/usr/bin/env bash
 trap 'echo "stopping on TERM"; exit 143' TERM
 sleep 300 &
-echo $! > "$SCRATCH/sleep.pid"
+touch "$SCRATCH/$EPHEMERA_ROUTING_KEY.started"
 wait
 `, [scratch]),
     step("stubborn", `#!/usr/bin/env bash
 trap '' TERM
-sleep 300 &
-echo $! > "$SCRATCH/sleep.pid"
+setsid sleep 300 &
+touch "$SCRATCH/$EPHEMERA_ROUTING_KEY.started"
 wait
 `, [scratch]),
     step("forget", "#!/bin/sh\necho 'not writing the output'\n", [], [["result", "/tmp/result"]]),
@@ -78,12 +90,14 @@ describe("runner with the process driver, against NATS and Redis", () => {
   let runner: RunningRunner;
   let scratchDir: string;
   let workdir: string;
-  /** Dispatches the runner finished handling (its handler returned, so the item was acked). */
+  /** Dispatches handed to the runner, and those it finished handling (so the item was acked). */
+  let received: string[];
   let handled: string[];
 
   beforeAll(() => {
-    // The process driver runs io-agent's built step program: make sure it matches the sources.
-    execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-b", join(ROOT, "services/io-agent")], { stdio: "inherit" });
+    // The process driver runs io-agent's built step program, and one test runs the built
+    // runner as a process: make sure both match the sources.
+    execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-b", join(ROOT, "services/runner")], { stdio: "inherit" });
   }, 120_000);
 
   beforeEach(async () => {
@@ -93,10 +107,15 @@ describe("runner with the process driver, against NATS and Redis", () => {
     nc = await connectNats(t.url, "runner-test");
     store = await JetStreamEventStore.open(nc, { prefix });
     const jsQueue = await JetStreamWorkQueue.open(nc, prefix, stepDispatchCodec);
+    received = [];
     handled = [];
     queue = {
       publish: (c, id, d) => jsQueue.publish(c, id, d),
-      consume: (c, n, h) => jsQueue.consume(c, n, async (item) => { await h(item); handled.push(item.data.runId); }),
+      consume: (c, n, h) => jsQueue.consume(c, n, async (item) => {
+        received.push(item.data.runId);
+        await h(item);
+        handled.push(item.data.runId);
+      }),
       cancel: (c, m) => jsQueue.cancel(c, m),
       onCancel: (c, h) => jsQueue.onCancel(c, h),
     };
@@ -138,22 +157,22 @@ describe("runner with the process driver, against NATS and Redis", () => {
   };
 
   /** What the scheduler does: start the workflow, record the dispatch, then publish it. */
-  const dispatch = async (routingKey: string, stepName: string, params: Record<string, string> = {}) => {
+  const dispatch = async (routingKey: string, stepName: string, params: Record<string, string> = {}, cluster = "local") => {
     const wf = workflowId(routingKey, "db", "create");
     const run = makeRunId(wf, stepName, 1);
     const d = pb.StepDispatch.fromPartial({
       runId: run, workflowId: wf, sandbox: `sb-${routingKey}`, routingKey, resource: "db", phase: "create", step: stepName,
-      attempt: 1, cluster: "local", plugin: "hello-db", version: "1.0.0",
+      attempt: 1, cluster, plugin: "hello-db", version: "1.0.0",
     });
     const existing = await store.read(Aggregates.workflow, wf);
     await store.append(Aggregates.workflow, wf, existing, [
       ...(existing.version === 0 ? [ev("ephemera.workflow.started.v1", {
         workflowId: wf, sandbox: d.sandbox, routingKey, resource: "db", phase: "create", plugin: "hello-db", version: "1.0.0",
-        cluster: "local", params: { scratch: scratchDir, ...params },
+        cluster, params: { scratch: scratchDir, ...params },
       })] : []),
       ev("ephemera.workflow.step_dispatched.v1", { step: stepName, runId: run, attempt: 1 }),
     ].map(encode), { source: "test" });
-    await queue.publish("local", run, d);
+    await queue.publish(cluster, run, d);
     return d;
   };
 
@@ -237,21 +256,32 @@ describe("runner with the process driver, against NATS and Redis", () => {
     expect(existsSync(join(scratchDir, "count-rke"))).toBe(false);
   });
 
-  const sleepPid = () => waitFor(async () => Number((await readFile(join(scratchDir, "sleep.pid"), "utf8").catch(() => "")).trim()) || undefined, {
-    timeoutMs: 30_000, what: "the step to start its sleep",
+  const started = (routingKey: string) => waitFor(() => existsSync(join(scratchDir, `${routingKey}.started`)), {
+    timeoutMs: 30_000, what: `the ${routingKey} step to be running`,
   });
-  const gone = (pid: number) => expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: "ESRCH" }));
 
   it("stops a running step when it is cancelled, letting its script clean up, and records Cancelled", async () => {
     const d = await dispatch("rkf", "hang");
-    const pid = await sleepPid();
+    await started("rkf");
+    expect(processesOf(d.runId).length).toBeGreaterThan(0);
     queue.cancel("local", pb.StepCancel.toJSON({ runIds: [d.runId], reason: "sandbox deleted" }));
     const e = await result(d.runId);
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
       reason: "Cancelled", message: expect.stringContaining("sandbox deleted"), logTail: expect.stringContaining("stopping on TERM"),
     });
-    gone(pid);
+    expect(processesOf(d.runId)).toEqual([]);
     expect(runner.running()).not.toContain(d.runId);
+  });
+
+  it("joins a delivery of a run that is running here instead of declaring it lost", async () => {
+    const d = await dispatch("rki", "hang");
+    await started("rki");
+    await queue.publish("local", `${d.runId}-again`, d);
+    await waitFor(() => received.filter((r) => r === d.runId).length === 2, { what: "the second delivery" });
+    queue.cancel("local", pb.StepCancel.toJSON({ runIds: [d.runId], reason: "test" }));
+    await waitFor(() => handled.filter((r) => r === d.runId).length === 2, { what: "both deliveries to be handled" });
+    expect((await stepRunEvents(d.runId)).map((e) => e.type === "ephemera.steprun.failed.v1" ? e.data.failure?.reason : e.type))
+      .toEqual(["ephemera.steprun.started.v1", "Cancelled"]);
   });
 
   it("never starts a run cancelled while its dispatch was still queued", async () => {
@@ -263,13 +293,34 @@ describe("runner with the process driver, against NATS and Redis", () => {
     expect(existsSync(join(scratchDir, "count-rkg"))).toBe(false);
   });
 
-  it("on shutdown, kills a step that outlives the grace period (even one ignoring SIGTERM) and records RunnerLost", async () => {
+  it("on shutdown, kills a step that outlives the grace period (even one ignoring SIGTERM and leaving its session) and records RunnerLost", async () => {
     const d = await dispatch("rkh", "stubborn");
-    const pid = await sleepPid();
+    await started("rkh");
     await runner.stop();
     const e = await result(d.runId, 1000); // recorded before stop() returned
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "RunnerLost", message: expect.stringContaining("shut down") });
-    gone(pid);
+    expect(processesOf(d.runId)).toEqual([]);
     await waitFor(() => handled.includes(d.runId), { what: "the dispatch to be acknowledged" });
+  });
+
+  it("takes its steps down with it when the runner process dies", async () => {
+    const crashed = spawn(process.execPath, [join(ROOT, "services/runner/dist/main.js")], {
+      stdio: "ignore",
+      env: {
+        PATH: process.env["PATH"], NATS_URL: process.env["NATS_URL"] ?? "nats://127.0.0.1:4222", EPHEMERA_PREFIX: prefix,
+        EPHEMERA_CLUSTER: "crash", EPHEMERA_IOCONTEXT_ADDR: `127.0.0.1:${io.port}`, EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0",
+        EPHEMERA_RUNNER_WORKDIR: join(workdir, "crash"),
+      },
+    });
+    try {
+      const d = await dispatch("rkj", "stubborn", {}, "crash");
+      await started("rkj");
+      expect(processesOf(d.runId).length).toBeGreaterThan(0);
+      crashed.kill("SIGKILL");
+      await waitFor(() => processesOf(d.runId).length === 0, { what: "the step's processes to end with their runner" });
+      expect((await stepRunEvents(d.runId)).map((e) => e.type)).toEqual(["ephemera.steprun.started.v1"]);
+    } finally {
+      crashed.kill("SIGKILL");
+    }
   });
 });

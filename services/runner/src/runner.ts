@@ -36,10 +36,11 @@ interface Stop {
   message: string;
 }
 
-class ActiveRun {
+interface ActiveRun {
+  /** Settles like the handling of the first delivery: a duplicate delivery is acked or retried with it. */
+  done: Promise<void>;
   step?: RunningStep;
   stopped?: Stop;
-  constructor(readonly done: Promise<void>) {}
 }
 
 export class Runner {
@@ -75,19 +76,14 @@ export class Runner {
     return [...this.active.keys()];
   }
 
-  private async handle(item: WorkItem<pb.StepDispatch>): Promise<void> {
+  private handle(item: WorkItem<pb.StepDispatch>): Promise<void> {
     const d = item.data;
     const existing = this.active.get(d.runId);
     if (existing) return existing.done; // the same run delivered again while it runs here
-    let finish!: () => void;
-    const run = new ActiveRun(new Promise<void>((r) => (finish = r)));
+    const run = {} as ActiveRun; // `done` is set below, before anything else can see the run
     this.active.set(d.runId, run);
-    try {
-      await this.process(item, run);
-    } finally {
-      this.active.delete(d.runId);
-      finish();
-    }
+    run.done = this.process(item, run).finally(() => this.active.delete(d.runId));
+    return run.done;
   }
 
   private async process(item: WorkItem<pb.StepDispatch>, run: ActiveRun): Promise<void> {

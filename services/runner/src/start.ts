@@ -1,6 +1,6 @@
 // Composition of the runner service: the process driver (probed before any work is
 // taken), the IO context client, the work-queue consumer and a gRPC health endpoint.
-import { mkdir } from "node:fs/promises";
+import { access, mkdir } from "node:fs/promises";
 import * as pb from "@ephemera/proto";
 import type { EventStore, LogStore, WorkQueue } from "@ephemera/eventstore";
 import { grpc, startGrpcServer, type Logger } from "@ephemera/kit";
@@ -31,9 +31,15 @@ export const stepDispatchCodec = {
 
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
+  await access(config.stepProgram).catch((err: unknown) => {
+    throw new Error(`io-agent's step program is missing at ${config.stepProgram} (build it: pnpm build)`, { cause: err });
+  });
   await mkdir(config.workdir, { recursive: true });
   const isolation = await detectIsolation(config.workdir);
-  logger.info({ isolation: isolation.join(" "), workdir: config.workdir }, "process driver ready");
+  logger.info({ isolation: isolation.command.join(" "), workdir: config.workdir }, "process driver ready");
+  if (!isolation.pidNamespace || !isolation.diesWithRunner) {
+    logger.warn(isolation, "steps may leave processes behind: no pid namespace or no parent-death signal here");
+  }
   const driver = new ProcessDriver({
     workdir: config.workdir, iocontext: config.iocontextAddr, stepProgram: config.stepProgram, isolation, hostEnv: config.hostEnv, logger,
   });

@@ -1,12 +1,13 @@
-// The process driver: one step = one process tree in its own mount namespace, running
-// io-agent's step program (inputs, private views, the script, outputs). Each run gets a
-// process group, so stopping it reaches the script's children too.
+// The process driver: one step = one process tree in its own mount (and pid) namespace,
+// running io-agent's step program (inputs, private views, the script, outputs). Each run
+// gets a process group, so stopping it reaches the script's children too.
 import { spawn } from "node:child_process";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { FailureReason, REPORT_FILE, STEP_CONFIG_ENV, parseStepReport, type StepProgramConfig, type StepReport } from "@ephemera/io-agent";
 import type { Logger } from "@ephemera/kit";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
+import type { Isolation } from "./isolation.js";
 
 export interface ProcessDriverOptions {
   /** Per-run directories live under `<workdir>/runs`. */
@@ -15,8 +16,8 @@ export interface ProcessDriverOptions {
   iocontext: string;
   /** io-agent's step program (its built `step.js`). */
   stepProgram: string;
-  /** `unshare …` prefix from detectIsolation(). */
-  isolation: string[];
+  /** From detectIsolation(). */
+  isolation: Isolation;
   /** Passed through to the script (PATH, LANG). */
   hostEnv: Record<string, string>;
   logger: Logger;
@@ -52,7 +53,7 @@ export class ProcessDriver implements StepDriver {
         runDir,
         env: { ...this.options.hostEnv, ...request.env },
       };
-      const [command, ...args] = this.options.isolation;
+      const [command, ...args] = this.options.isolation.command;
       const child = spawn(command!, [...args, "--", this.options.node ?? process.execPath, this.options.stepProgram], {
         detached: true, // its own process group: stopping the step reaches every process of it
         stdio: ["ignore", "pipe", "pipe"],
@@ -69,7 +70,8 @@ export class ProcessDriver implements StepDriver {
       });
       exited = true;
       clearTimeout(force);
-      // Whatever the script left running in the background goes with the step.
+      // Whatever the script left running in the background goes with the step (the pid
+      // namespace already saw to that; without one, its process group is all there is).
       signalGroup("SIGKILL");
       await Promise.race([streamsClosed, new Promise((r) => setTimeout(r, 2000).unref())]);
       child.stdout.destroy();
