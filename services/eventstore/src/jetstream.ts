@@ -194,8 +194,14 @@ export class JetStreamEventStore implements EventStore {
         const info = await consumer.info(true);
         if (info.num_pending === 0 && info.num_ack_pending === 0) markCaughtUp();
         messages = await consumer.consume({ max_messages: 256 });
-        if (stopped) await messages.close();
+        if (stopped) {
+          // Stopped while opening: close() of an iterator never read does not resolve, so don't wait for it.
+          void messages.close().catch(() => undefined);
+          return;
+        }
         for await (const m of messages) {
+          // Buffered messages are left unacknowledged on stop: a durable redelivers them.
+          if (stopped) break;
           try {
             await handler(this.decode(m));
             if (durable) m.ack();
@@ -220,7 +226,8 @@ export class JetStreamEventStore implements EventStore {
       caughtUp,
       stop: async () => {
         stopped = true;
-        await messages?.close();
+        const opened = messages;
+        if (opened) await opened.close();
         await loop;
       },
     };

@@ -100,7 +100,7 @@ export async function execute<S>(
 export class Feed {
   private applied = 0;
   private subscription?: Subscription;
-  private readonly waiters = new Set<{ position: number; resolve: () => void }>();
+  private readonly waiters = new Set<{ position: number; resolve: () => void; reject: (e: Error) => void }>();
   private readonly listeners: Array<(commit: Commit) => void> = [];
 
   constructor(
@@ -132,13 +132,19 @@ export class Feed {
   waitFor(position: number, timeoutMs = 10_000): Promise<void> {
     if (position <= this.applied) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const w = { position, resolve: () => { clearTimeout(t); resolve(); } };
+      const w = {
+        position,
+        resolve: () => { clearTimeout(t); resolve(); },
+        reject: (e: Error) => { clearTimeout(t); reject(e); },
+      };
       const t = setTimeout(() => { this.waiters.delete(w); reject(new Error(`projection did not reach position ${position} in ${timeoutMs} ms`)); }, timeoutMs);
       this.waiters.add(w);
     });
   }
 
   async stop(): Promise<void> {
+    for (const w of this.waiters) w.reject(new Error("projection feed stopped"));
+    this.waiters.clear();
     await this.subscription?.stop();
   }
 }

@@ -24,7 +24,7 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
         if (done) return;
         done = true;
         unwatch();
-        if (err) call.destroy(Object.assign(new Error(), toServiceError(err)) as Error); else call.end();
+        if (err) call.emit("error", toServiceError(err)); else call.end();
       };
       const send = (view: pb.SandboxView | undefined) => {
         sending = sending.then(async () => {
@@ -51,7 +51,7 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
           }
           call.end();
         } catch (err) {
-          call.destroy(Object.assign(new Error(), toServiceError(err)) as Error);
+          call.emit("error", toServiceError(err));
         }
       })();
     },
@@ -79,7 +79,7 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
         if (follow) return;
         await sub.stop();
         call.end();
-      }, (err: unknown) => call.destroy(Object.assign(new Error(), toServiceError(err)) as Error));
+      }, (err: unknown) => call.emit("error", toServiceError(err)));
     },
   };
   return [

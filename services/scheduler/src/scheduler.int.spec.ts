@@ -1,0 +1,119 @@
+// The scheduler against the real JetStream store: sandbox events in, workflows and
+// dispatches out, step-run results recorded; a simulated runner stands in for pods.
+import * as pb from "@ephemera/proto";
+import { Aggregates, decode, encode, ev, workflowId, type DomainEvent } from "@ephemera/events";
+import { InMemoryWorkQueue, JetStreamEventStore, NO_AGGREGATE, connectNats, type EventStore } from "@ephemera/eventstore";
+import { createLogger, waitFor } from "@ephemera/kit";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { testNats } from "../../../test/support/servers.js";
+import { Scheduler } from "./scheduler.js";
+
+const spec = pb.ResourcePluginSpec.fromPartial({
+  runner: { image: "debian:bookworm-slim" },
+  create: [
+    { name: "a", outputs: [{ name: "x", valueFromPath: "/tmp/x" }] },
+    { name: "b", inputs: [{ name: "x", valueFromStep: { name: "a", output: "x" } }] },
+    { name: "c", inputs: [{ name: "x", valueFromStep: { name: "a", output: "x" } }] },
+  ],
+  delete: [{ name: "z", inputs: [{ name: "x", valueFromStep: { name: "a", output: "x" } }] }],
+});
+
+describe("scheduler on JetStream", () => {
+  let nc: NatsConnection;
+  let store: EventStore;
+  let queue: InMemoryWorkQueue<pb.StepDispatch>;
+  let scheduler: Scheduler;
+  let cleanup: (nc: NatsConnection) => Promise<void>;
+  let prefix: string;
+
+  beforeEach(async () => {
+    ({ prefix, cleanup } = testNats("sch"));
+    nc = await connectNats("nats://127.0.0.1:4222", "scheduler-test");
+    store = await JetStreamEventStore.open(nc, { prefix });
+    queue = new InMemoryWorkQueue();
+    await store.append(Aggregates.plugin, "db", NO_AGGREGATE,
+      [encode(ev("ephemera.plugin.published.v1", { name: "db", version: "1.0.0", spec, digest: "d" }))], { source: "test" });
+  });
+  afterEach(async () => {
+    await scheduler?.stop();
+    await cleanup(nc);
+    await nc.close();
+  });
+
+  const startScheduler = async () => {
+    scheduler = new Scheduler({ store, queue, logger: createLogger("test", "silent") });
+    await scheduler.start();
+  };
+  const append = async (aggregate: string, id: string, events: DomainEvent[]) => {
+    const cur = await store.read(aggregate, id);
+    await store.append(aggregate, id, cur, events.map(encode), { source: "test" });
+  };
+  const resource = { name: "db", plugin: "db", version: "1.0.0", params: { p: "v" } };
+  const createSandbox = () => append(Aggregates.sandbox, "sb", [
+    ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk1", spec: { cluster: "c1" }, resources: [resource] }),
+    ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
+  ]);
+  const finish = (d: pb.StepDispatch, ok = true) => append(Aggregates.steprun, d.runId, [ok
+    ? ev("ephemera.steprun.succeeded.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "a" ? [{ name: "x", value: Buffer.from("42") }] : [] })
+    : ev("ephemera.steprun.failed.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, failure: { step: d.step, runId: d.runId, exitCode: 2, reason: "Error" } })]);
+  const workflowTypes = async (id: string) => (await store.read(Aggregates.workflow, id)).events.map((e) => decode(e)!.type.split(".")[2]);
+  const dispatchedSteps = () => queue.published.map((p) => p.data.step);
+
+  it("dispatches roots to the sandbox's cluster, fans out on success, and ends the workflow", async () => {
+    await startScheduler();
+    await createSandbox();
+    await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+    const [first] = queue.published;
+    expect(first).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1" });
+    expect(first!.data).toMatchObject({ sandbox: "sb", routingKey: "rk1", resource: "db", phase: "create", step: "a", plugin: "db", version: "1.0.0" });
+    expect(first!.data.runner?.image).toBe("debian:bookworm-slim");
+
+    await finish(first!.data);
+    await waitFor(() => queue.published.length === 3, { what: "fan-out" });
+    expect(dispatchedSteps().slice(1).sort()).toEqual(["b", "c"]);
+    for (const p of queue.published.slice(1)) await finish(p.data);
+    await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("succeeded"), { what: "workflow success" });
+    const wf = (await store.read(Aggregates.workflow, "rk1.db.create")).events.map(decode);
+    expect(wf.at(-1)).toEqual(ev("ephemera.workflow.succeeded.v1", { outputs: [{ key: "a.x", size: 2 }] }));
+  });
+
+  it("deprovisioning waits for a running create workflow to be cancelled, then runs the delete steps", async () => {
+    await startScheduler();
+    await createSandbox();
+    await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+    await append(Aggregates.sandbox, "sb", [
+      ev("ephemera.sandbox.deleting.v1", {}),
+      ev("ephemera.sandbox.resource_deprovision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
+    ]);
+    await waitFor(() => queue.cancels.length === 1, { what: "cancel broadcast" });
+    expect(queue.cancels[0]).toEqual({ cluster: "c1", message: { runIds: ["rk1.db.create.a.1"], reason: "sandbox deleted" } });
+    expect(await store.read(Aggregates.workflow, workflowId("rk1", "db", "delete"))).toMatchObject({ version: 0 });
+
+    await finish(queue.published[0]!.data, false);
+    await waitFor(() => dispatchedSteps().includes("z"), { what: "delete step dispatch" });
+    expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "cancel_requested", "step_failed", "cancelled"]);
+    const del = (await store.read(Aggregates.workflow, "rk1.db.delete")).events.map(decode)[0];
+    expect(del?.data).toMatchObject({ phase: "delete", createWorkflowId: "rk1.db.create", params: { p: "v" } });
+  });
+
+  it("after a restart, re-dispatches a step whose run never started and reacts to what happened while down", async () => {
+    await startScheduler();
+    await createSandbox();
+    await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+    await scheduler.stop();
+
+    // While the scheduler is down: a's result arrives. A fresh queue stands for a lost publish.
+    await finish(queue.published[0]!.data);
+    queue = new InMemoryWorkQueue();
+    await startScheduler();
+    await waitFor(() => queue.published.length === 2, { what: "b and c dispatched after restart" });
+    expect(dispatchedSteps().sort()).toEqual(["b", "c"]);
+
+    // Restarting again with b and c dispatched but not started: both are published again, once.
+    await scheduler.stop();
+    queue = new InMemoryWorkQueue();
+    await startScheduler();
+    await waitFor(() => queue.published.length === 2, { what: "re-dispatch" });
+    expect(dispatchedSteps().sort()).toEqual(["b", "c"]);
+  });
+});
