@@ -64,7 +64,7 @@ export async function startTestStack(tag = "e2e"): Promise<TestStack> {
     }, { timeoutMs: 45_000, intervalMs: 50, what: "the stack to come up" });
   } catch (err) {
     child.kill("SIGKILL");
-    throw new Error(`${(err as Error).message}\n${output.slice(-40).join("\n")}`);
+    throw new Error(`${(err as Error).message}\n${output.slice(-40).join("\n")}`, { cause: err });
   }
 
   const eph = (args: string[], opts: { stdin?: string; cwd?: string } = {}) =>

@@ -4,7 +4,7 @@ import { describeFailure, progress, stillWaitingFor, words, type Seen } from "./
 const view = (resources: Partial<pb.ResourceView>[]) =>
   pb.SandboxView.fromPartial({ name: "sb", status: { reason: "Creating" }, resources });
 const step = (name: string, status: string, extra: Partial<pb.StepView> = {}) =>
-  ({ name, phase: "create", status, attempt: 1, ...extra });
+  pb.StepView.fromPartial({ name, phase: "create", status, attempt: 1, ...extra });
 
 describe("progress", () => {
   it("reports each step and resource change once, and stays quiet about what is pending", () => {

@@ -75,8 +75,14 @@ export function isEventType(t: string): t is EventType {
   return Object.prototype.hasOwnProperty.call(codecs, t);
 }
 
-/** Builds an event, filling the payload's defaults. */
-export function ev<K extends EventType>(type: K, data: Partial<Payload<K>> = {}): EventOf<K> {
+type DeepPartial<T> = T extends Buffer | Date | string | number | boolean | undefined ? T
+  : T extends Array<infer U> ? Array<DeepPartial<U>>
+  : T extends Map<infer K, infer V> ? Map<K, DeepPartial<V>>
+  : T extends object ? { [P in keyof T]?: DeepPartial<T[P]> }
+  : T;
+
+/** Builds an event, filling the payload's defaults (nested messages included). */
+export function ev<K extends EventType>(type: K, data: DeepPartial<Payload<K>> = {} as DeepPartial<Payload<K>>): EventOf<K> {
   const codec = codecs[type] as unknown as Codec<Payload<K>>;
   return { type, data: codec.fromPartial(data as never) } as unknown as EventOf<K>;
 }

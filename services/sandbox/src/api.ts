@@ -1,7 +1,7 @@
 // The public gRPC API: thin handlers over SandboxCore.
 import * as pb from "@ephemera/proto";
 import { redact } from "@ephemera/events";
-import { grpc, toServiceError, unary, type Logger, type ServiceBinding } from "@ephemera/kit";
+import { toServiceError, unary, type grpc, type Logger, type ServiceBinding } from "@ephemera/kit";
 import type { SandboxCore } from "./service.js";
 
 export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[] {

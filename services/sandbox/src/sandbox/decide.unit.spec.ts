@@ -1,5 +1,5 @@
 import * as pb from "@ephemera/proto";
-import { ev, evolveSandbox, initialSandbox, type DomainEvent } from "@ephemera/events";
+import { evolveSandbox, initialSandbox, type DomainEvent } from "@ephemera/events";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { decideSandbox, type SandboxCommand } from "./decide.js";
 import { sandboxStatus } from "./status.js";
@@ -8,7 +8,7 @@ const given = (events: DomainEvent[]) => events.reduce((s, e) => evolveSandbox(s
 const types = (events: DomainEvent[]) => events.map((e) => e.type.replace(/^ephemera\.sandbox\.|\.v1$/g, ""));
 
 const sandbox = pb.Sandbox.fromPartial({ name: "feature-x", spec: { cluster: "local", resources: [{ name: "db", plugin: "hello-db" }, { name: "q", plugin: "queue" }] } });
-const resources = [
+const resources: pb.ResolvedResource[] = [
   { name: "db", plugin: "hello-db", version: "1.0.0", params: { dbname: "orders" } },
   { name: "q", plugin: "queue", version: "0.0.0", params: {} },
 ];
