@@ -139,10 +139,9 @@ export class SandboxCore {
       }
       resolved.push({ name: r.name, plugin: ref.name, version, params: r.params });
     });
-    if (!violations.length) {
-      const specOf = new Map(resolved.map((r) => [r.name, this.plugins.get(r.plugin)!.state.versions.get(r.version)!.spec]));
-      violations.push(...checkSandboxAgainstPlugins(sandbox, (name) => specOf.get(name)));
-    }
+    // Every problem at once: outputKeys are checked against the plugins that did resolve.
+    const specOf = new Map(resolved.map((r) => [r.name, this.plugins.get(r.plugin)!.state.versions.get(r.version)!.spec]));
+    violations.push(...checkSandboxAgainstPlugins(sandbox, (name) => specOf.get(name)));
     if (violations.length) throw new ValidationError(violations);
 
     const existing = this.sandboxes.get(sandbox.name)?.state;

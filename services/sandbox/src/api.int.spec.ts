@@ -1,0 +1,426 @@
+// The public API over a real gRPC server and JetStream: requests that skip the CLI get the
+// spec package's violations and write nothing; the plugin registry's versions; watch streams.
+import { join } from "node:path";
+import * as pb from "@ephemera/proto";
+import { InMemoryLogStore, JetStreamEventStore, connectNats, type EventStore } from "@ephemera/eventstore";
+import {
+  ConflictError, NotFoundError, ValidationError, call, createLogger, fromServiceError, grpc, startGrpcServer,
+  type FieldViolation, type RunningServer,
+} from "@ephemera/kit";
+import { loadTemplate, pluginViolations, sandboxViolations } from "@ephemera/spec";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { testNats } from "../../../test/support/servers.js";
+import { apiServices } from "./api.js";
+import {
+  NOT_ON_THE_WIRE, basePlugin, baseSandbox, pluginRows, sandboxRows, specRules, type Doc, type Row,
+} from "./invalid-docs.testkit.js";
+import { SandboxCore } from "./service.js";
+
+const logger = createLogger("sandbox", "silent");
+const FIXTURES = join(__dirname, "..", "..", "spec", "fixtures");
+
+/** The sandbox service on a fresh prefix, and clients of its API. */
+async function startApi() {
+  const { url, prefix, cleanup } = testNats("sbx");
+  const nc: NatsConnection = await connectNats(url, "sandbox-api-test");
+  const store: EventStore = await JetStreamEventStore.open(nc, { prefix, logger });
+  let keys = 0;
+  const core = new SandboxCore({
+    store, logs: new InMemoryLogStore(), logger, previewDomain: "preview.test",
+    routingKey: () => `rk${String(++keys).padStart(4, "0")}`,
+  });
+  await core.start();
+  const server: RunningServer = await startGrpcServer("127.0.0.1:0", apiServices(core, logger), logger);
+  const address = `127.0.0.1:${server.port}`;
+  const plugins = new pb.ResourcePluginServiceClient(address, grpc.credentials.createInsecure());
+  const sandboxes = new pb.SandboxServiceClient(address, grpc.credentials.createInsecure());
+  return {
+    store,
+    sandboxes,
+    applyPlugin: (doc: Doc) => call(plugins.apply.bind(plugins), { plugin: pb.ResourcePlugin.fromJSON(doc) }),
+    getPlugin: (ref: string) => call(plugins.get.bind(plugins), { ref }),
+    listPlugins: async () => (await call(plugins.list.bind(plugins), {})).plugins,
+    deletePlugin: async (ref: string) => (await call(plugins.delete.bind(plugins), { ref })).deleted,
+    applySandbox: (doc: Doc) => call(sandboxes.apply.bind(sandboxes), { sandbox: pb.Sandbox.fromJSON(doc) }),
+    getSandbox: (name: string) => call(sandboxes.get.bind(sandboxes), { name, showOutputs: false }),
+    stop: async () => {
+      plugins.close();
+      sandboxes.close();
+      await server.shutdown();
+      await core.stop();
+      await cleanup(nc);
+      await nc.close();
+    },
+  };
+}
+type Api = Awaited<ReturnType<typeof startApi>>;
+
+/** The ValidationError a request is refused with (fails the test on success or any other error). */
+async function violationsOf(request: Promise<unknown>): Promise<FieldViolation[]> {
+  const err = await request.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(ValidationError);
+  return (err as ValidationError).violations;
+}
+
+/** The error a request fails with (fails the test when it succeeds). */
+async function errorOf(request: Promise<unknown>): Promise<Error> {
+  const err = await request.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(Error);
+  return err as Error;
+}
+
+const fieldsAndRules = (vs: FieldViolation[]) => vs.map((v) => ({ field: v.field, rule: v.rule }));
+
+/** The document as the service sees it: through fromJSON, the wire, and back to JSON. */
+const overTheWire = {
+  plugin: (doc: Doc) => pb.ResourcePlugin.toJSON(pb.ResourcePlugin.decode(pb.ResourcePlugin.encode(pb.ResourcePlugin.fromJSON(doc)).finish())),
+  sandbox: (doc: Doc) => pb.Sandbox.toJSON(pb.Sandbox.decode(pb.Sandbox.encode(pb.Sandbox.fromJSON(doc)).finish())),
+};
+
+/** A small valid plugin: `name` plus one create step with the given outputs. */
+const plugin = (name: string, outputs: string[] = ["host"], description = "a database"): Doc => ({
+  name,
+  spec: {
+    description,
+    runner: { image: "alpine:3" },
+    create: [{ name: "provision", outputs: outputs.map((o) => ({ name: o, valueFromPath: `/outputs/${o}` })), script: "#!/bin/sh\n" }],
+  },
+});
+
+/** A sandbox with one resource per `name=plugin-ref` pair. */
+const sandbox = (name: string, ...resources: string[]): Doc => ({
+  name,
+  spec: {
+    cluster: "local",
+    resources: resources.map((r) => ({ name: r.split("=")[0], plugin: r.split("=")[1] })),
+  },
+});
+
+describe("requests that skip the CLI", () => {
+  let api: Api;
+  beforeAll(async () => {
+    api = await startApi();
+    // Published so that only the rows' own mistakes can make a sandbox invalid.
+    await api.applyPlugin(basePlugin());
+  });
+  afterAll(() => api.stop());
+
+  /** Sends `doc` and expects what the spec package says of the document the author wrote. */
+  const expectParity = async (kind: "plugin" | "sandbox", doc: Doc, expected?: Omit<FieldViolation, "description">) => {
+    const local = kind === "plugin" ? pluginViolations(doc) : sandboxViolations(doc);
+    if (expected) expect(fieldsAndRules(local)).toEqual([expected]);
+    expect(local.length).toBeGreaterThan(0);
+    const before = await api.store.position();
+    const remote = await violationsOf(kind === "plugin" ? api.applyPlugin(doc) : api.applySandbox(doc));
+    expect(fieldsAndRules(remote)).toEqual(fieldsAndRules(local));
+    // Where proto carries the document unchanged, the words are the same too.
+    if (JSON.stringify(overTheWire[kind](doc)) === JSON.stringify(doc)) expect(remote).toEqual(local);
+    expect(await api.store.position()).toBe(before);
+  };
+
+  const rowsOf = (rows: Row[]) => rows.map(([what, edit, field, rule]) => ({ what, edit, field, rule }));
+
+  it.each(rowsOf(pluginRows))("plugin: $what → INVALID_ARGUMENT at $field ($rule)", async ({ edit, field, rule }) => {
+    const doc = basePlugin();
+    edit(doc);
+    await expectParity("plugin", doc, { field, rule });
+  });
+
+  it.each(rowsOf(sandboxRows))("sandbox: $what → INVALID_ARGUMENT at $field ($rule)", async ({ edit, field, rule }) => {
+    const doc = baseSandbox();
+    edit(doc);
+    await expectParity("sandbox", doc, { field, rule });
+  });
+
+  it("every rule but those proto cannot express has a row", () => {
+    const covered = new Set([...pluginRows, ...sandboxRows].map((row) => row[3]));
+    expect(specRules().filter((rule) => !covered.has(rule) && !NOT_ON_THE_WIRE.includes(rule))).toEqual([]);
+  });
+
+  it("reports every violation of a document at once, in the same order", async () => {
+    const doc = basePlugin();
+    doc.name = "1db";
+    doc.spec.create[0].script = "echo hello";
+    doc.spec.create[1].inputs[0].valueFromStep.output = "hostname";
+    doc.spec.create[1].inputs[0].as.path = "/work/../etc";
+    doc.spec.delete[0].name = "seed";
+    await expectParity("plugin", doc);
+    expect(pluginViolations(doc)).toHaveLength(5);
+
+    const sb = baseSandbox();
+    sb.name = "feature_x";
+    delete sb.spec.cluster;
+    sb.spec.ttl.duration = "1y";
+    sb.spec.local[0].mappings[0].port = 70000;
+    sb.spec.defaultRouteGroup.endpoints[0].target = "orders:8080";
+    await expectParity("sandbox", sb);
+    expect(sandboxViolations(sb)).toHaveLength(5);
+  });
+
+  it("an empty request is refused like an empty document", async () => {
+    await expectParity("plugin", {});
+    await expectParity("sandbox", {});
+  });
+
+  it("the base documents are accepted (the rows fail for their edit alone)", async () => {
+    expect((await api.applyPlugin(basePlugin())).unchanged).toBe(true);
+    expect((await api.applySandbox(baseSandbox())).created).toBe(true);
+  });
+});
+
+describe("the plugin registry", () => {
+  let api: Api;
+  beforeEach(async () => { api = await startApi(); });
+  afterEach(() => api.stop());
+
+  /** Runs `request` and expects the event stream not to move. */
+  const writesNothing = async <T>(request: () => Promise<T>): Promise<T> => {
+    const before = await api.store.position();
+    const out = await request();
+    expect(await api.store.position()).toBe(before);
+    return out;
+  };
+
+  it("publishes a bare name as 0.0.0 and name@semver as that version, in canonical form", async () => {
+    expect((await api.applyPlugin(plugin("db"))).plugin).toMatchObject({ name: "db", version: "0.0.0", sandboxes: [] });
+    expect((await api.applyPlugin(plugin("db@1.0.0"))).plugin?.version).toBe("1.0.0");
+    expect((await api.applyPlugin(plugin("db@v1.2"))).plugin?.version).toBe("1.2.0");
+    expect((await api.applyPlugin(plugin("db@2.0.0-rc.1"))).plugin?.version).toBe("2.0.0-rc.1");
+    const published = await api.applyPlugin(plugin("db@3.0.0", ["host", "port"]));
+    expect(published).toMatchObject({ unchanged: false, plugin: { name: "db", version: "3.0.0" } });
+    expect(published.plugin?.spec?.create[0]?.outputs.map((o) => o.name)).toEqual(["host", "port"]);
+    expect(published.plugin?.digest).toMatch(/^[0-9a-f]{64}$/);
+    expect((await api.listPlugins()).map((p) => p.version)).toEqual(["0.0.0", "1.0.0", "1.2.0", "2.0.0-rc.1", "3.0.0"]);
+  });
+
+  it("publishes the spec package's fixtures as they arrive over the wire", async () => {
+    const orders = await loadTemplate(join(FIXTURES, "orders-db", "plugin.yaml"), []);
+    const sqs = await loadTemplate(join(FIXTURES, "sqs-queue", "plugin.yaml"),
+      ["role-arn=arn:aws:iam::123456789012:role/sqs", "service-account=sqs-runner"]);
+    const vault = await loadTemplate(join(FIXTURES, "vault-db", "plugin.yaml"), []);
+    for (const doc of [orders, sqs, vault]) expect((await api.applyPlugin(doc)).unchanged).toBe(false);
+    const feature = await loadTemplate(join(FIXTURES, "sandboxes", "feature.yaml"), ["pr=42", "image=registry.example/orders:pr-42"]);
+    const created = await api.applySandbox(feature);
+    expect(created.created).toBe(true);
+    expect(created.sandbox?.resources.map((r) => `${r.name}=${r.plugin}@${r.version}`)).toEqual(["orders-db=orders-db@1.2.0", "queue=sqs-queue@0.3.1"]);
+    expect(created.sandbox?.endpoints).toEqual([{ name: "web", target: "http://orders.shop.svc:8080", url: "https://web--rk0001.preview.test" }]);
+  });
+
+  it("re-applying an identical version is a no-op that says so", async () => {
+    const first = await api.applyPlugin(plugin("db@1.0.0"));
+    const again = await writesNothing(() => api.applyPlugin(plugin("db@1.0.0")));
+    expect(again.unchanged).toBe(true);
+    expect(again.plugin).toEqual(first.plugin);
+    // "1.0" names the same version.
+    expect((await writesNothing(() => api.applyPlugin(plugin("db@1.0")))).unchanged).toBe(true);
+  });
+
+  it("a published version is immutable: another spec under it is a conflict", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    const err = await writesNothing(() => errorOf(api.applyPlugin(plugin("db@1.0.0", ["host"], "another description"))));
+    expect(err).toBeInstanceOf(ConflictError);
+    expect(err.message).toContain("db@1.0.0");
+    expect(err.message).toContain("immutable");
+    expect((await api.getPlugin("db@1.0.0")).spec?.description).toBe("a database");
+  });
+
+  // Versions rank in semver precedence: 1.10.0 above 1.2.0, and a pre-release above every
+  // lower version but below its own release (1.2.0 < 2.0.0-rc.1 < 2.0.0-rc.2 < 2.0.0).
+  it("a bare name and @latest get the highest version, in semver order", async () => {
+    await expect(api.getPlugin("db")).rejects.toBeInstanceOf(NotFoundError);
+    await expect(api.getPlugin("db@latest")).rejects.toBeInstanceOf(NotFoundError);
+    const latest = async () => {
+      const [bare, at] = [await api.getPlugin("db"), await api.getPlugin("db@latest")];
+      expect(at).toEqual(bare);
+      return bare.version;
+    };
+    await api.applyPlugin(plugin("db@1.2.0"));
+    expect(await latest()).toBe("1.2.0");
+    await api.applyPlugin(plugin("db@1.10.0"));
+    await api.applyPlugin(plugin("db@1.9.0"));
+    expect(await latest()).toBe("1.10.0");
+    await api.applyPlugin(plugin("db@2.0.0-rc.2"));
+    await api.applyPlugin(plugin("db@2.0.0-rc.1"));
+    expect(await latest()).toBe("2.0.0-rc.2");
+    await api.applyPlugin(plugin("db@2.0.0"));
+    expect(await latest()).toBe("2.0.0");
+    expect((await api.getPlugin("db@1.9")).version).toBe("1.9.0");
+    await expect(api.getPlugin("db@1.3.0")).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("a sandbox keeps the version its bare or @latest reference resolved to at creation", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    await api.applyPlugin(plugin("cache@0.1.0"));
+    const created = await api.applySandbox(sandbox("feature-a", "db=db", "cache=cache@latest"));
+    expect(created.sandbox?.resources.map((r) => [r.name, r.version])).toEqual([["db", "1.0.0"], ["cache", "0.1.0"]]);
+
+    await api.applyPlugin(plugin("db@2.0.0"));
+    await api.applyPlugin(plugin("cache@0.2.0"));
+    const view = await api.getSandbox("feature-a");
+    expect(view.resources.map((r) => [r.name, r.plugin, r.version])).toEqual([["db", "db", "1.0.0"], ["cache", "cache", "0.1.0"]]);
+    expect(view.status?.reason).toBe("Creating");
+    // Applying the same file again changes nothing, though its references now resolve higher.
+    const again = await writesNothing(() => api.applySandbox(sandbox("feature-a", "db=db", "cache=cache@latest")));
+    expect(again.unchanged).toBe(true);
+    expect(again.sandbox?.resources.map((r) => r.version)).toEqual(["1.0.0", "0.1.0"]);
+    // A new sandbox gets the new versions.
+    const later = await api.applySandbox(sandbox("feature-b", "db=db", "cache=cache@latest"));
+    expect(later.sandbox?.resources.map((r) => r.version)).toEqual(["2.0.0", "0.2.0"]);
+  });
+
+  it("lists every version with the sandboxes using it", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    await api.applyPlugin(plugin("db@2.0.0"));
+    await api.applyPlugin(plugin("cache"));
+    await api.applySandbox(sandbox("b-sandbox", "db=db@1.0.0", "cache=cache"));
+    await api.applySandbox(sandbox("a-sandbox", "db=db@1.0.0"));
+    await api.applySandbox(sandbox("c-sandbox", "db=db"));
+    const listed = (await api.listPlugins()).map((p) => ({ ref: `${p.name}@${p.version}`, sandboxes: p.sandboxes }));
+    expect(listed).toEqual([
+      { ref: "cache@0.0.0", sandboxes: ["b-sandbox"] },
+      { ref: "db@1.0.0", sandboxes: ["a-sandbox", "b-sandbox"] },
+      { ref: "db@2.0.0", sandboxes: ["c-sandbox"] },
+    ]);
+    expect((await api.getPlugin("db@1.0.0")).sandboxes).toEqual(["a-sandbox", "b-sandbox"]);
+  });
+
+  it("refuses to delete a version in use, naming the sandboxes, and writes nothing", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    await api.applyPlugin(plugin("db@2.0.0"));
+    await api.applySandbox(sandbox("feature-a", "db=db@1.0.0"));
+    await api.applySandbox(sandbox("feature-b", "primary=db@1.0.0", "replica=db"));
+    const err = await writesNothing(() => errorOf(api.deletePlugin("db@1.0.0")));
+    expect(err).toBeInstanceOf(ConflictError);
+    expect(err.message).toContain("feature-a");
+    expect(err.message).toContain("feature-b");
+    // Deleting every version of the plugin is refused for the same reason.
+    expect(await writesNothing(() => errorOf(api.deletePlugin("db")))).toBeInstanceOf(ConflictError);
+    expect((await api.listPlugins()).map((p) => p.version)).toEqual(["1.0.0", "2.0.0"]);
+  });
+
+  it("deletes an unused version, which sandboxes can then no longer use", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    await api.applyPlugin(plugin("db@2.0.0"));
+    await api.applySandbox(sandbox("feature-a", "db=db@2.0.0"));
+    expect(await api.deletePlugin("db@1.0.0")).toEqual(["db@1.0.0"]);
+    expect((await api.listPlugins()).map((p) => p.version)).toEqual(["2.0.0"]);
+    await expect(api.getPlugin("db@1.0.0")).rejects.toBeInstanceOf(NotFoundError);
+    await expect(api.deletePlugin("db@1.0.0")).rejects.toBeInstanceOf(NotFoundError);
+    const violations = await writesNothing(() => violationsOf(api.applySandbox(sandbox("feature-b", "db=db@1.0.0"))));
+    expect(fieldsAndRules(violations)).toEqual([{ field: "spec.resources[0].plugin", rule: "unknown-plugin" }]);
+    expect(violations[0]?.description).toContain("db@1.0.0");
+  });
+
+  it("refuses a sandbox using an unknown plugin or version, at the resource's plugin field", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    const violations = await writesNothing(() =>
+      violationsOf(api.applySandbox(sandbox("feature-a", "db=db@1.0.0", "cache=cache", "queue=queue@latest", "old=db@0.9.0"))));
+    expect(fieldsAndRules(violations)).toEqual([
+      { field: "spec.resources[1].plugin", rule: "unknown-plugin" },
+      { field: "spec.resources[2].plugin", rule: "unknown-plugin" },
+      { field: "spec.resources[3].plugin", rule: "unknown-plugin" },
+    ]);
+    expect(violations.map((v) => v.description)).toEqual([
+      expect.stringContaining("cache"), expect.stringContaining("queue@latest"), expect.stringContaining("db@0.9.0"),
+    ]);
+    await expect(api.getSandbox("feature-a")).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("refuses an outputKey naming a step or output the resolved plugin does not declare", async () => {
+    await api.applyPlugin(plugin("db@1.0.0", ["host"]));
+    await api.applyPlugin(plugin("db@2.0.0", ["host", "port"]));
+    const doc = (outputKeys: string[], ref = "db@1.0.0"): Doc => ({
+      ...sandbox("feature-a", `db=${ref}`),
+      spec: {
+        ...sandbox("feature-a", `db=${ref}`).spec,
+        forks: [{
+          forkOf: { kind: "Deployment", namespace: "shop", name: "orders" },
+          customizations: { env: outputKeys.map((key, i) => ({ name: `V${i}`, valueFrom: { resource: { name: "db", outputKey: key } } })) },
+        }],
+      },
+    });
+    const field = (j: number) => `spec.forks[0].customizations.env[${j}].valueFrom.resource.outputKey`;
+    const violations = await writesNothing(() => violationsOf(api.applySandbox(doc(["provision.host", "seed.host", "provision.port"]))));
+    expect(fieldsAndRules(violations)).toEqual([{ field: field(1), rule: "unknown-step" }, { field: field(2), rule: "undeclared-output" }]);
+    expect(violations[1]?.description).toContain("(outputs: host)");
+    // The check runs against the version the reference resolves to: 2.0.0 declares port.
+    expect((await api.applySandbox(doc(["provision.port"], "db"))).sandbox?.resources[0]?.version).toBe("2.0.0");
+  });
+
+  it("reports unknown plugins and undeclared outputs of the known ones together", async () => {
+    await api.applyPlugin(plugin("db@1.0.0", ["host"]));
+    const doc: Doc = {
+      name: "feature-a",
+      spec: {
+        cluster: "local",
+        resources: [{ name: "db", plugin: "db@1.0.0" }, { name: "cache", plugin: "cache" }],
+        forks: [{
+          forkOf: { kind: "Deployment", namespace: "shop", name: "orders" },
+          customizations: { env: [{ name: "DB_PORT", valueFrom: { resource: { name: "db", outputKey: "provision.port" } } }] },
+        }],
+      },
+    };
+    const violations = await writesNothing(() => violationsOf(api.applySandbox(doc)));
+    expect(fieldsAndRules(violations)).toEqual([
+      { field: "spec.resources[1].plugin", rule: "unknown-plugin" },
+      { field: "spec.forks[0].customizations.env[0].valueFrom.resource.outputKey", rule: "undeclared-output" },
+    ]);
+  });
+});
+
+describe("watch streams", () => {
+  let api: Api;
+  beforeEach(async () => { api = await startApi(); });
+  afterEach(() => api.stop());
+
+  /** Opens a watch with a 10 s deadline; resolves with the views and how the stream ended. */
+  const watch = (name: string, enough: (views: pb.SandboxView[]) => boolean) => {
+    const started = Date.now();
+    const views: pb.SandboxView[] = [];
+    const stream = api.sandboxes.watch({ name, showOutputs: false }, new grpc.Metadata(), { deadline: Date.now() + 10_000 });
+    return new Promise<{ views: pb.SandboxView[]; error?: Error; ms: number }>((resolve) => {
+      let cancelled = false;
+      stream.on("data", (view: pb.SandboxView) => {
+        views.push(view);
+        if (!cancelled && enough(views)) { cancelled = true; stream.cancel(); }
+      });
+      stream.on("error", (err: grpc.ServiceError) => {
+        resolve({ views, ms: Date.now() - started, ...(err.code === grpc.status.CANCELLED && cancelled ? {} : { error: fromServiceError(err) }) });
+      });
+      stream.on("end", () => resolve({ views, ms: Date.now() - started }));
+    });
+  };
+
+  it("ends at once with NOT_FOUND for a sandbox that does not exist", async () => {
+    const ended = await watch("nope", () => false);
+    expect(ended.error).toBeInstanceOf(NotFoundError);
+    expect(ended.error?.message).toContain("nope");
+    expect(ended.views).toEqual([]);
+    expect(ended.ms).toBeLessThan(5_000);
+  });
+
+  it("delivers the current view of an existing sandbox at once", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    await api.applySandbox(sandbox("feature-a", "db=db"));
+    const ended = await watch("feature-a", (views) => views.length >= 1);
+    expect(ended.error).toBeUndefined();
+    expect(ended.views[0]).toEqual(await api.getSandbox("feature-a"));
+    expect(ended.views[0]).toMatchObject({ name: "feature-a", routingKey: "rk0001", status: { ready: false, reason: "Creating" } });
+    expect(ended.ms).toBeLessThan(5_000);
+  });
+
+  it("follows the sandbox and ends when it is gone", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    await api.applySandbox(sandbox("feature-a", "db=db"));
+    const sandboxes = api.sandboxes;
+    // Deleted once the first view shows the stream is open.
+    const ended = await watch("feature-a", (views) => {
+      if (views.length === 1) void call(sandboxes.delete.bind(sandboxes), { name: "feature-a", force: true });
+      return false;
+    });
+    expect(ended.error).toBeUndefined();
+    expect(ended.ms).toBeLessThan(5_000);
+    expect(ended.views[0]?.status?.reason).toBe("Creating");
+    await expect(api.getSandbox("feature-a")).rejects.toBeInstanceOf(NotFoundError);
+  });
+});
