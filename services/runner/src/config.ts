@@ -27,6 +27,11 @@ export interface RunnerConfig {
   /** How long running steps may go on after SIGTERM to the runner. */
   shutdownGraceMs?: number;
   heartbeatMs?: number;
+  /**
+   * The largest result event the store takes (the NATS server's max_payload): a step
+   * whose outputs, base64-encoded in the event, do not fit fails with OutputTooLarge.
+   */
+  maxResultBytes?: number;
 }
 
 export interface ConfigDefaults {

@@ -13,6 +13,7 @@ try {
     stepProgram: stepProgramPath(), tmpdir: tmpdir(), runnerId: `${hostname()}-${process.pid}`,
   });
   const nc = await connectNats(config.natsUrl, "runner");
+  config.maxResultBytes = nc.info?.max_payload ?? config.maxResultBytes;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, stepDispatchCodec, logger);
   const logs = await JetStreamLogStore.open(nc, config.prefix);

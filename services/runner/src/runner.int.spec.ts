@@ -75,6 +75,7 @@ touch "$SCRATCH/$EPHEMERA_ROUTING_KEY.started"
 wait
 `, [scratch]),
     step("forget", "#!/bin/sh\necho 'not writing the output'\n", [], [["result", "/tmp/result"]]),
+    step("bulky", "#!/bin/sh\nhead -c 30000 /dev/zero > /tmp/a\nhead -c 30000 /dev/zero > /tmp/b\n", [], [["a", "/tmp/a"], ["b", "/tmp/b"]]),
   ],
 });
 
@@ -129,7 +130,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     runner = await start({
       natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       workdir, listen: "127.0.0.1:0", runnerId: "test-runner", stepProgram: STEP_PROGRAM, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
-      cancelGraceMs: 2000, shutdownGraceMs: 1000,
+      cancelGraceMs: 2000, shutdownGraceMs: 1000, maxResultBytes: 64 * 1024,
     }, { store, queue, logs, logger });
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
   });
@@ -222,6 +223,16 @@ describe("runner with the process driver, against NATS and Redis", () => {
     const d = await dispatch("rkc", "forget");
     const e = await result(d.runId);
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "OutputMissing", message: expect.stringContaining('"result"') });
+  });
+
+  it("fails a step whose outputs cannot fit one result event with OutputTooLarge, naming the sizes", async () => {
+    const d = await dispatch("rkt", "bulky");
+    const e = await result(d.runId);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+      reason: "OutputTooLarge",
+      message: expect.stringContaining("the outputs total 60000 bytes (a 30000 bytes, b 30000 bytes)"),
+    });
+    await waitFor(() => handled.includes(d.runId), { what: "the dispatch to be acknowledged" });
   });
 
   it("gives two concurrent runs of one plugin private files at the same paths", async () => {

@@ -28,8 +28,13 @@ export interface RunnerOptions {
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
   cancelGraceMs: number;
   heartbeatMs: number;
+  /** The largest result event the store takes; see RunnerConfig.maxResultBytes. */
+  maxResultBytes: number;
   now: () => number;
 }
+
+/** Room kept in a result event for the envelope and the other fields. */
+const RESULT_OVERHEAD_BYTES = 4096;
 
 interface Stop {
   reason: typeof FailureReason.Cancelled | typeof FailureReason.RunnerLost;
@@ -145,7 +150,20 @@ export class Runner {
       return fail({ reason: FailureReason.DriverError, message: `outputs stored but not found again: ${lost.join(", ")}` }, stepLog.tail(), durationMs);
     }
     const reported = new Set(report.outputs.map((o) => o.name));
-    return { type: "succeed", outputs: outputs.filter((o) => reported.has(o.name)), durationMs };
+    const kept = outputs.filter((o) => reported.has(o.name));
+    // The outputs are journaled base64-encoded in one event; one that cannot be stored must
+    // fail the step with a reason, not fail the append over and over.
+    const encoded = kept.reduce((n, o) => n + Math.ceil(o.value.length / 3) * 4 + o.name.length + 32, 0);
+    if (encoded + RESULT_OVERHEAD_BYTES > this.o.maxResultBytes) {
+      const raw = kept.reduce((n, o) => n + o.value.length, 0);
+      const sizes = [...kept].sort((x, y) => x.name.localeCompare(y.name)).map((o) => `${o.name} ${o.value.length} bytes`).join(", ");
+      return fail({
+        reason: FailureReason.OutputTooLarge,
+        message: `the outputs total ${raw} bytes (${sizes}); a step's result event holds at most ` +
+          `${Math.floor(((this.o.maxResultBytes - RESULT_OVERHEAD_BYTES) * 3) / 4)} bytes of outputs (NATS max_payload ${this.o.maxResultBytes})`,
+      }, stepLog.tail(), durationMs);
+    }
+    return { type: "succeed", outputs: kept, durationMs };
   }
 
   private onCancel(message: unknown): void {

@@ -56,6 +56,7 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     logger,
     cancelGraceMs: config.cancelGraceMs ?? 10_000,
     heartbeatMs: config.heartbeatMs ?? 5_000,
+    maxResultBytes: config.maxResultBytes ?? 1024 * 1024,
     now: () => performance.now(),
   });
   const server = await startGrpcServer(config.listen, [], logger);
