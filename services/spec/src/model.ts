@@ -86,7 +86,7 @@ const StepInput = z.strictObject({
 const StepOutput = z.strictObject({
   name: stepName("output", "Output name, unique within the step. Sandboxes read it as `<step>.<output>`."),
   valueFromPath: filePath("File in the `main` container read after the script ends; its content is the output value.", true),
-  description: maxBytes(text("What the output holds. Accepted for compatibility; not stored.", false), MAX_BYTES.description, "description").optional(),
+  description: maxBytes(text("What the output holds (at most 255 bytes).", false), MAX_BYTES.description, "description").optional(),
 }).meta({ description: "A value the step produces, read from a file after the script ends." });
 
 const Step = z.strictObject({
