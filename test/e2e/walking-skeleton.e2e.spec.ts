@@ -103,6 +103,14 @@ describe("ephemera end to end (process driver)", () => {
     expect(dispatched.map((e) => (e.data as Json)["step"])).toEqual(["a", "b", "c", "d"]);
     expect(dispatched[1]!.position).toBe(dispatched[2]!.position); // dispatched in one commit
 
+    // Output values are secrets: the event feed shows their names and sizes only.
+    const feed = (await ok(["events", "--sandbox", "diamond-sb", "-o", "json"])).stdout.trim().split("\n").map((l) => JSON.parse(l) as Json);
+    expect(feed[0]).toMatchObject({ type: "ephemera.sandbox.created.v1", subject: "diamond-sb" });
+    const runA = feed.find((e) => e["type"] === "ephemera.steprun.succeeded.v1" && e["data"].step === "a")!;
+    expect(runA["data"].outputs).toEqual([{ name: "word", size: 11 }]);
+    expect(JSON.stringify(feed)).not.toContain(Buffer.from("hello-world").toString("base64"));
+    expect(JSON.stringify(feed)).not.toContain("HELLO-WORLD");
+
     const logA = await ok(["logs", "--sandbox", "diamond-sb", "--resource", "res", "--step", "a"]);
     expect(logA.stdout).toContain("a sees unset");
 

@@ -1,0 +1,73 @@
+// Every service's gRPC server answers health checks and reflection, and maps named
+// errors to statuses that clients turn back into the same errors.
+import { dirname, join } from "node:path";
+import { loadSync } from "@grpc/proto-loader";
+import * as pb from "@ephemera/proto";
+import { ConflictError, NotFoundError, ValidationError } from "./errors.js";
+import { call, grpc, startGrpcServer, unary, type RunningServer } from "./grpc.js";
+import { createLogger } from "./logger.js";
+
+const reflectionProto = join(dirname(require.resolve("@grpc/reflection")), "..", "proto/grpc/reflection/v1/reflection.proto");
+const healthProto = join(dirname(require.resolve("grpc-health-check/package.json")), "proto/health/v1/health.proto");
+type Loaded = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+const load = (file: string) => grpc.loadPackageDefinition(loadSync(file, { keepCase: true, enums: String })) as Loaded;
+
+describe("gRPC server plumbing", () => {
+  let server: RunningServer;
+  let failWith: Error;
+  const address = () => `127.0.0.1:${server.port}`;
+
+  beforeAll(async () => {
+    const plugins: Partial<pb.ResourcePluginServiceServer> = {
+      get: unary(async () => { throw failWith; }),
+    };
+    server = await startGrpcServer("127.0.0.1:0", [
+      { definition: pb.ResourcePluginServiceService, implementation: plugins as grpc.UntypedServiceImplementation },
+    ], createLogger("test", "silent"));
+  });
+  afterAll(async () => { await server.shutdown(); });
+
+  it("answers health checks with the status the service sets", async () => {
+    const Health = load(healthProto)["grpc"]["health"]["v1"]["Health"];
+    const client = new Health(address(), grpc.credentials.createInsecure());
+    const check = () => new Promise<{ status: string }>((resolve, reject) =>
+      client.Check({ service: "" }, { deadline: Date.now() + 2000 }, (err: Error | null, res: { status: string }) => (err ? reject(err) : resolve(res))));
+    expect(await check()).toEqual({ status: "SERVING" });
+    server.health.setStatus("", "NOT_SERVING");
+    expect(await check()).toEqual({ status: "NOT_SERVING" });
+    server.health.setStatus("", "SERVING");
+    client.close();
+  });
+
+  it("lists ephemera's services through reflection", async () => {
+    const Reflection = load(reflectionProto)["grpc"]["reflection"]["v1"]["ServerReflection"];
+    const client = new Reflection(address(), grpc.credentials.createInsecure());
+    const stream = client.ServerReflectionInfo({ deadline: Date.now() + 2000 });
+    const answer = new Promise<{ list_services_response: { service: Array<{ name: string }> } }>((resolve, reject) => {
+      stream.on("data", resolve);
+      stream.on("error", reject);
+    });
+    stream.write({ list_services: "" });
+    const names = (await answer).list_services_response.service.map((s) => s.name);
+    stream.end();
+    client.close();
+    expect(names).toEqual(expect.arrayContaining(["ephemera.v1.ResourcePluginService", "ephemera.v1.SandboxService", "ephemera.v1.IOContext"]));
+  });
+
+  it("maps named errors to statuses and back, violations included", async () => {
+    const client = new pb.ResourcePluginServiceClient(address(), grpc.credentials.createInsecure());
+    const get = () => call(client.get.bind(client), { ref: "x" }, 2000);
+    failWith = new ValidationError([
+      { field: "spec.create[0].name", description: "is required", rule: "required" },
+      { field: "name", description: "bad name", rule: "name-format" },
+    ]);
+    const invalid = await get().catch((e: unknown) => e);
+    expect(invalid).toBeInstanceOf(ValidationError);
+    expect((invalid as ValidationError).violations).toEqual((failWith as ValidationError).violations);
+    failWith = new NotFoundError("plugin x not found");
+    await expect(get()).rejects.toEqual(new NotFoundError("plugin x not found"));
+    failWith = new ConflictError("in use by sb");
+    await expect(get()).rejects.toBeInstanceOf(ConflictError);
+    client.close();
+  });
+});
