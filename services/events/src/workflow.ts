@@ -36,8 +36,12 @@ export function evolveWorkflow(state: WorkflowState, event: DomainEvent, _time?:
         started: event.data,
         steps: event.data.steps.map((s) => ({ name: s.name, dependsOn: s.dependsOn, status: "pending", attempt: 0, outputs: [] })),
       };
-    case "ephemera.workflow.step_dispatched.v1":
-      return { ...state, steps: step(event.data.step, (s) => ({ ...s, status: "running", attempt: event.data.attempt, runId: event.data.runId })) };
+    case "ephemera.workflow.step_dispatched.v1": {
+      const known = state.steps.some((s) => s.name === event.data.step);
+      // A fold records what happened, even a dispatch of a step its plan did not list.
+      const steps = known ? state.steps : [...state.steps, { name: event.data.step, dependsOn: [], status: "pending" as const, attempt: 0, outputs: [] }];
+      return { ...state, steps: steps.map((s) => (s.name === event.data.step ? { ...s, status: "running", attempt: event.data.attempt, runId: event.data.runId } : s)) };
+    }
     case "ephemera.workflow.step_succeeded.v1":
       return { ...state, steps: step(event.data.step, (s) => ({ ...s, status: "succeeded", outputs: event.data.outputs })) };
     case "ephemera.workflow.step_failed.v1":

@@ -2,7 +2,7 @@
 // handed to the script (env var, file, or both).
 import type * as pb from "@ephemera/proto";
 import type { Phase } from "@ephemera/events";
-import type { WorkflowView } from "./state.js";
+import { succeededRun, type WorkflowView } from "./state.js";
 
 export type InputSource =
   /** A sandbox param; undefined when the sandbox does not set it (optional params are common). */
@@ -52,11 +52,11 @@ function sourceOf(input: pb.StepInput, ctx: InputContext): InputSource {
   const ref = input.valueFromStep;
   if (!ref) return { kind: "param", value: input.valueFromSandbox ? ctx.workflow.started?.params[input.name] : undefined };
   if (findStep(ctx.spec, ctx.phase, ref.name)) {
-    return { kind: "step", step: ref.name, output: ref.output, runId: ctx.workflow.succeeded.get(ref.name), required: true };
+    return { kind: "step", step: ref.name, output: ref.output, runId: succeededRun(ctx.workflow, ref.name), required: true };
   }
   // Only a delete step may look across phases (validation rejects the other direction).
   const crossPhase = ctx.phase === "delete";
-  return { kind: "step", step: ref.name, output: ref.output, runId: ctx.createWorkflow?.succeeded.get(ref.name), required: !crossPhase };
+  return { kind: "step", step: ref.name, output: ref.output, runId: succeededRun(ctx.createWorkflow, ref.name), required: !crossPhase };
 }
 
 /** Step sources whose producing run is not known yet: worth re-reading the workflows for. */

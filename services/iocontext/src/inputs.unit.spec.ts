@@ -1,6 +1,7 @@
 import * as pb from "@ephemera/proto";
 import { planInputs, inputEnvName, unresolved, type InputContext } from "./inputs.js";
-import { emptyWorkflow, type WorkflowView } from "./state.js";
+import { initialWorkflow } from "@ephemera/events";
+import type { WorkflowView } from "./state.js";
 
 const step = (name: string, inputs: Array<Partial<pb.StepInput>>): pb.Step =>
   pb.Step.fromPartial({ name, inputs: inputs as pb.StepInput[], script: "#!/bin/sh\n" });
@@ -11,9 +12,10 @@ const spec = pb.ResourcePluginSpec.fromPartial({
 });
 
 const workflow = (params: Record<string, string>, succeeded: Record<string, string> = {}): WorkflowView => ({
-  ...emptyWorkflow(),
+  ...initialWorkflow(),
+  status: "running",
   started: pb.WorkflowStarted.fromPartial({ params }),
-  succeeded: new Map(Object.entries(succeeded)),
+  steps: Object.entries(succeeded).map(([name, runId]) => ({ name, dependsOn: [], status: "succeeded", attempt: 1, runId, outputs: [] })),
 });
 
 const create = (w: WorkflowView): InputContext => ({ phase: "create", spec, workflow: w });

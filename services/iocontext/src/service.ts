@@ -7,7 +7,7 @@ import type { EventStore } from "@ephemera/eventstore";
 import { ConflictError, NotFoundError, ValidationError, type FieldViolation, type Logger } from "@ephemera/kit";
 import { findStep, planInputs, unresolved, type InputContext, type PlannedInput } from "./inputs.js";
 import type { OutputStore } from "./outputs.js";
-import type { Projections, WorkflowView } from "./state.js";
+import { dispatched, type Projections, type WorkflowView } from "./state.js";
 
 export const MAX_OUTPUT_BYTES = 1024 * 1024;
 
@@ -94,12 +94,12 @@ export class IOContextHandlers {
     }
     const { projections, store } = this.deps;
     let workflow = projections.workflows.get(parsed.workflowId)?.state;
-    if (!workflow?.started || !workflow.dispatched.has(runId)) workflow = (await projections.workflows.reload(store, parsed.workflowId)).state;
+    if (!workflow?.started || !dispatched(workflow, runId)) workflow = (await projections.workflows.reload(store, parsed.workflowId)).state;
     const started = workflow.started;
-    if (!started || !workflow.dispatched.has(runId)) throw new NotFoundError(`run ${runId} is unknown: no workflow dispatched it`);
+    if (!started || !dispatched(workflow, runId)) throw new NotFoundError(`run ${runId} is unknown: no workflow dispatched it`);
 
-    let spec = projections.plugins.get(started.plugin)?.state.specs.get(started.version);
-    spec ??= (await projections.plugins.reload(store, started.plugin)).state.specs.get(started.version);
+    let spec = projections.plugins.get(started.plugin)?.state.versions.get(started.version)?.spec;
+    spec ??= (await projections.plugins.reload(store, started.plugin)).state.versions.get(started.version)?.spec;
     if (!spec) throw new NotFoundError(`plugin ${started.plugin}@${started.version} of run ${runId} is unknown`);
     const step = findStep(spec, parsed.phase, parsed.step);
     if (!step) throw new NotFoundError(`plugin ${started.plugin}@${started.version} has no ${parsed.phase} step "${parsed.step}"`);
