@@ -1,0 +1,52 @@
+import type { RecordedEvent } from "@ephemera/eventstore";
+import { EVENT_TYPES, decode, encode, ev, parseRunId, redact, runId, workflowId, type DomainEvent } from "./index.js";
+import { evolveWorkflow, initialWorkflow } from "./workflow.js";
+
+const recorded = (e: DomainEvent): RecordedEvent => ({
+  ...encode(e), specversion: "1.0", id: "01", source: "test", subject: "s", time: "2026-01-01T00:00:00.000Z",
+  datacontenttype: "application/json", correlationId: "01", causationId: "01", sequence: 1, aggregate: "x", position: 1,
+} as RecordedEvent);
+
+describe("events", () => {
+  it("every event type survives encode → JSON → decode", () => {
+    for (const type of EVENT_TYPES) {
+      const e = ev(type, {});
+      const back = decode(JSON.parse(JSON.stringify(recorded(e))) as RecordedEvent);
+      expect(back).toEqual(e);
+    }
+    const rich = ev("ephemera.steprun.succeeded.v1", { runId: "r", outputs: [{ name: "host", value: Buffer.from("db-1") }], durationMs: 12 });
+    expect(decode(JSON.parse(JSON.stringify(recorded(rich))) as RecordedEvent)).toEqual(rich);
+  });
+
+  it("stores payloads as canonical proto3 JSON: camelCase, defaults omitted, bytes base64", () => {
+    const e = encode(ev("ephemera.steprun.succeeded.v1", { runId: "r", workflowId: "", outputs: [{ name: "host", value: Buffer.from("db-1") }] }));
+    expect(e.data).toEqual({ runId: "r", outputs: [{ name: "host", value: Buffer.from("db-1").toString("base64") }] });
+  });
+
+  it("ignores event types it does not know", () => {
+    expect(decode({ ...recorded(ev("ephemera.sandbox.ready.v1", {})), type: "ephemera.sandbox.renamed.v9" })).toBeUndefined();
+  });
+
+  it("redacts output values to sizes and leaves other events alone", () => {
+    const e = recorded(ev("ephemera.steprun.succeeded.v1", { outputs: [{ name: "password", value: Buffer.from("hunter22") }] }));
+    expect((redact(e).data as { outputs: unknown }).outputs).toEqual([{ name: "password", size: 8 }]);
+    expect(JSON.stringify(redact(e))).not.toContain(Buffer.from("hunter22").toString("base64"));
+    const other = recorded(ev("ephemera.sandbox.ready.v1", {}));
+    expect(redact(other)).toBe(other);
+  });
+
+  it("builds and parses run ids", () => {
+    const wf = workflowId("rk1", "db", "delete");
+    expect(runId(wf, "deprovision", 2)).toBe("rk1.db.delete.deprovision.2");
+    expect(parseRunId("rk1.db.delete.deprovision.2")).toEqual({
+      workflowId: "rk1.db.delete", routingKey: "rk1", resource: "db", phase: "delete", step: "deprovision", attempt: 2,
+    });
+    for (const bad of ["rk1.db.update.s.1", "rk1.db.create.s.0", "rk1.db.create.s", "a.b.create.s.x"]) expect(parseRunId(bad)).toBeUndefined();
+  });
+
+  it("the workflow fold records a dispatch of a step its plan did not list", () => {
+    const s = [ev("ephemera.workflow.started.v1", { steps: [{ name: "a" }] }), ev("ephemera.workflow.step_dispatched.v1", { step: "b", runId: "r.b.1", attempt: 1 })]
+      .reduce((st, e) => evolveWorkflow(st, e), initialWorkflow());
+    expect(s.steps.map((x) => [x.name, x.status, x.runId])).toEqual([["a", "pending", undefined], ["b", "running", "r.b.1"]]);
+  });
+});
