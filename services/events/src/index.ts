@@ -124,6 +124,12 @@ export function parseRunId(id: string): { workflowId: string; routingKey: string
   return { workflowId: `${routingKey}.${resource}.${phase}`, routingKey, resource, phase, step, attempt: n };
 }
 
+/** The wire form of a dispatch on the work queue: canonical proto3 JSON. The scheduler writes it, runners read it. */
+export const dispatchCodec = {
+  encode: (d: pb.StepDispatch) => JSON.stringify(pb.StepDispatch.toJSON(d)),
+  decode: (s: string) => pb.StepDispatch.fromJSON(JSON.parse(s)),
+};
+
 /** Output values are secrets: tools print events with values replaced by their sizes. */
 export function redact(e: RecordedEvent): RecordedEvent {
   if (e.type !== "ephemera.steprun.succeeded.v1") return e;

@@ -10,13 +10,13 @@ import {
 } from "@nats-io/jetstream";
 import { ConcurrencyError, UnavailableError, ulidGen, type Logger } from "@ephemera/kit";
 import { envelopes, storedForm } from "./envelope.js";
+import { readSubject } from "./subject.js";
 import type {
   AggregateEvents, AppendMeta, AppendResult, Commit, CommitHandler, DurableOptions, EventStore, Expected,
   FollowOptions, NewEvent, RecordedEvent, Subscription,
 } from "./types.js";
 
 const WRONG_LAST_SEQUENCE = 10071;
-const NO_MESSAGE_FOUND = 10037;
 const CONSUMER_NOT_FOUND = 10014;
 
 export interface JetStreamStoreOptions {
@@ -101,27 +101,8 @@ export class JetStreamEventStore implements EventStore {
   }
 
   async read(aggregate: string, id: string): Promise<AggregateEvents> {
-    const subject = eventSubject(this.options.prefix, aggregate, id);
-    let last: number;
-    try {
-      const m = await this.jsm.streams.getMessage(this.stream, { last_by_subj: subject });
-      if (!m) return { events: [], revision: 0, version: 0 };
-      last = m.seq;
-    } catch (err) {
-      if (err instanceof JetStreamApiError && err.code === NO_MESSAGE_FOUND) return { events: [], revision: 0, version: 0 };
-      throw new UnavailableError(`read of ${subject} failed`, { cause: err });
-    }
-    const consumer = await this.js.consumers.get(this.stream, { filter_subjects: subject });
-    const events: RecordedEvent[] = [];
-    const messages = await consumer.consume();
-    try {
-      for await (const m of messages) {
-        events.push(...this.decode(m).events);
-        if (m.seq >= last) break;
-      }
-    } finally {
-      await messages.close();
-    }
+    const { messages, last } = await readSubject(this.js, this.jsm, this.stream, eventSubject(this.options.prefix, aggregate, id));
+    const events = messages.flatMap((m) => this.decode(m).events);
     return { events, revision: last, version: events.at(-1)?.sequence ?? 0 };
   }
 

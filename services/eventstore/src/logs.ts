@@ -2,6 +2,7 @@
 // bounded time. Written by the runner, read by the sandbox service for `eph logs`.
 import type { NatsConnection } from "@nats-io/nats-core";
 import { JetStreamApiError, StorageType, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { readSubject } from "./subject.js";
 
 export interface LogStore {
   append(runId: string, chunk: Uint8Array): Promise<void>;
@@ -38,22 +39,10 @@ export class JetStreamLogStore implements LogStore {
   }
 
   async read(runId: string): Promise<Buffer> {
-    const jsm = await jetstreamManager(this.nc);
-    const subject = `${this.prefix}.log.${runId}`;
-    const last = await jsm.streams.getMessage(logStreamName(this.prefix), { last_by_subj: subject }).catch(() => null);
-    if (!last) return Buffer.alloc(0);
-    const consumer = await jetstream(this.nc).consumers.get(logStreamName(this.prefix), { filter_subjects: subject });
-    const parts: Uint8Array[] = [];
-    const messages = await consumer.consume();
-    try {
-      for await (const m of messages) {
-        parts.push(m.data);
-        if (m.seq >= last.seq) break;
-      }
-    } finally {
-      await messages.close();
-    }
-    return Buffer.concat(parts);
+    const { messages } = await readSubject(
+      jetstream(this.nc), await jetstreamManager(this.nc), logStreamName(this.prefix), `${this.prefix}.log.${runId}`,
+    );
+    return Buffer.concat(messages.map((m) => m.data));
   }
 }
 

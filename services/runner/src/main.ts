@@ -3,7 +3,8 @@ import { hostname, tmpdir } from "node:os";
 import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue } from "@ephemera/eventstore";
 import { createLogger, onShutdown } from "@ephemera/kit";
 import { runnerConfig } from "./config.js";
-import { start, stepDispatchCodec } from "./start.js";
+import { dispatchCodec } from "@ephemera/events";
+import { start } from "./start.js";
 import { stepProgramPath } from "./step-program.js";
 
 const logger = createLogger("runner");
@@ -15,7 +16,7 @@ try {
   const nc = await connectNats(config.natsUrl, "runner");
   config.maxResultBytes = nc.info?.max_payload ?? config.maxResultBytes;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
-  const queue = await JetStreamWorkQueue.open(nc, config.prefix, stepDispatchCodec, logger);
+  const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
   const logs = await JetStreamLogStore.open(nc, config.prefix);
   const runner = await start(config, { store, queue, logs, logger });
   onShutdown(logger, [async () => { await nc.drain(); }, () => runner.stop()]);

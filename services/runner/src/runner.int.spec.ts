@@ -4,14 +4,14 @@ import { mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promis
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
+import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
 import {
   connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue,
   type EventStore, type LogStore, type WorkQueue,
 } from "@ephemera/eventstore";
 import { createLogger, waitFor } from "@ephemera/kit";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
-import { start, stepDispatchCodec, type RunningRunner } from "./index.js";
+import { start, type RunningRunner } from "./index.js";
 import { testNats } from "../../../test/support/servers.js";
 
 type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
@@ -107,7 +107,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     cleanupStreams = t.cleanup;
     nc = await connectNats(t.url, "runner-test");
     store = await JetStreamEventStore.open(nc, { prefix });
-    const jsQueue = await JetStreamWorkQueue.open(nc, prefix, stepDispatchCodec);
+    const jsQueue = await JetStreamWorkQueue.open(nc, prefix, dispatchCodec);
     received = [];
     handled = [];
     queue = {

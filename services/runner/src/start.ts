@@ -23,12 +23,6 @@ export interface RunningRunner {
   stop(): Promise<void>;
 }
 
-/** The wire form of dispatches on the work queue: canonical proto3 JSON. */
-export const stepDispatchCodec = {
-  encode: (d: pb.StepDispatch) => JSON.stringify(pb.StepDispatch.toJSON(d)),
-  decode: (s: string) => pb.StepDispatch.fromJSON(JSON.parse(s)),
-};
-
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
   await access(config.stepProgram).catch((err: unknown) => {

@@ -1,209 +1,34 @@
-// Invalid plugin and sandbox documents that a gRPC request can carry, one per rule: the
-// rows of services/spec/src/invalid.unit.spec.ts minus those proto cannot express.
+// The spec package's invalid files, cut down to those a gRPC request can carry.
 //
 // Left out, because they cannot cross the wire: unknown or misspelt fields (fromJSON drops
-// them: rule `unknown-field`) and values of the wrong JSON type (rule `type`): fromJSON
-// coerces `create: "provision"`, `valueFromSandbox: "yes"`, labels as a list and null or
-// list params to the field's proto type, and the client refuses to encode retries of 1.5
-// or -1 as a uint32.
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+// them: rule `unknown-field`), values of the wrong JSON type (rule `type`: fromJSON coerces
+// `create: "provision"`, `valueFromSandbox: "yes"`, labels as a list and null or list
+// params to the field's proto type), and documents the client cannot encode at all
+// (retries of 1.5 or -1 as a uint32).
+import * as pb from "@ephemera/proto";
+import * as table from "../../spec/src/invalid.testkit.js";
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- rows edit arbitrary parts of a document */
-export type Doc = any;
+export { basePlugin, baseSandbox, type Doc, type Row } from "../../spec/src/invalid.testkit.js";
 
 /** Rules no request can break, for the reasons above. */
-export const NOT_ON_THE_WIRE = ["unknown-field", "type"];
+export const NOT_ON_THE_WIRE: readonly string[] = ["unknown-field", "type"];
 
-/** Every rule code of the spec package, read from its source (it is not exported). */
-export function specRules(): string[] {
-  const text = readFileSync(join(__dirname, "..", "..", "spec", "src", "violations.ts"), "utf8");
-  const list = /export const RULES = \[([^\]]*)\]/.exec(text)?.[1] ?? "";
-  return [...list.matchAll(/"([a-z-]+)"/g)].map((m) => m[1]!);
-}
+const encodable = (message: { fromJSON(o: unknown): unknown; encode(m: never): unknown }, doc: table.Doc) => {
+  try {
+    message.encode(message.fromJSON(doc) as never);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
-const SH = "#!/bin/sh\necho ok\n";
+const onTheWire = (rows: table.Row[], base: () => table.Doc, message: Parameters<typeof encodable>[0]) =>
+  rows.filter(([, edit, , rule]) => {
+    if (NOT_ON_THE_WIRE.includes(rule)) return false;
+    const doc = base();
+    edit(doc);
+    return encodable(message, doc);
+  });
 
-/** Keys in proto field order, so the doc survives fromJSON/toJSON unchanged. */
-export const basePlugin = (): Doc => ({
-  name: "hello-db@1.0.0",
-  spec: {
-    description: "a database per sandbox",
-    runner: { image: "alpine:3", namespace: "ephemera", podTemplateOverlay: "spec:\n  serviceAccountName: db\n" },
-    create: [
-      {
-        name: "provision",
-        inputs: [{ name: "dbname", valueFromSandbox: true }],
-        outputs: [{ name: "host", valueFromPath: "/tmp/host" }],
-        script: SH,
-      },
-      {
-        name: "seed",
-        inputs: [{ name: "host", valueFromStep: { name: "provision", output: "host" }, as: { env: "HOST", path: "/work/host" } }],
-        outputs: [{ name: "rows", valueFromPath: "/outputs/rows" }],
-        script: SH,
-      },
-    ],
-    delete: [
-      { name: "deprovision", inputs: [{ name: "host", valueFromStep: { name: "provision", output: "host" } }], script: SH },
-    ],
-  },
-});
-
-export const baseSandbox = (): Doc => ({
-  name: "feature-x",
-  spec: {
-    cluster: "local",
-    ttl: { duration: "2d", offsetFrom: "createdAt" },
-    resources: [{ name: "db", plugin: "hello-db@1.0.0", params: { dbname: "orders" } }],
-    forks: [{
-      forkOf: { kind: "Deployment", namespace: "shop", name: "orders" },
-      customizations: {
-        images: [{ image: "orders:pr-1", container: "orders" }],
-        env: [{ name: "DB_HOST", valueFrom: { resource: { name: "db", outputKey: "provision.host" } } }],
-      },
-    }],
-    local: [{
-      name: "payments-local",
-      from: { kind: "Deployment", namespace: "shop", name: "payments" },
-      mappings: [{ port: 8080, toLocal: "localhost:8080" }],
-    }],
-    defaultRouteGroup: { endpoints: [{ name: "web", target: "http://orders.shop.svc:8080" }] },
-  },
-});
-
-const overlay = (text: string) => (d: Doc) => { d.spec.runner.podTemplateOverlay = text; };
-const create = (i: number) => (d: Doc) => d.spec.create[i];
-
-export type Row = [what: string, edit: (d: Doc) => void, field: string, rule: string];
-
-export const pluginRows: Row[] = [
-  ["name missing", (d) => { delete d.name; }, "name", "required"],
-  ["name starting with a digit", (d) => { d.name = "1db"; }, "name", "name-format"],
-  ["name ending with '-'", (d) => { d.name = "db-"; }, "name", "name-format"],
-  ["name over 253 bytes", (d) => { d.name = "a".repeat(254); }, "name", "too-long"],
-  ["version not semver", (d) => { d.name = "hello-db@1.x"; }, "name", "version-format"],
-  ["@latest in a plugin file", (d) => { d.name = "hello-db@latest"; }, "name", "version-format"],
-  ["spec missing", (d) => { delete d.spec; }, "spec", "required"],
-  ["description over 255 bytes", (d) => { d.spec.description = "é".repeat(128); }, "spec.description", "too-long"],
-  ["runner missing", (d) => { delete d.spec.runner; }, "spec.runner", "required"],
-  ["runner.image missing", (d) => { delete d.spec.runner.image; }, "spec.runner.image", "required"],
-  ["runner.image empty", (d) => { d.spec.runner.image = ""; }, "spec.runner.image", "required"],
-  ["runner.namespace not a DNS label", (d) => { d.spec.runner.namespace = "Data_NS"; }, "spec.runner.namespace", "name-format"],
-  ["step name with a dot", (d) => { create(1)(d).name = "seed.all"; }, "spec.create[1].name", "name-format"],
-  ["step name over 63 bytes", (d) => { create(1)(d).name = "s".repeat(64); }, "spec.create[1].name", "too-long"],
-  ["step name repeated in the same phase", (d) => { create(1)(d).name = "provision"; }, "spec.create[1].name", "duplicate-step"],
-  ["step name repeated across phases", (d) => { d.spec.delete[0].name = "seed"; }, "spec.delete[0].name", "duplicate-step"],
-  ["input name with a dot", (d) => { create(1)(d).inputs[0].name = "db.host"; }, "spec.create[1].inputs[0].name", "name-format"],
-  ["input name repeated", (d) => { create(0)(d).inputs.push({ name: "dbname", valueFromSandbox: true, as: { path: "/work/db" } }); },
-    "spec.create[0].inputs[1].name", "duplicate-input"],
-  ["output name repeated", (d) => { create(0)(d).outputs.push({ name: "host", valueFromPath: "/tmp/host2" }); },
-    "spec.create[0].outputs[1].name", "duplicate-output"],
-  ["output name with a dot", (d) => { create(1)(d).outputs[0].name = "rows.count"; }, "spec.create[1].outputs[0].name", "name-format"],
-  ["input without a source", (d) => { create(0)(d).inputs[0] = { name: "dbname" }; }, "spec.create[0].inputs[0]", "input-source"],
-  ["input with valueFromSandbox: false only", (d) => { create(0)(d).inputs[0].valueFromSandbox = false; }, "spec.create[0].inputs[0]", "input-source"],
-  ["input with both sources", (d) => { create(1)(d).inputs[0].valueFromSandbox = true; }, "spec.create[1].inputs[0]", "input-source"],
-  ["reference to an unknown step", (d) => { create(1)(d).inputs[0].valueFromStep.name = "provison"; },
-    "spec.create[1].inputs[0].valueFromStep.name", "unknown-step"],
-  ["reference to an undeclared output", (d) => { create(1)(d).inputs[0].valueFromStep.output = "hostname"; },
-    "spec.create[1].inputs[0].valueFromStep.output", "undeclared-output"],
-  ["reference without output", (d) => { delete create(1)(d).inputs[0].valueFromStep.output; },
-    "spec.create[1].inputs[0].valueFromStep.output", "required"],
-  ["two steps reading each other", (d) => { create(0)(d).inputs.push({ name: "rows", valueFromStep: { name: "seed", output: "rows" } }); },
-    "spec.create[0].inputs[1].valueFromStep.name", "cycle"],
-  ["a step reading itself", (d) => { create(1)(d).inputs.push({ name: "rows", valueFromStep: { name: "seed", output: "rows" } }); },
-    "spec.create[1].inputs[1].valueFromStep.name", "cycle"],
-  ["a create step reading a delete step", (d) => {
-    d.spec.delete[0].outputs = [{ name: "done", valueFromPath: "/tmp/done" }];
-    create(1)(d).inputs.push({ name: "done", valueFromStep: { name: "deprovision", output: "done" } });
-  }, "spec.create[1].inputs[1].valueFromStep.name", "create-refers-to-delete"],
-  ["env var name not a shell name", (d) => { create(1)(d).inputs[0].as.env = "1HOST"; }, "spec.create[1].inputs[0].as.env", "env-name"],
-  ["reserved SIGNADOT_ env var", (d) => { create(1)(d).inputs[0].as.env = "SIGNADOT_SANDBOX_ID"; }, "spec.create[1].inputs[0].as.env", "reserved-env"],
-  ["reserved EPHEMERA_ env var", (d) => { create(1)(d).inputs[0].as.env = "EPHEMERA_TOKEN"; }, "spec.create[1].inputs[0].as.env", "reserved-env"],
-  ["input whose default env var is reserved", (d) => { create(0)(d).inputs[0].name = "signadot-resource-name"; },
-    "spec.create[0].inputs[0].name", "reserved-env"],
-  ["two inputs on one env var", (d) => { create(0)(d).inputs.push({ name: "db", valueFromSandbox: true, as: { env: "DBNAME" } }); },
-    "spec.create[0].inputs[1].as.env", "duplicate-env"],
-  ["two inputs whose default env vars collide", (d) => {
-    create(0)(d).inputs = [{ name: "db-name", valueFromSandbox: true }, { name: "db_name", valueFromSandbox: true }];
-  }, "spec.create[0].inputs[1].name", "duplicate-env"],
-  ["as with neither env nor path", (d) => { create(1)(d).inputs[0].as = {}; }, "spec.create[1].inputs[0].as", "as-empty"],
-  ["relative input path", (d) => { create(1)(d).inputs[0].as.path = "work/host"; }, "spec.create[1].inputs[0].as.path", "path-format"],
-  ["input path with ..", (d) => { create(1)(d).inputs[0].as.path = "/work/../etc/passwd"; }, "spec.create[1].inputs[0].as.path", "path-format"],
-  ["input path /", (d) => { create(1)(d).inputs[0].as.path = "/"; }, "spec.create[1].inputs[0].as.path", "path-format"],
-  ["input path not normalised", (d) => { create(1)(d).inputs[0].as.path = "/work//host"; }, "spec.create[1].inputs[0].as.path", "path-format"],
-  ["input path with a trailing /", (d) => { create(1)(d).inputs[0].as.path = "/work/"; }, "spec.create[1].inputs[0].as.path", "path-format"],
-  ["two inputs on one path", (d) => {
-    create(0)(d).inputs.push({ name: "owner", valueFromSandbox: true, as: { path: "/tmp/host" } }, { name: "role", valueFromSandbox: true, as: { path: "/tmp/host" } });
-  }, "spec.create[0].inputs[2].as.path", "duplicate-path"],
-  ["relative output path", (d) => { create(0)(d).outputs[0].valueFromPath = "host"; }, "spec.create[0].outputs[0].valueFromPath", "path-format"],
-  ["output without a path", (d) => { delete create(0)(d).outputs[0].valueFromPath; }, "spec.create[0].outputs[0].valueFromPath", "required"],
-  ["two outputs on one path", (d) => { create(0)(d).outputs.push({ name: "port", valueFromPath: "/tmp/host" }); },
-    "spec.create[0].outputs[1].valueFromPath", "duplicate-path"],
-  ["script without #!", (d) => { create(0)(d).script = "echo hello"; }, "spec.create[0].script", "script-shebang"],
-  ["script missing", (d) => { delete d.spec.delete[0].script; }, "spec.delete[0].script", "required"],
-  ["timeout without a unit", (d) => { create(0)(d).timeout = "600"; }, "spec.create[0].timeout", "timeout-format"],
-  ["timeout in words", (d) => { create(0)(d).timeout = "10 minutes"; }, "spec.create[0].timeout", "timeout-format"],
-  ["retries above 10", (d) => { create(0)(d).retries = 11; }, "spec.create[0].retries", "retries-range"],
-  ["overlay that is not YAML", overlay("spec: [unclosed"), "spec.runner.podTemplateOverlay", "overlay-yaml"],
-  ["overlay that is a list", overlay("- name: main\n"), "spec.runner.podTemplateOverlay", "overlay-shape"],
-  ["overlay with a field a pod template lacks", overlay("kind: Pod\nspec: {}\n"), "spec.runner.podTemplateOverlay", "overlay-shape"],
-  ["overlay with a misspelt pod spec field", overlay("spec:\n  serviceAcountName: db\n"), "spec.runner.podTemplateOverlay", "overlay-shape"],
-  ["overlay container without a name", overlay("spec:\n  containers:\n  - image: x\n"), "spec.runner.podTemplateOverlay", "overlay-shape"],
-  ["overlay containers not a list", overlay("spec:\n  containers: {name: main}\n"), "spec.runner.podTemplateOverlay", "overlay-shape"],
-  ["overlay with restartPolicy OnFailure", overlay("spec:\n  restartPolicy: OnFailure\n"), "spec.runner.podTemplateOverlay", "overlay-restart-policy"],
-  ["overlay changing main's image", overlay("spec:\n  containers:\n  - name: main\n    image: busybox\n"), "spec.runner.podTemplateOverlay", "overlay-image"],
-  ["overlay changing the namespace", overlay("metadata:\n  namespace: kube-system\n"), "spec.runner.podTemplateOverlay", "overlay-namespace"],
-  ["overlay taking an agent's container name", overlay("spec:\n  initContainers:\n  - name: ephemera-init\n    image: x\n"),
-    "spec.runner.podTemplateOverlay", "overlay-reserved-container"],
-  ["overlay with a reserved sidecar name", overlay("spec:\n  containers:\n  - name: ephemera-sidecar\n"),
-    "spec.runner.podTemplateOverlay", "overlay-reserved-container"],
-];
-
-export const sandboxRows: Row[] = [
-  ["name missing", (d) => { delete d.name; }, "name", "required"],
-  ["name with '_'", (d) => { d.name = "feature_x"; }, "name", "name-format"],
-  ["name over 30 bytes", (d) => { d.name = "f".repeat(31); }, "name", "too-long"],
-  ["cluster missing", (d) => { delete d.spec.cluster; }, "spec.cluster", "required"],
-  ["cluster with a dot", (d) => { d.spec.cluster = "eu.west"; }, "spec.cluster", "name-format"],
-  ["ttl in words", (d) => { d.spec.ttl.duration = "2 days"; }, "spec.ttl.duration", "ttl-duration"],
-  ["ttl of zero", (d) => { d.spec.ttl.duration = "0d"; }, "spec.ttl.duration", "ttl-duration"],
-  ["ttl in years", (d) => { d.spec.ttl.duration = "1y"; }, "spec.ttl.duration", "ttl-duration"],
-  ["ttl without duration", (d) => { delete d.spec.ttl.duration; }, "spec.ttl.duration", "required"],
-  ["ttl offsetFrom unknown", (d) => { d.spec.ttl.offsetFrom = "deletedAt"; }, "spec.ttl.offsetFrom", "ttl-offset-from"],
-  ["resource name with '_'", (d) => { d.spec.resources.push({ name: "orders_db", plugin: "pg" }); }, "spec.resources[1].name", "name-format"],
-  ["resource name over 63 bytes", (d) => { d.spec.resources.push({ name: "r".repeat(64), plugin: "pg" }); }, "spec.resources[1].name", "too-long"],
-  ["resource name repeated", (d) => { d.spec.resources.push({ name: "db", plugin: "other" }); }, "spec.resources[1].name", "duplicate-resource"],
-  ["resource without a plugin", (d) => { delete d.spec.resources[0].plugin; }, "spec.resources[0].plugin", "required"],
-  ["plugin reference with a bad name", (d) => { d.spec.resources[0].plugin = "hello db"; }, "spec.resources[0].plugin", "name-format"],
-  ["plugin reference with a bad version", (d) => { d.spec.resources[0].plugin = "hello-db@next"; }, "spec.resources[0].plugin", "version-format"],
-  ["baseline forked twice", (d) => { d.spec.forks.push({ forkOf: { kind: "Deployment", namespace: "shop", name: "orders" } }); },
-    "spec.forks[1].forkOf", "duplicate-baseline"],
-  ["baseline forked and local", (d) => { d.spec.local[0].from.name = "orders"; }, "spec.local[0].from", "duplicate-baseline"],
-  ["forkOf without a namespace", (d) => { delete d.spec.forks[0].forkOf.namespace; }, "spec.forks[0].forkOf.namespace", "required"],
-  ["two images for one container", (d) => { d.spec.forks[0].customizations.images.push({ image: "orders:pr-2", container: "orders" }); },
-    "spec.forks[0].customizations.images[1]", "duplicate-container"],
-  ["env with value and valueFrom", (d) => { d.spec.forks[0].customizations.env[0].value = "db"; },
-    "spec.forks[0].customizations.env[0]", "env-value-conflict"],
-  ["env var set twice", (d) => { d.spec.forks[0].customizations.env.push({ name: "DB_HOST", value: "x" }); },
-    "spec.forks[0].customizations.env[1].name", "duplicate-env"],
-  ["env var name with '='", (d) => { d.spec.forks[0].customizations.env[0].name = "A=B"; }, "spec.forks[0].customizations.env[0].name", "env-name"],
-  ["env operation unknown", (d) => { d.spec.forks[0].customizations.env.push({ name: "X", operation: "remove" }); },
-    "spec.forks[0].customizations.env[1].operation", "env-operation"],
-  ["env delete with a value", (d) => { d.spec.forks[0].customizations.env.push({ name: "X", value: "1", operation: "delete" }); },
-    "spec.forks[0].customizations.env[1].operation", "env-operation"],
-  ["valueFrom naming no resource of the sandbox", (d) => { d.spec.forks[0].customizations.env[0].valueFrom.resource.name = "cache"; },
-    "spec.forks[0].customizations.env[0].valueFrom.resource.name", "unknown-resource"],
-  ["outputKey without a step", (d) => { d.spec.forks[0].customizations.env[0].valueFrom.resource.outputKey = "host"; },
-    "spec.forks[0].customizations.env[0].valueFrom.resource.outputKey", "output-key-format"],
-  ["outputKey with three parts", (d) => { d.spec.forks[0].customizations.env[0].valueFrom.resource.outputKey = "a.b.c"; },
-    "spec.forks[0].customizations.env[0].valueFrom.resource.outputKey", "output-key-format"],
-  ["local name repeated", (d) => { d.spec.local.push({ name: "payments-local", from: { kind: "Deployment", namespace: "shop", name: "cart" } }); },
-    "spec.local[1].name", "duplicate-local"],
-  ["port out of range", (d) => { d.spec.local[0].mappings[0].port = 70000; }, "spec.local[0].mappings[0].port", "port-range"],
-  ["toLocal without a port", (d) => { d.spec.local[0].mappings[0].toLocal = "localhost"; }, "spec.local[0].mappings[0].toLocal", "local-address"],
-  ["endpoint name repeated", (d) => { d.spec.defaultRouteGroup.endpoints.push({ name: "web", target: "http://cart.shop.svc:80" }); },
-    "spec.defaultRouteGroup.endpoints[1].name", "duplicate-endpoint"],
-  ["endpoint target not a URL", (d) => { d.spec.defaultRouteGroup.endpoints[0].target = "orders:8080"; },
-    "spec.defaultRouteGroup.endpoints[0].target", "endpoint-target"],
-];
+export const pluginRows = onTheWire(table.pluginRows, table.basePlugin, pb.ResourcePlugin);
+export const sandboxRows = onTheWire(table.sandboxRows, table.baseSandbox, pb.Sandbox);

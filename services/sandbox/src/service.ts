@@ -216,11 +216,6 @@ export class SandboxCore {
         .map((s) => ({ step: s.name, phase, runId: s.runId! })));
   }
 
-  /** Sandbox names whose events a commit belongs to (for event filters). */
-  routingKeysOf(name: string): string | undefined {
-    return this.sandboxes.get(name)?.state.routingKey;
-  }
-
   // ---- reactions ----
 
   private sandboxOf(c: Commit): string | undefined {

@@ -1,5 +1,5 @@
 // The scheduler service: workflow planning and dispatch.
-import * as pb from "@ephemera/proto";
+import { dispatchCodec } from "@ephemera/events";
 import { JetStreamEventStore, JetStreamWorkQueue, connectNats } from "@ephemera/eventstore";
 import { startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
 import { Scheduler } from "./scheduler.js";
@@ -11,11 +11,6 @@ export { planSteps } from "./workflow/plan.js";
 export interface SchedulerConfig extends CommonConfig {
   listen: string;
 }
-
-export const dispatchCodec = {
-  encode: (d: pb.StepDispatch) => JSON.stringify(pb.StepDispatch.toJSON(d)),
-  decode: (s: string) => pb.StepDispatch.fromJSON(JSON.parse(s)),
-};
 
 export async function start(config: SchedulerConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
   const nc = await connectNats(config.natsUrl, "ephemera-scheduler");

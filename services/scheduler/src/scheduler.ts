@@ -50,13 +50,13 @@ export class Scheduler {
   /** After a restart: reconcile every resource, and re-dispatch steps whose run never started. */
   private async recover(): Promise<void> {
     for (const [name] of this.sandboxes.entries()) await this.reconcileSandbox(name);
-    for (const [id, { state }] of this.workflows.entries()) {
+    for (const [, { state }] of this.workflows.entries()) {
       if (isTerminal(state.status) || state.status === "none") continue;
       for (const step of state.steps) {
         if (step.status !== "running" || !step.runId) continue;
         const run = await this.deps.store.read(Aggregates.steprun, step.runId);
         if (run.version === 0) await this.dispatch(state, step.name, step.runId, step.attempt);
-        else await this.recordFromRun(id, run.events.map(decode).filter((e): e is DomainEvent => !!e));
+        else await this.recordFromRun(run.events.map(decode).filter((e): e is DomainEvent => !!e));
       }
     }
   }
@@ -67,7 +67,7 @@ export class Scheduler {
       case Aggregates.sandbox:
         return this.reconcileSandbox(commit.aggregateId);
       case Aggregates.steprun:
-        return this.recordFromRun(undefined, commit.events.map(decode).filter((e): e is DomainEvent => !!e));
+        return this.recordFromRun(commit.events.map(decode).filter((e): e is DomainEvent => !!e));
       case Aggregates.workflow: {
         // A create workflow that ended may unblock its resource's delete workflow.
         const [rk, resource] = commit.aggregateId.split(".");
@@ -78,7 +78,7 @@ export class Scheduler {
     }
   }
 
-  private async recordFromRun(_workflow: string | undefined, events: DomainEvent[]): Promise<void> {
+  private async recordFromRun(events: DomainEvent[]): Promise<void> {
     for (const e of events) {
       if (e.type === "ephemera.steprun.succeeded.v1") {
         await this.command(e.data.workflowId, {

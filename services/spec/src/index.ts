@@ -8,4 +8,5 @@ export {
 } from "./validate.js";
 export { loadTemplate, renderTemplate, parseSets, TemplateError, type TemplateProblem, type RenderOptions } from "./template.js";
 export { jsonSchema } from "./schema.js";
-export { ROOT_FIELD, fieldPath, type Rule } from "./violations.js";
+/** Every rule code a violation can carry: stable, documented in docs/plugins.md. */
+export { RULES, ROOT_FIELD, fieldPath, type Rule } from "./violations.js";
