@@ -1,11 +1,13 @@
 // One contract for every EventStore implementation: the in-memory twin and JetStream
 // must behave the same for appends, conflicts, duplicates, reads and subscriptions.
-import { ConcurrencyError, waitFor } from "@ephemera/kit";
-import { NO_AGGREGATE, type Commit, type EventStore } from "./types.js";
+import { ConcurrencyError, ConflictError, UnavailableError, waitFor } from "@ephemera/kit";
+import { DEAD_LETTER_AGGREGATE, DEAD_LETTER_TYPE, NO_AGGREGATE, type Commit, type EventStore } from "./types.js";
 import { Projection, execute } from "./projection.js";
 
 export interface StoreFixture {
   store: EventStore;
+  /** A store on the same backend whose deduplication window is about one second. */
+  shortWindow(): Promise<EventStore>;
   /** A second handle on the same underlying store, as another process would have. */
   reopen(): Promise<EventStore>;
   dispose(): Promise<void>;
@@ -112,7 +114,7 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       for (let i = 1; i <= 3; i++) rev = await fx.store.append("counter", "a", rev, [{ type: "t", data: { by: i } }], meta);
       const seen: number[] = [];
       let failOnce = true;
-      const sub = fx.store.subscribe({ durable: "worker", retryDelayMs: 10 }, (c) => {
+      const sub = fx.store.subscribe({ durable: "worker", redelivery: { backoffMs: [10] } }, (c) => {
         const by = (c.events[0]!.data as { by: number }).by;
         if (by === 2 && failOnce) { failOnce = false; throw new Error("transient"); }
         seen.push(by);
@@ -126,6 +128,96 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       await waitFor(() => after.length === 1, { what: "the commit appended while stopped" });
       expect(after).toEqual([4]);
       await again.stop();
+    });
+
+    it("keeps delivering other commits while a failing one waits for its redelivery", async () => {
+      let rev = NO_AGGREGATE;
+      for (let i = 1; i <= 4; i++) rev = await fx.store.append("counter", "a", rev, [{ type: "t", data: { by: i } }], meta);
+      const seen: number[] = [];
+      let failures = 0;
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      const sub = fx.store.subscribe({ durable: "isolated", redelivery: { backoffMs: [50] } }, async (c) => {
+        const by = (c.events[0]!.data as { by: number }).by;
+        if (by === 1 && failures === 0) { failures++; throw new UnavailableError("not yet"); }
+        seen.push(by);
+        if (by === 4) release();
+        if (by === 1) await released;
+      });
+      // 2, 3 and 4 pass while 1 waits; then 1 comes back.
+      await waitFor(() => seen.length === 4, { what: "every commit, the failed one last" });
+      expect(seen).toEqual([2, 3, 4, 1]);
+      await sub.stop();
+    });
+
+    it("records a commit that keeps failing as a dead letter after maxDeliver and moves on", async () => {
+      const poison = await fx.store.append("counter", "poison", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      const rev = await fx.store.append("counter", "poison", poison, [{ type: "t", data: { by: 2 } }], meta);
+      let attempts = 0;
+      const ok: number[] = [];
+      const sub = fx.store.subscribe({ durable: "poisoned", aggregate: "counter", redelivery: { maxDeliver: 3, backoffMs: [20] } }, (c) => {
+        const by = (c.events[0]!.data as { by: number }).by;
+        if (by === 1) { attempts++; throw new UnavailableError("always down"); }
+        ok.push(by);
+      });
+      const letter = await waitFor(async () => (await fx.store.read(DEAD_LETTER_AGGREGATE, `poisoned.${poison.revision}`)).events[0],
+        { what: "the dead letter" });
+      expect(letter.type).toBe(DEAD_LETTER_TYPE);
+      expect(letter.data).toMatchObject({ consumer: "poisoned", aggregate: "counter", aggregateId: "poison", deliveries: 3, retryable: true, reason: "always down" });
+      expect(attempts).toBe(3);
+      expect(ok).toEqual([2]);
+      await fx.store.append("counter", "poison", rev, [{ type: "t", data: { by: 3 } }], meta);
+      await waitFor(() => ok.length === 2, { what: "a commit after the dead letter" });
+      expect(attempts).toBe(3);
+      await sub.stop();
+    });
+
+    it("makes a dead letter at once of an error that says retrying cannot help", async () => {
+      const first = await fx.store.append("counter", "bad", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      let attempts = 0;
+      const sub = fx.store.subscribe({ durable: "strict", aggregate: "counter" }, () => { attempts++; throw new ConflictError("never valid"); });
+      const letter = await waitFor(async () => (await fx.store.read(DEAD_LETTER_AGGREGATE, `strict.${first.revision}`)).events[0],
+        { what: "the dead letter" });
+      expect(letter.data).toMatchObject({ deliveries: 1, retryable: false, reason: "never valid", types: ["t"] });
+      expect(attempts).toBe(1);
+      await sub.stop();
+    });
+
+    it("shares one durable between two subscriptions: each commit handled by one of them", async () => {
+      const other = await fx.reopen();
+      const byA: number[] = [];
+      const byB: number[] = [];
+      // Each handler holds its commit until both subscriptions have one: proof they run side by side.
+      let holding = 0;
+      let both!: () => void;
+      const bothHolding = new Promise<void>((r) => (both = r));
+      const hold = async (into: number[], c: Commit) => {
+        into.push((c.events[0]!.data as { by: number }).by);
+        if (++holding === 2) both();
+        await bothHolding;
+      };
+      const a = fx.store.subscribe({ durable: "shared", aggregate: "counter" }, (c) => hold(byA, c));
+      const b = other.subscribe({ durable: "shared", aggregate: "counter" }, (c) => hold(byB, c));
+      let rev = NO_AGGREGATE;
+      for (let i = 1; i <= 10; i++) rev = await fx.store.append("counter", "s", rev, [{ type: "t", data: { by: i } }], meta);
+      await waitFor(() => byA.length + byB.length === 10, { what: "ten deliveries" });
+      expect([...byA, ...byB].sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      expect(byA.length).toBeGreaterThan(0);
+      expect(byB.length).toBeGreaterThan(0);
+      await Promise.all([a.stop(), b.stop()]);
+    });
+
+    it("forgets a commit id once the deduplication window has passed", async () => {
+      const store = await fx.shortWindow();
+      const a = await store.append("counter", "w", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], { ...meta, commitId: "w-1" });
+      const dup = await store.append("counter", "w", a, [{ type: "t", data: { by: 1 } }], { ...meta, commitId: "w-1" });
+      expect(dup.duplicate).toBe(true);
+      // Within the window every attempt is dropped; after it, the same id is a new commit.
+      const fresh = await waitFor(async () => {
+        const r = await store.append("counter", "w", a, [{ type: "t", data: { by: 1 } }], { ...meta, commitId: "w-1" });
+        return r.duplicate ? undefined : r;
+      }, { timeoutMs: 10_000, intervalMs: 200, what: "the window to pass" });
+      expect(fresh.version).toBe(2);
     });
   });
 }

@@ -4,3 +4,4 @@ export { JetStreamEventStore, connectNats, eventSubject, eventStreamName } from 
 export * from "./projection.js";
 export * from "./workqueue.js";
 export * from "./logs.js";
+export { deadLetter, recordDeadLetter } from "./deadletter.js";

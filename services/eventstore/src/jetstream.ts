@@ -8,13 +8,15 @@ import {
   AckPolicy, DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
   type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg,
 } from "@nats-io/jetstream";
-import { ConcurrencyError, UnavailableError, ulidGen, type Logger } from "@ephemera/kit";
+import { ConcurrencyError, UnavailableError, isRetryable, ulidGen, type Logger } from "@ephemera/kit";
+import { deadLetter, recordDeadLetter } from "./deadletter.js";
 import { envelopes, storedForm } from "./envelope.js";
 import { readSubject } from "./subject.js";
 import type {
   AggregateEvents, AppendMeta, AppendResult, Commit, CommitHandler, DurableOptions, EventStore, Expected,
-  FollowOptions, NewEvent, RecordedEvent, Subscription,
+  FollowOptions, NewEvent, RecordedEvent, RedeliveryPolicy, Subscription,
 } from "./types.js";
+import { backoffFor, redeliveryPolicy } from "./types.js";
 
 const WRONG_LAST_SEQUENCE = 10071;
 const CONSUMER_NOT_FOUND = 10014;
@@ -24,7 +26,11 @@ export interface JetStreamStoreOptions {
   replicas?: number;
   logger?: Logger;
   now?: () => Date;
+  /** Deduplication window of a stream this store creates (default 2 minutes). */
+  duplicateWindowMs?: number;
 }
+
+const NANOS_PER_MS = 1_000_000;
 
 export const eventSubject = (prefix: string, aggregate: string, id: string) => `${prefix}.ev.${aggregate}.${id}`;
 export const eventStreamName = (prefix: string) => `${prefix}_events`;
@@ -41,6 +47,7 @@ export class JetStreamEventStore implements EventStore {
   private readonly stream: string;
   private readonly newId = ulidGen();
   private readonly now: () => Date;
+  readonly duplicateWindowMs: number;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -50,6 +57,7 @@ export class JetStreamEventStore implements EventStore {
   ) {
     this.stream = eventStreamName(options.prefix);
     this.now = options.now ?? (() => new Date());
+    this.duplicateWindowMs = options.duplicateWindowMs ?? 2 * 60_000;
   }
 
   /** Opens the store, creating the events stream if it does not exist. */
@@ -65,7 +73,7 @@ export class JetStreamEventStore implements EventStore {
         subjects: [`${options.prefix}.ev.>`],
         storage: StorageType.File,
         num_replicas: options.replicas ?? 1,
-        duplicate_window: 2 * 60 * 1_000_000_000,
+        duplicate_window: (options.duplicateWindowMs ?? 2 * 60_000) * NANOS_PER_MS,
       });
     }
     return new JetStreamEventStore(nc, jetstream(nc, { timeout: 10_000 }), jsm, options);
@@ -115,12 +123,12 @@ export class JetStreamEventStore implements EventStore {
       this.js.consumers.get(this.stream, {
         filter_subjects: this.filter(options),
         ...(options.from ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 } : {}),
-      }),
-    false);
+      }));
   }
 
   subscribe(options: DurableOptions, handler: CommitHandler): Subscription {
     const name = `${this.options.prefix}_${options.durable}`;
+    const policy = redeliveryPolicy(options.redelivery);
     return this.run(options, handler, async () => {
       try {
         await this.jsm.consumers.info(this.stream, name);
@@ -130,6 +138,9 @@ export class JetStreamEventStore implements EventStore {
           durable_name: name,
           ack_policy: AckPolicy.Explicit,
           ack_wait: 30 * 1_000_000_000,
+          // The server's own bound, for a handler that hangs past ack_wait every time; room is
+          // left above ours for the deliveries that retry recording a dead letter.
+          max_deliver: policy.maxDeliver * 2,
           filter_subject: this.filter(options),
           ...(options.from
             ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 }
@@ -137,7 +148,7 @@ export class JetStreamEventStore implements EventStore {
         });
       }
       return this.js.consumers.get(this.stream, name);
-    }, true, options.retryDelayMs ?? 500);
+    }, { durable: options.durable, policy });
   }
 
   async close(): Promise<void> {
@@ -146,6 +157,31 @@ export class JetStreamEventStore implements EventStore {
 
   private filter(options: FollowOptions): string {
     return options.aggregate ? `${this.options.prefix}.ev.${options.aggregate}.>` : `${this.options.prefix}.ev.>`;
+  }
+
+  /** A failed delivery: again later (nak with backoff), or a dead letter (recorded, then term). */
+  private async failed(durable: { durable: string; policy: RedeliveryPolicy }, commit: Commit, m: JsMsg, err: unknown): Promise<void> {
+    const deliveries = m.info.deliveryCount;
+    const log = this.options.logger;
+    if (isRetryable(err) && deliveries < durable.policy.maxDeliver) {
+      const delayMs = backoffFor(durable.policy, deliveries);
+      log?.warn({ err, consumer: durable.durable, subject: m.subject, seq: m.seq, deliveries, delayMs }, "commit handler failed; will redeliver");
+      m.nak(delayMs);
+      return;
+    }
+    const letter = deadLetter(durable.durable, {
+      aggregate: commit.aggregate, aggregateId: commit.aggregateId, position: commit.position, types: commit.events.map((e) => e.type),
+    }, deliveries, err);
+    try {
+      await recordDeadLetter(this, letter);
+    } catch (recordErr) {
+      // Not recorded: keep the commit (delivered again later) rather than lose it silently.
+      log?.error({ err: recordErr, consumer: durable.durable, seq: m.seq }, "cannot record a dead letter; will redeliver");
+      m.nak(backoffFor(durable.policy, deliveries));
+      return;
+    }
+    log?.error({ err, consumer: durable.durable, subject: m.subject, seq: m.seq, deliveries }, "commit handler gave up; recorded as a dead letter");
+    m.term();
   }
 
   private decode(m: JsMsg): Commit {
@@ -160,8 +196,7 @@ export class JetStreamEventStore implements EventStore {
     options: FollowOptions,
     handler: CommitHandler,
     open: () => Promise<{ consume(o?: object): Promise<ConsumerMessages>; info(cached?: boolean): Promise<{ num_pending: number; num_ack_pending: number }> }>,
-    durable: boolean,
-    retryDelayMs = 500,
+    durable?: { durable: string; policy: RedeliveryPolicy },
   ): Subscription {
     let messages: ConsumerMessages | undefined;
     let stopped = false;
@@ -183,16 +218,13 @@ export class JetStreamEventStore implements EventStore {
         for await (const m of messages) {
           // Buffered messages are left unacknowledged on stop: a durable redelivers them.
           if (stopped) break;
+          const commit = this.decode(m);
           try {
-            await handler(this.decode(m));
+            await handler(commit);
             if (durable) m.ack();
           } catch (err) {
-            if (durable) {
-              this.options.logger?.warn({ err, subject: m.subject, seq: m.seq }, "commit handler failed; will redeliver");
-              m.nak(retryDelayMs);
-              continue;
-            }
-            this.options.logger?.error({ err, subject: m.subject, seq: m.seq }, "commit handler failed; skipped");
+            if (durable) await this.failed(durable, commit, m, err);
+            else this.options.logger?.error({ err, subject: m.subject, seq: m.seq }, "commit handler failed; skipped");
           }
           if (m.info.pending === 0) markCaughtUp();
         }

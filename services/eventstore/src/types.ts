@@ -86,13 +86,59 @@ export interface FollowOptions {
 }
 
 export interface DurableOptions extends FollowOptions {
-  /** Consumer name; a second subscription under the same name resumes where the first acknowledged. */
+  /**
+   * Consumer name. A second subscription under the same name resumes where the first
+   * acknowledged; two at once share the commits (each goes to one of them).
+   */
   durable: string;
-  /** Delay before a failed commit is delivered again. */
-  retryDelayMs?: number;
+  /** How redelivery of a failing commit is bounded; see RedeliveryPolicy. */
+  redelivery?: Partial<RedeliveryPolicy>;
+}
+
+/**
+ * What happens to a commit whose handler throws: a retryable error (isRetryable) is
+ * delivered again after `backoffMs[deliveries - 1]` (the last value repeats), at most
+ * `maxDeliver` times in all; a non-retryable error, or the last failed delivery, makes it
+ * a dead letter: recorded as an event and never delivered again. Either way the commits
+ * after it are not held up.
+ */
+export interface RedeliveryPolicy {
+  maxDeliver: number;
+  backoffMs: number[];
+}
+
+export const DEFAULT_REDELIVERY: RedeliveryPolicy = { maxDeliver: 8, backoffMs: [100, 500, 1000, 2000, 5000, 10_000] };
+
+export function redeliveryPolicy(p: Partial<RedeliveryPolicy> | undefined): RedeliveryPolicy {
+  return { ...DEFAULT_REDELIVERY, ...p };
+}
+
+/** The delay before delivery `deliveries + 1` of a commit that failed `deliveries` times. */
+export function backoffFor(policy: RedeliveryPolicy, deliveries: number): number {
+  const b = policy.backoffMs;
+  return b[Math.min(Math.max(deliveries - 1, 0), b.length - 1)] ?? 1000;
+}
+
+/** The aggregate dead letters are recorded on: `deadletter.<consumer>.<position>`. */
+export const DEAD_LETTER_AGGREGATE = "deadletter";
+export const DEAD_LETTER_TYPE = "ephemera.deadletter.recorded.v1";
+
+/** The data of a dead-letter event (see docs/events.md). */
+export interface DeadLetter {
+  consumer: string;
+  /** What could not be handled: an event commit (aggregate, id, position) or a work item. */
+  aggregate: string;
+  aggregateId: string;
+  position: number;
+  types: string[];
+  deliveries: number;
+  retryable: boolean;
+  reason: string;
 }
 
 export interface EventStore {
+  /** Deduplication horizon: a commit id seen less than this long ago is dropped. */
+  readonly duplicateWindowMs: number;
   append(aggregate: string, id: string, expected: Expected, events: NewEvent[], meta: AppendMeta): Promise<AppendResult>;
   read(aggregate: string, id: string): Promise<AggregateEvents>;
   /** Position of the newest commit (0 when empty). */
