@@ -1,28 +1,64 @@
 // Runs the whole of ephemera locally: the four services as child processes with the
 // process driver for cluster `local`, ready once the API and the IO context answer
-// health checks. If one service dies, the stack stops.
-import { spawn, type ChildProcess } from "node:child_process";
+// health checks. A service that dies is restarted with backoff until stop().
+import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { DEFAULT_API_LISTEN, DEFAULT_IOCONTEXT_LISTEN, envString, grpc, waitFor, type Env } from "@ephemera/kit";
+import {
+  DEFAULT_API_LISTEN, DEFAULT_IOCONTEXT_LISTEN, EphemeraError, envString, errorMessage, grpc, waitFor, type Env,
+} from "@ephemera/kit";
+import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
+import { Supervisor, type Death, type Exit } from "./supervise.js";
 
 export const SERVICES = ["iocontext", "scheduler", "runner", "sandbox"] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface StackOptions {
   env: Env;
-  /** Where a service's log lines go (already formatted). */
+  /** Where a service's log lines go (already formatted), and the stack's lines about it. */
   output: (service: ServiceName, line: string) => void;
   /** Path of a service's built entry point. */
   entry: (service: ServiceName) => string;
+  /** How long start-up may take, restarts included. Default 30 s. */
   readyTimeoutMs?: number;
+  /** Restart delays; default 250 ms doubling to 10 s, reset after 30 s up. */
+  backoff?: Partial<Backoff>;
+  /** How long stop() waits after SIGTERM before SIGKILL. Default 15 s. */
+  stopGraceMs?: number;
+  /** Aborting it during start-up stops what was started and rejects. */
+  signal?: AbortSignal;
 }
 
 export interface RunningStack {
   api: string;
   iocontext: string;
-  /** Resolves with the first service that exited, and its code. */
-  exited: Promise<{ service: ServiceName; code: number | null }>;
+  /** The service's current process; undefined while it waits to be restarted and after stop(). */
+  pid(service: ServiceName): number | undefined;
+  /** How many times the service has been started again after dying. */
+  restarts(service: ServiceName): number;
+  /** Stops every service (SIGTERM, then SIGKILL after the grace period); nothing restarts once called. */
   stop(): Promise<void>;
+}
+
+/** Start-up did not finish in time; `dying` names the services that died meanwhile. */
+export class StackNotReadyError extends EphemeraError {
+  readonly code = "not-ready";
+  readonly retryable = false;
+  constructor(
+    readonly timeoutMs: number,
+    readonly dying: ReadonlyArray<{ service: ServiceName; deaths: number; last: Exit }>,
+    options?: { cause?: unknown },
+  ) {
+    const why = dying.length
+      ? dying.map((d) => `${d.service} kept dying (${d.deaths === 1 ? "once" : `${d.deaths} times`}, last it ${describeExit(d.last)})`).join("; ")
+      : errorMessage(options?.cause);
+    super(`the stack was not ready within ${timeoutMs} ms: ${why}`, options);
+  }
+}
+
+/** stop was asked for (StackOptions.signal) before the stack was ready. */
+export class StackInterruptedError extends EphemeraError {
+  readonly code = "interrupted";
+  readonly retryable = false;
 }
 
 /** The environment each service gets: the caller's, plus the stack's defaults. */
@@ -44,46 +80,73 @@ export function stackEnv(env: Env): Env {
 
 export async function startStack(options: StackOptions): Promise<RunningStack> {
   const env = stackEnv(options.env);
-  const children = new Map<ServiceName, ChildProcess>();
-  let stopping = false;
-  let onExit!: (v: { service: ServiceName; code: number | null }) => void;
-  const exited = new Promise<{ service: ServiceName; code: number | null }>((r) => (onExit = r));
-  for (const service of SERVICES) {
+  const backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
+  const readyTimeoutMs = options.readyTimeoutMs ?? 30_000;
+  const startupDeaths = new Map<ServiceName, { service: ServiceName; deaths: number; last: Exit }>();
+  let starting = true;
+
+  const launch = (service: ServiceName) => () => {
     const child = spawn(process.execPath, [options.entry(service)], {
       env: env as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
     });
-    children.set(service, child);
-    for (const stream of [child.stdout!, child.stderr!]) {
+    for (const stream of [child.stdout, child.stderr]) {
       createInterface({ input: stream }).on("line", (line) => options.output(service, line));
     }
-    child.on("exit", (code) => {
-      children.delete(service);
-      if (!stopping) onExit({ service, code });
-    });
-  }
-  const stop = async () => {
-    stopping = true;
-    const all = [...children.values()];
-    await Promise.all(all.map((c) => new Promise<void>((resolve) => {
-      if (c.exitCode !== null || c.signalCode !== null) return resolve();
-      const kill = setTimeout(() => c.kill("SIGKILL"), 15_000);
-      c.once("exit", () => { clearTimeout(kill); resolve(); });
-      c.kill("SIGTERM");
-    })));
+    return child;
   };
+  const died = (service: ServiceName) => (death: Death) => {
+    options.output(service, restartLine(service, death));
+    if (!starting) return;
+    const seen = startupDeaths.get(service);
+    startupDeaths.set(service, { service, deaths: (seen?.deaths ?? 0) + 1, last: death.exit });
+  };
+  const supervisors = new Map(SERVICES.map((s) => [s, new Supervisor(launch(s), backoff, died(s))] as const));
+  const get = (service: ServiceName) => supervisors.get(service)!;
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= Promise.all([...supervisors.values()].map((s) => s.stop(options.stopGraceMs ?? 15_000))).then(() => undefined));
+
   const api = env["EPHEMERA_API_LISTEN"]!;
   const iocontext = env["EPHEMERA_IOCONTEXT_LISTEN"]!;
+  // Ends both health waits as soon as one fails or the caller aborts.
+  const waiting = new AbortController();
+  const interrupt = () => waiting.abort();
+  if (options.signal?.aborted) interrupt();
+  options.signal?.addEventListener("abort", interrupt, { once: true });
   try {
-    await Promise.race([
-      Promise.all([healthy(api, options.readyTimeoutMs), healthy(iocontext, options.readyTimeoutMs)]),
-      exited.then(({ service, code }) => { throw new Error(`${service} exited with code ${code} during start-up`); }),
-    ]);
+    await Promise.all([healthy(api, readyTimeoutMs, waiting.signal), healthy(iocontext, readyTimeoutMs, waiting.signal)]);
   } catch (err) {
+    waiting.abort();
     await stop();
-    throw err;
+    if (options.signal?.aborted) throw new StackInterruptedError("the stack was stopped during start-up", { cause: err });
+    const dying = [...startupDeaths.values()].sort((a, b) => b.deaths - a.deaths);
+    throw new StackNotReadyError(readyTimeoutMs, dying, { cause: err });
+  } finally {
+    options.signal?.removeEventListener("abort", interrupt);
+    starting = false;
   }
-  return { api, iocontext, exited, stop };
+  return {
+    api,
+    iocontext,
+    pid: (service) => get(service).pid,
+    restarts: (service) => get(service).restarts,
+    stop,
+  };
+}
+
+/** The stack's own line about a death, shaped like the services' pino lines. */
+function restartLine(service: ServiceName, death: Death): string {
+  return JSON.stringify({
+    level: 40, time: Date.now(), name: "stack", service,
+    msg: `${service} ${describeExit(death.exit)}; restarting`,
+    code: death.exit.code, signal: death.exit.signal, upMs: death.upMs, attempt: death.attempt, delayMs: death.delayMs,
+  });
+}
+
+function describeExit({ code, signal }: Exit): string {
+  return signal ? `was killed by ${signal}` : code === null ? "could not start" : `exited with code ${code}`;
 }
 
 const HealthClient = grpc.makeGenericClientConstructor({
@@ -98,14 +161,18 @@ const HealthClient = grpc.makeGenericClientConstructor({
   },
 }, "Health");
 
-/** Waits until the gRPC server at `address` reports SERVING (status field 1 = SERVING). */
-export async function healthy(address: string, timeoutMs = 30_000): Promise<void> {
+/**
+ * Waits until the gRPC server at `address` reports SERVING (status field 1 = SERVING).
+ * Rejects once `signal` is aborted.
+ */
+export async function healthy(address: string, timeoutMs = 30_000, signal?: AbortSignal): Promise<void> {
   const client = new HealthClient(address, grpc.credentials.createInsecure());
   try {
-    await waitFor(() => new Promise<boolean>((resolve) => {
+    await waitFor(() => signal?.aborted || new Promise<boolean>((resolve) => {
       client.makeUnaryRequest("/grpc.health.v1.Health/Check", (v: Buffer) => v, (v: Buffer) => v, Buffer.alloc(0),
         { deadline: Date.now() + 1000 }, (err, res?: Buffer) => resolve(!err && !!res && res[0] === 0x08 && res[1] === 0x01));
     }), { timeoutMs, intervalMs: 100, what: `gRPC health of ${address}` });
+    if (signal?.aborted) throw new Error(`stopped waiting for gRPC health of ${address}`, { cause: signal.reason });
   } finally {
     client.close();
   }
