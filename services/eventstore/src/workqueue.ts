@@ -1,14 +1,20 @@
 // The dispatch work queue: one message per step attempt on `<prefix>.run.<cluster>`,
 // taken by exactly one runner of that cluster, which heartbeats while the step runs and
-// acknowledges once the result is recorded. Cancellations travel on core NATS
-// `<prefix>.cancel.<cluster>` (best effort: a missed cancel only lets a step finish).
-import type { NatsConnection, Subscription as NatsSub } from "@nats-io/nats-core";
+// acknowledges once the result is recorded. Redelivery is bounded (RedeliveryPolicy):
+// an item that keeps failing goes to the consumer's dead-letter hook and is dropped.
+// Cancels are durable too: `<prefix>.cancel.<cluster>` in a stream kept for an hour, read
+// by every runner of the cluster from a little before it started.
+import type { NatsConnection } from "@nats-io/nats-core";
 import {
-  AckPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager, type JsMsg,
+  AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager,
+  type ConsumerMessages, type JsMsg,
 } from "@nats-io/jetstream";
-import { UnavailableError, delay, type Logger } from "@ephemera/kit";
+import { UnavailableError, delay, isRetryable, type Logger } from "@ephemera/kit";
+import { backoffFor, redeliveryPolicy, type RedeliveryPolicy } from "./types.js";
 
 export interface WorkItem<T> {
+  /** The id it was published under (the run id for dispatches). */
+  id: string;
   data: T;
   /** How many times this message has been delivered (1 on first delivery). */
   deliveries: number;
@@ -20,47 +26,83 @@ export interface WorkQueueConsumer {
   stop(): Promise<void>;
 }
 
+export interface ConsumeOptions<T> {
+  concurrency: number;
+  redelivery?: Partial<RedeliveryPolicy>;
+  /** Called for an item given up on (non-retryable error, or the last delivery failed); it is then dropped. */
+  onDeadLetter?: (item: { id: string; data: T; deliveries: number }, err: unknown) => Promise<void>;
+}
+
+export interface CancelMessage {
+  /** Deduplication id: the same cancel published twice is delivered once. */
+  id: string;
+  body: unknown;
+}
+
 export interface WorkQueue<T> {
   /** Publishes once per id: a second publish with the same id (within the dedupe window) is dropped. */
   publish(cluster: string, id: string, data: T): Promise<void>;
-  /** Runs `handler` for each item, at most `concurrency` at once; acked when it resolves, redelivered when it throws. */
-  consume(cluster: string, concurrency: number, handler: (item: WorkItem<T>) => Promise<void>): WorkQueueConsumer;
-  cancel(cluster: string, message: unknown): void;
-  onCancel(cluster: string, handler: (message: unknown) => void): WorkQueueConsumer;
+  /**
+   * Runs `handler` for each item, at most `concurrency` at once. Acked when it resolves;
+   * when it throws, delivered again after a backoff or given up on (see ConsumeOptions).
+   * An item whose handler neither ends nor heartbeats within the ack wait is delivered again.
+   */
+  consume(cluster: string, options: ConsumeOptions<T>, handler: (item: WorkItem<T>) => Promise<void>): WorkQueueConsumer;
+  /** Durable: delivered to the cluster's runners running now, and to one that starts within `cancelLookbackMs`. */
+  cancel(cluster: string, message: CancelMessage): Promise<void>;
+  onCancel(cluster: string, handler: (body: unknown) => void): WorkQueueConsumer;
 }
 
+export interface Codec<T> { encode(d: T): string; decode(s: string): T }
+
 export const runStreamName = (prefix: string) => `${prefix}_run`;
+export const cancelStreamName = (prefix: string) => `${prefix}_cancel`;
+const NANOS_PER_MS = 1_000_000;
+/** How far back a runner starting up reads cancels (a run it may be handed was cancelled while it was down). */
+export const CANCEL_LOOKBACK_MS = 10 * 60_000;
+
+export interface WorkQueueOptions {
+  ackWaitMs?: number;
+  duplicateWindowMs?: number;
+  logger?: Logger;
+}
+
+async function ensureStream(nc: NatsConnection, config: Parameters<Awaited<ReturnType<typeof jetstreamManager>>["streams"]["add"]>[0]) {
+  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+  try {
+    await jsm.streams.info(config.name!);
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError)) throw err;
+    await jsm.streams.add(config);
+  }
+}
 
 export class JetStreamWorkQueue<T> implements WorkQueue<T> {
+  private readonly ackWaitMs: number;
+  private readonly logger?: Logger;
+
   private constructor(
     private readonly nc: NatsConnection,
     private readonly prefix: string,
-    private readonly codec: { encode(d: T): string; decode(s: string): T },
-    private readonly logger?: Logger,
-    private readonly ackWaitMs = 30_000,
-  ) {}
+    private readonly codec: Codec<T>,
+    options: WorkQueueOptions,
+  ) {
+    this.ackWaitMs = options.ackWaitMs ?? 30_000;
+    if (options.logger) this.logger = options.logger;
+  }
 
-  static async open<T>(
-    nc: NatsConnection,
-    prefix: string,
-    codec: { encode(d: T): string; decode(s: string): T },
-    logger?: Logger,
-  ): Promise<JetStreamWorkQueue<T>> {
-    const jsm = await jetstreamManager(nc, { timeout: 10_000 });
-    const name = runStreamName(prefix);
-    try {
-      await jsm.streams.info(name);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError)) throw err;
-      await jsm.streams.add({
-        name,
-        subjects: [`${prefix}.run.>`],
-        retention: RetentionPolicy.Workqueue,
-        storage: StorageType.File,
-        duplicate_window: 2 * 60 * 1_000_000_000,
-      });
-    }
-    return new JetStreamWorkQueue(nc, prefix, codec, logger);
+  static async open<T>(nc: NatsConnection, prefix: string, codec: Codec<T>, options: WorkQueueOptions | Logger = {}): Promise<JetStreamWorkQueue<T>> {
+    const o: WorkQueueOptions = "info" in options ? { logger: options as Logger } : options as WorkQueueOptions;
+    const window = (o.duplicateWindowMs ?? 2 * 60_000) * NANOS_PER_MS;
+    await ensureStream(nc, {
+      name: runStreamName(prefix), subjects: [`${prefix}.run.>`], retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File, duplicate_window: window,
+    });
+    await ensureStream(nc, {
+      name: cancelStreamName(prefix), subjects: [`${prefix}.cancel.>`], retention: RetentionPolicy.Limits,
+      storage: StorageType.File, duplicate_window: window, max_age: 60 * 60_000 * NANOS_PER_MS,
+    });
+    return new JetStreamWorkQueue(nc, prefix, codec, o);
   }
 
   async publish(cluster: string, id: string, data: T): Promise<void> {
@@ -71,22 +113,37 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     }
   }
 
-  consume(cluster: string, concurrency: number, handler: (item: WorkItem<T>) => Promise<void>): WorkQueueConsumer {
+  consume(cluster: string, options: ConsumeOptions<T>, handler: (item: WorkItem<T>) => Promise<void>): WorkQueueConsumer {
+    const policy = redeliveryPolicy(options.redelivery);
     let stopped = false;
     let inFlight = 0;
     let wake: (() => void) | undefined;
     const running = new Set<Promise<void>>();
     const durable = `runner_${cluster}`;
     const work = async (m: JsMsg) => {
-      const beat = setInterval(() => m.working(), this.ackWaitMs / 3);
+      const id = m.headers?.get("Nats-Msg-Id") ?? String(m.seq);
+      const deliveries = m.info.deliveryCount;
+      let data: T | undefined;
       try {
-        await handler({ data: this.codec.decode(m.string()), deliveries: m.info.deliveryCount, heartbeat: () => m.working() });
+        data = this.codec.decode(m.string());
+        await handler({ id, data, deliveries, heartbeat: () => m.working() });
         m.ack();
       } catch (err) {
-        this.logger?.warn({ err, subject: m.subject }, "work item failed; will be redelivered");
-        m.nak(1000);
-      } finally {
-        clearInterval(beat);
+        if (stopped && isRetryable(err)) { m.nak(); return; }
+        if (data !== undefined && isRetryable(err) && deliveries < policy.maxDeliver) {
+          const delayMs = backoffFor(policy, deliveries);
+          this.logger?.warn({ err, id, deliveries, delayMs }, "work item failed; will be redelivered");
+          m.nak(delayMs);
+          return;
+        }
+        try {
+          await options.onDeadLetter?.({ id, data: data as T, deliveries }, err);
+          this.logger?.error({ err, id, deliveries }, "work item given up on; recorded as a dead letter");
+          m.term();
+        } catch (recordErr) {
+          this.logger?.error({ err: recordErr, id }, "cannot record a dead letter; will be redelivered");
+          m.nak(backoffFor(policy, deliveries));
+        }
       }
     };
     const loop = (async () => {
@@ -98,17 +155,21 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
         await jsm.consumers.add(stream, {
           durable_name: durable,
           ack_policy: AckPolicy.Explicit,
-          ack_wait: this.ackWaitMs * 1_000_000,
+          ack_wait: this.ackWaitMs * NANOS_PER_MS,
+          max_deliver: policy.maxDeliver * 2,
           filter_subject: `${this.prefix}.run.${cluster}`,
           max_ack_pending: 1000,
+        }).catch((err: unknown) => {
+          // Another runner of the cluster created it first.
+          if (!(err instanceof JetStreamApiError)) throw err;
         });
       }
       const consumer = await jetstream(this.nc).consumers.get(stream, durable);
       while (!stopped) {
-        if (inFlight >= concurrency) { await new Promise<void>((r) => (wake = r)); continue; }
+        if (inFlight >= options.concurrency) { await new Promise<void>((r) => (wake = r)); continue; }
         let batch;
         try {
-          batch = await consumer.fetch({ max_messages: concurrency - inFlight, expires: 1000 });
+          batch = await consumer.fetch({ max_messages: options.concurrency - inFlight, expires: 1000 });
         } catch (err) {
           this.logger?.warn({ err }, "fetch from work queue failed");
           await delay(500);
@@ -132,46 +193,189 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     };
   }
 
-  cancel(cluster: string, message: unknown): void {
-    this.nc.publish(`${this.prefix}.cancel.${cluster}`, JSON.stringify(message));
+  async cancel(cluster: string, message: CancelMessage): Promise<void> {
+    try {
+      await jetstream(this.nc).publish(`${this.prefix}.cancel.${cluster}`, JSON.stringify(message.body), { msgID: message.id });
+    } catch (err) {
+      throw new UnavailableError(`cancel ${message.id} to cluster ${cluster} failed`, { cause: err });
+    }
   }
 
-  onCancel(cluster: string, handler: (message: unknown) => void): WorkQueueConsumer {
-    const sub: NatsSub = this.nc.subscribe(`${this.prefix}.cancel.${cluster}`, {
-      callback: (err, m) => { if (!err) handler(m.json()); },
-    });
-    return { stop: async () => sub.unsubscribe() };
+  onCancel(cluster: string, handler: (body: unknown) => void): WorkQueueConsumer {
+    let messages: ConsumerMessages | undefined;
+    let stopped = false;
+    const loop = (async () => {
+      const consumer = await jetstream(this.nc).consumers.get(cancelStreamName(this.prefix), {
+        filter_subjects: `${this.prefix}.cancel.${cluster}`,
+        deliver_policy: DeliverPolicy.StartTime,
+        opt_start_time: new Date(Date.now() - CANCEL_LOOKBACK_MS).toISOString(),
+      });
+      messages = await consumer.consume();
+      if (stopped) { void messages.close().catch(() => undefined); return; }
+      for await (const m of messages) {
+        try { handler(m.json()); } catch (err) { this.logger?.warn({ err }, "ignoring a malformed cancel message"); }
+      }
+    })().catch((err: unknown) => { if (!stopped) this.logger?.error({ err }, "cancel subscription ended"); });
+    return {
+      stop: async () => {
+        stopped = true;
+        await messages?.close().catch(() => undefined);
+        await loop;
+      },
+    };
   }
 }
 
-/** In-memory twin: items are handed to the consumer of their cluster, once per id. */
+interface QueuedItem<T> { id: string; data: T; deliveries: number; due: number }
+interface InFlight<T> { item: QueuedItem<T>; deadline: number; settled: boolean }
+
+/**
+ * In-memory twin: the same contract without a server. Items wait per cluster, each is
+ * handed to one consumer at a time, redelivered with backoff, after the ack wait when its
+ * handler goes silent, and dropped (dead letter) after the last delivery.
+ */
 export class InMemoryWorkQueue<T> implements WorkQueue<T> {
+  /** Every accepted publish, in order (for tests that look at what was dispatched). */
   readonly published: Array<{ cluster: string; id: string; data: T }> = [];
-  private readonly seen = new Set<string>();
-  private readonly handlers = new Map<string, (item: WorkItem<T>) => Promise<void>>();
-  private readonly cancelHandlers = new Map<string, (m: unknown) => void>();
-  readonly cancels: Array<{ cluster: string; message: unknown }> = [];
+  /** Every accepted cancel, in order. */
+  readonly cancels: Array<{ cluster: string; id: string; body: unknown; at: number }> = [];
+  private readonly seen = new Map<string, number>();
+  private readonly queues = new Map<string, Array<QueuedItem<T>>>();
+  private readonly wakers = new Map<string, Set<() => void>>();
+  private readonly cancelHandlers = new Map<string, Set<(m: unknown) => void>>();
+  private readonly ackWaitMs: number;
+  private readonly duplicateWindowMs: number;
+  private available = true;
+
+  constructor(options: { ackWaitMs?: number; duplicateWindowMs?: number } = {}) {
+    this.ackWaitMs = options.ackWaitMs ?? 30_000;
+    this.duplicateWindowMs = options.duplicateWindowMs ?? 2 * 60_000;
+  }
+
+  /** Failure injection: while unavailable, publish and cancel reject as they do when NATS is down. */
+  setAvailable(available: boolean): void {
+    this.available = available;
+  }
 
   async publish(cluster: string, id: string, data: T): Promise<void> {
-    if (this.seen.has(id)) return;
-    this.seen.add(id);
+    if (!this.available) throw new UnavailableError(`dispatch ${id} to cluster ${cluster} failed`);
+    if (this.duplicate(`run:${id}`)) return;
     this.published.push({ cluster, id, data });
-    const h = this.handlers.get(cluster);
-    if (h) void h({ data, deliveries: 1, heartbeat: () => undefined });
+    this.queue(cluster).push({ id, data, deliveries: 0, due: 0 });
+    this.wake(cluster);
   }
 
-  consume(cluster: string, _concurrency: number, handler: (item: WorkItem<T>) => Promise<void>): WorkQueueConsumer {
-    this.handlers.set(cluster, handler);
-    return { stop: async () => { this.handlers.delete(cluster); } };
+  consume(cluster: string, options: ConsumeOptions<T>, handler: (item: WorkItem<T>) => Promise<void>): WorkQueueConsumer {
+    const policy = redeliveryPolicy(options.redelivery);
+    const queue = this.queue(cluster);
+    const running = new Set<Promise<void>>();
+    const inFlight = new Set<InFlight<T>>();
+    let stopped = false;
+    let wake: (() => void) | undefined;
+    const wakeUp = () => wake?.();
+    let wakers = this.wakers.get(cluster);
+    if (!wakers) this.wakers.set(cluster, (wakers = new Set()));
+    wakers.add(wakeUp);
+    // A silent handler loses its item after the ack wait, as JetStream's does.
+    const sweep = setInterval(() => {
+      const now = Date.now();
+      for (const f of inFlight) {
+        if (f.settled || f.deadline > now) continue;
+        f.settled = true;
+        inFlight.delete(f);
+        queue.push({ ...f.item, due: 0 });
+        this.wake(cluster);
+      }
+    }, Math.max(10, Math.min(this.ackWaitMs / 4, 1000)));
+    sweep.unref();
+    const settle = (f: InFlight<T>, then: () => void) => { if (!f.settled) { f.settled = true; inFlight.delete(f); then(); } };
+    const work = async (item: QueuedItem<T>) => {
+      const deliveries = item.deliveries + 1;
+      const f: InFlight<T> = { item: { ...item, deliveries }, deadline: Date.now() + this.ackWaitMs, settled: false };
+      inFlight.add(f);
+      try {
+        await handler({ id: item.id, data: item.data, deliveries, heartbeat: () => { f.deadline = Date.now() + this.ackWaitMs; } });
+        settle(f, () => undefined);
+      } catch (err) {
+        if (f.settled) return;
+        if ((stopped && isRetryable(err)) || (isRetryable(err) && deliveries < policy.maxDeliver)) {
+          settle(f, () => { queue.push({ ...f.item, due: stopped ? 0 : Date.now() + backoffFor(policy, deliveries) }); });
+          return;
+        }
+        try {
+          await options.onDeadLetter?.({ id: item.id, data: item.data, deliveries }, err);
+          settle(f, () => undefined);
+        } catch {
+          settle(f, () => { queue.push({ ...f.item, due: Date.now() + backoffFor(policy, deliveries) }); });
+        }
+      } finally {
+        this.wake(cluster);
+      }
+    };
+    const take = (): QueuedItem<T> | number | undefined => {
+      const now = Date.now();
+      const i = queue.findIndex((q) => q.due <= now);
+      if (i >= 0) return queue.splice(i, 1)[0];
+      return queue.length ? Math.min(...queue.map((q) => q.due)) - now : undefined;
+    };
+    const loop = (async () => {
+      while (!stopped) {
+        const next = running.size < options.concurrency ? take() : undefined;
+        if (next === undefined || typeof next === "number") {
+          await new Promise<void>((r) => {
+            wake = r;
+            if (typeof next === "number") setTimeout(r, Math.max(1, next)).unref();
+          });
+          wake = undefined;
+          continue;
+        }
+        const p: Promise<void> = work(next).finally(() => { running.delete(p); wake?.(); });
+        running.add(p);
+      }
+    })();
+    return {
+      stop: async () => {
+        stopped = true;
+        wakers.delete(wakeUp);
+        wake?.();
+        await loop;
+        await Promise.allSettled([...running]);
+        clearInterval(sweep);
+      },
+    };
   }
 
-  cancel(cluster: string, message: unknown): void {
-    this.cancels.push({ cluster, message });
-    this.cancelHandlers.get(cluster)?.(message);
+  async cancel(cluster: string, message: CancelMessage): Promise<void> {
+    if (!this.available) throw new UnavailableError(`cancel ${message.id} to cluster ${cluster} failed`);
+    if (this.duplicate(`cancel:${message.id}`)) return;
+    this.cancels.push({ cluster, id: message.id, body: message.body, at: Date.now() });
+    for (const h of this.cancelHandlers.get(cluster) ?? []) h(message.body);
   }
 
-  onCancel(cluster: string, handler: (message: unknown) => void): WorkQueueConsumer {
-    this.cancelHandlers.set(cluster, handler);
-    return { stop: async () => { this.cancelHandlers.delete(cluster); } };
+  onCancel(cluster: string, handler: (body: unknown) => void): WorkQueueConsumer {
+    let set = this.cancelHandlers.get(cluster);
+    if (!set) this.cancelHandlers.set(cluster, (set = new Set()));
+    const since = Date.now() - CANCEL_LOOKBACK_MS;
+    for (const c of this.cancels) if (c.cluster === cluster && c.at >= since) handler(c.body);
+    set.add(handler);
+    return { stop: async () => { set.delete(handler); } };
+  }
+
+  private duplicate(key: string): boolean {
+    const now = Date.now();
+    const at = this.seen.get(key);
+    if (at !== undefined && now - at < this.duplicateWindowMs) return true;
+    this.seen.set(key, now);
+    return false;
+  }
+
+  private queue(cluster: string): Array<QueuedItem<T>> {
+    let q = this.queues.get(cluster);
+    if (!q) this.queues.set(cluster, (q = []));
+    return q;
+  }
+
+  private wake(cluster: string): void {
+    for (const w of this.wakers.get(cluster) ?? []) w();
   }
 }
