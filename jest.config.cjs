@@ -15,6 +15,8 @@ module.exports = {
     { ...common, displayName: "unit", testMatch: ["<rootDir>/{services,test}/**/*.unit.spec.ts"] },
     { ...common, displayName: "integration", testMatch: ["<rootDir>/{services,test}/**/*.int.spec.ts"] },
     { ...common, displayName: "e2e", testMatch: ["<rootDir>/{services,test}/**/*.e2e.spec.ts"] },
+    // *.faults.spec.ts: own NATS/Redis/services killed and restarted (~3.5 min); part of `pnpm test`, so CI runs it.
+    { ...common, displayName: "faults", testMatch: ["<rootDir>/test/**/*.faults.spec.ts"] },
   ],
   testTimeout: 60000,
 };
