@@ -23,6 +23,8 @@ export class Api {
   constructor(
     readonly address: string,
     private readonly timeoutMs = 15_000,
+    /** Who is asking: recorded by the API on the events a call causes (x-ephemera-actor). */
+    private readonly actor = process.env["EPHEMERA_ACTOR"] ?? process.env["USER"] ?? "",
   ) {
     const credentials = grpc.credentials.createInsecure();
     this.plugins = new pb.ResourcePluginServiceClient(address, credentials);
@@ -33,7 +35,7 @@ export class Api {
   }
 
   applyPlugin(plugin: pb.ResourcePlugin): Promise<pb.ApplyResourcePluginResponse> {
-    return call(this.plugins.apply.bind(this.plugins), { plugin }, this.timeoutMs);
+    return call(this.plugins.apply.bind(this.plugins), { plugin }, this.timeoutMs, this.who());
   }
 
   getPlugin(ref: string): Promise<pb.ResourcePluginVersion> {
@@ -45,11 +47,11 @@ export class Api {
   }
 
   async deletePlugin(ref: string): Promise<string[]> {
-    return (await call(this.plugins.delete.bind(this.plugins), { ref }, this.timeoutMs)).deleted;
+    return (await call(this.plugins.delete.bind(this.plugins), { ref }, this.timeoutMs, this.who())).deleted;
   }
 
   applySandbox(sandbox: pb.Sandbox): Promise<pb.ApplySandboxResponse> {
-    return call(this.sandboxes.apply.bind(this.sandboxes), { sandbox }, this.timeoutMs);
+    return call(this.sandboxes.apply.bind(this.sandboxes), { sandbox }, this.timeoutMs, this.who());
   }
 
   getSandbox(name: string, showOutputs = false): Promise<pb.SandboxView> {
@@ -61,7 +63,17 @@ export class Api {
   }
 
   deleteSandbox(name: string, force: boolean): Promise<pb.SandboxView> {
-    return call(this.sandboxes.delete.bind(this.sandboxes), { name, force }, this.timeoutMs);
+    return call(this.sandboxes.delete.bind(this.sandboxes), { name, force }, this.timeoutMs, this.who());
+  }
+
+  retrySandbox(name: string): Promise<pb.RetrySandboxResponse> {
+    return call(this.sandboxes.retry.bind(this.sandboxes), { name }, this.timeoutMs, this.who());
+  }
+
+  private who(): grpc.Metadata {
+    const m = new grpc.Metadata();
+    if (this.actor) m.set("x-ephemera-actor", this.actor);
+    return m;
   }
 
   /** Streams the sandbox's views; `onView` returns true once it has seen enough. */

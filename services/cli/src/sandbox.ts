@@ -59,6 +59,21 @@ export function registerSandbox(program: Command, ctx: Context): void {
     ctx.out(`sandbox ${target} deleting\n`);
     if (opts.wait) await waitUntilGone(ctx, target, limit, opts.waitTimeout);
   });
+  registerRetry(sandbox, ctx);
+}
+
+export function registerRetry(sandbox: Command, ctx: Context): void {
+  waitOptions(
+    sandbox.command("retry").description("run the failed resources' create workflows again (their failed steps, as new attempts)")
+      .argument("<name>"),
+    "ready",
+    "3m",
+  ).action(async (name: string, opts: WaitOpts) => {
+    const limit = timeoutMs(opts.waitTimeout);
+    const res = await ctx.api().retrySandbox(name);
+    ctx.out(`sandbox ${name}: retrying ${res.resources.join(", ")}\n`);
+    if (opts.wait) await waitUntilReady(ctx, name, limit, opts.waitTimeout);
+  });
 }
 
 async function waitUntilReady(ctx: Context, name: string, limit: number, limitText: string): Promise<void> {

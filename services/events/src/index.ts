@@ -12,6 +12,7 @@ interface Codec<T> {
 /** The payload of each event type. */
 export interface EventPayloads {
   "ephemera.plugin.published.v1": pb.ResourcePluginPublished;
+  "ephemera.plugin.version_delete_requested.v1": pb.ResourcePluginVersionDeleteRequested;
   "ephemera.plugin.version_deleted.v1": pb.ResourcePluginVersionDeleted;
   "ephemera.sandbox.created.v1": pb.SandboxCreated;
   "ephemera.sandbox.resource_provision_requested.v1": pb.ResourceProvisionRequested;
@@ -19,12 +20,18 @@ export interface EventPayloads {
   "ephemera.sandbox.resource_provision_failed.v1": pb.ResourceProvisionFailed;
   "ephemera.sandbox.ready.v1": pb.SandboxReady;
   "ephemera.sandbox.deleting.v1": pb.SandboxDeleting;
+  "ephemera.sandbox.retry_requested.v1": pb.SandboxRetryRequested;
   "ephemera.sandbox.resource_deprovision_requested.v1": pb.ResourceDeprovisionRequested;
   "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned;
   "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed;
   "ephemera.sandbox.deleted.v1": pb.SandboxDeleted;
   "ephemera.workflow.started.v1": pb.WorkflowStarted;
   "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched;
+  "ephemera.workflow.step_started.v1": pb.WorkflowStepStarted;
+  "ephemera.workflow.step_unclaimed.v1": pb.WorkflowStepUnclaimed;
+  "ephemera.workflow.step_retry_scheduled.v1": pb.WorkflowStepRetryScheduled;
+  "ephemera.workflow.run_stop_requested.v1": pb.WorkflowRunStopRequested;
+  "ephemera.workflow.retried.v1": pb.WorkflowRetried;
   "ephemera.workflow.step_succeeded.v1": pb.WorkflowStepSucceeded;
   "ephemera.workflow.step_failed.v1": pb.WorkflowStepFailed;
   "ephemera.workflow.succeeded.v1": pb.WorkflowSucceeded;
@@ -34,10 +41,12 @@ export interface EventPayloads {
   "ephemera.steprun.started.v1": pb.StepRunStarted;
   "ephemera.steprun.succeeded.v1": pb.StepRunSucceeded;
   "ephemera.steprun.failed.v1": pb.StepRunFailed;
+  "ephemera.deadletter.recorded.v1": pb.DeadLetterRecorded;
 }
 
 const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.plugin.published.v1": pb.ResourcePluginPublished,
+  "ephemera.plugin.version_delete_requested.v1": pb.ResourcePluginVersionDeleteRequested,
   "ephemera.plugin.version_deleted.v1": pb.ResourcePluginVersionDeleted,
   "ephemera.sandbox.created.v1": pb.SandboxCreated,
   "ephemera.sandbox.resource_provision_requested.v1": pb.ResourceProvisionRequested,
@@ -45,12 +54,18 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.sandbox.resource_provision_failed.v1": pb.ResourceProvisionFailed,
   "ephemera.sandbox.ready.v1": pb.SandboxReady,
   "ephemera.sandbox.deleting.v1": pb.SandboxDeleting,
+  "ephemera.sandbox.retry_requested.v1": pb.SandboxRetryRequested,
   "ephemera.sandbox.resource_deprovision_requested.v1": pb.ResourceDeprovisionRequested,
   "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned,
   "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed,
   "ephemera.sandbox.deleted.v1": pb.SandboxDeleted,
   "ephemera.workflow.started.v1": pb.WorkflowStarted,
   "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched,
+  "ephemera.workflow.step_started.v1": pb.WorkflowStepStarted,
+  "ephemera.workflow.step_unclaimed.v1": pb.WorkflowStepUnclaimed,
+  "ephemera.workflow.step_retry_scheduled.v1": pb.WorkflowStepRetryScheduled,
+  "ephemera.workflow.run_stop_requested.v1": pb.WorkflowRunStopRequested,
+  "ephemera.workflow.retried.v1": pb.WorkflowRetried,
   "ephemera.workflow.step_succeeded.v1": pb.WorkflowStepSucceeded,
   "ephemera.workflow.step_failed.v1": pb.WorkflowStepFailed,
   "ephemera.workflow.succeeded.v1": pb.WorkflowSucceeded,
@@ -60,6 +75,7 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.steprun.started.v1": pb.StepRunStarted,
   "ephemera.steprun.succeeded.v1": pb.StepRunSucceeded,
   "ephemera.steprun.failed.v1": pb.StepRunFailed,
+  "ephemera.deadletter.recorded.v1": pb.DeadLetterRecorded,
 };
 
 export type EventType = keyof EventPayloads;
@@ -104,6 +120,7 @@ export const Aggregates = {
   sandbox: "sandbox",
   workflow: "workflow",
   steprun: "steprun",
+  deadletter: "deadletter",
 } as const;
 
 export type Phase = "create" | "delete";

@@ -7,6 +7,8 @@ export interface PluginVersionState {
   spec: pb.ResourcePluginSpec;
   digest: string;
   createdAt: string;
+  /** Asked to be deleted: no new sandbox may use it; it goes once no sandbox does. */
+  deleting: boolean;
 }
 
 export interface PluginState {
@@ -21,8 +23,13 @@ export function evolvePlugin(state: PluginState, event: DomainEvent, time: strin
   switch (event.type) {
     case "ephemera.plugin.published.v1": {
       const versions = new Map(state.versions);
-      versions.set(event.data.version, { version: event.data.version, spec: event.data.spec!, digest: event.data.digest, createdAt: time });
+      versions.set(event.data.version, { version: event.data.version, spec: event.data.spec!, digest: event.data.digest, createdAt: time, deleting: false });
       return { name: event.data.name, versions };
+    }
+    case "ephemera.plugin.version_delete_requested.v1": {
+      const v = state.versions.get(event.data.version);
+      if (!v) return state;
+      return { ...state, versions: new Map(state.versions).set(v.version, { ...v, deleting: true }) };
     }
     case "ephemera.plugin.version_deleted.v1": {
       const versions = new Map(state.versions);

@@ -28,10 +28,14 @@ export interface SandboxState {
   forced: boolean;
   createdAt: string;
   updatedAt: string;
+  /** When the spec last changed (creation, until updates are supported): TTL's `updatedAt`. */
+  specUpdatedAt: string;
+  /** Why it is being deleted: "requested" or "ttl". */
+  deleteReason: string;
 }
 
 export const initialSandbox = (): SandboxState => ({
-  status: "none", name: "", routingKey: "", cluster: "", endpoints: [], resources: [], ready: false, forced: false, createdAt: "", updatedAt: "",
+  status: "none", name: "", routingKey: "", cluster: "", endpoints: [], resources: [], ready: false, forced: false, createdAt: "", updatedAt: "", specUpdatedAt: "", deleteReason: "",
 });
 
 export function evolveSandbox(state: SandboxState, event: DomainEvent, time: string): SandboxState {
@@ -55,6 +59,7 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
         })),
         createdAt: time,
         updatedAt: time,
+        specUpdatedAt: time,
       };
     case "ephemera.sandbox.resource_provision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Provisioning" }));
@@ -65,7 +70,18 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
     case "ephemera.sandbox.ready.v1":
       return { ...state, ready: true, updatedAt: time };
     case "ephemera.sandbox.deleting.v1":
-      return { ...state, status: "deleting", ready: false, forced: event.data.force, updatedAt: time };
+      return { ...state, status: "deleting", ready: false, forced: event.data.force, updatedAt: time, deleteReason: event.data.reason || "requested" };
+    case "ephemera.sandbox.retry_requested.v1": {
+      const again = new Set(event.data.resources);
+      return {
+        ...state, updatedAt: time,
+        resources: state.resources.map((r) => {
+          if (!again.has(r.name)) return r;
+          const { failure: _f, ...rest } = r;
+          return { ...rest, status: "Provisioning" };
+        }),
+      };
+    }
     case "ephemera.sandbox.resource_deprovision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Deprovisioning" }));
     case "ephemera.sandbox.resource_deprovisioned.v1":

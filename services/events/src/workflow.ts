@@ -1,8 +1,16 @@
-// The workflow aggregate's state: one workflow per resource and phase, a DAG of steps.
+// A reader's fold of the workflow events (the scheduler owns the aggregate and its own
+// decision state): what the sandbox service shows and the IO context checks.
 import type * as pb from "@ephemera/proto";
 import type { DomainEvent } from "./index.js";
 
-export type StepStatus = "pending" | "running" | "succeeded" | "failed";
+export type StepStatus = "pending" | "queued" | "running" | "retrying" | "succeeded" | "failed" | "cancelled";
+
+export interface AttemptState {
+  attempt: number;
+  runId: string;
+  status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  failure?: pb.StepFailure;
+}
 
 export interface StepState {
   name: string;
@@ -11,6 +19,10 @@ export interface StepState {
   attempt: number;
   runId?: string;
   outputs: pb.OutputRef[];
+  attempts: AttemptState[];
+  /** Set while no runner has taken the current run for a while. */
+  unclaimed?: { cluster: string; since: string };
+  retryAt?: string;
 }
 
 export type WorkflowStatus = "none" | "running" | "cancelling" | "succeeded" | "failed" | "cancelled";
@@ -19,7 +31,7 @@ export interface WorkflowState {
   status: WorkflowStatus;
   started?: pb.WorkflowStarted;
   steps: StepState[];
-  /** The first step failure; once set, nothing new is dispatched. */
+  /** The failure that ended the workflow. */
   failure?: pb.StepFailure;
 }
 
@@ -27,37 +39,77 @@ export const initialWorkflow = (): WorkflowState => ({ status: "none", steps: []
 
 export const isTerminal = (s: WorkflowStatus) => s === "succeeded" || s === "failed" || s === "cancelled";
 
-export function evolveWorkflow(state: WorkflowState, event: DomainEvent, _time?: string): WorkflowState {
+const live = (s: StepState) => s.status === "queued" || s.status === "running";
+
+export function evolveWorkflow(state: WorkflowState, event: DomainEvent, time = ""): WorkflowState {
   const step = (name: string, f: (s: StepState) => StepState) => state.steps.map((s) => (s.name === name ? f(s) : s));
+  const attempt = (s: StepState, runId: string, f: (a: AttemptState) => AttemptState) =>
+    s.attempts.map((a) => (a.runId === runId ? f(a) : a));
   switch (event.type) {
     case "ephemera.workflow.started.v1":
       return {
         status: "running",
         started: event.data,
-        steps: event.data.steps.map((s) => ({ name: s.name, dependsOn: s.dependsOn, status: "pending", attempt: 0, outputs: [] })),
+        steps: event.data.steps.map((s) => ({ name: s.name, dependsOn: s.dependsOn, status: "pending", attempt: 0, outputs: [], attempts: [] })),
       };
     case "ephemera.workflow.step_dispatched.v1": {
-      const known = state.steps.some((s) => s.name === event.data.step);
-      // A fold records what happened, even a dispatch of a step its plan did not list.
-      const steps = known ? state.steps : [...state.steps, { name: event.data.step, dependsOn: [], status: "pending" as const, attempt: 0, outputs: [] }];
-      return { ...state, steps: steps.map((s) => (s.name === event.data.step ? { ...s, status: "running", attempt: event.data.attempt, runId: event.data.runId } : s)) };
+      const { step: name, runId, attempt: n } = event.data;
+      const known = state.steps.some((s) => s.name === name);
+      const steps = known ? state.steps : [...state.steps, { name, dependsOn: [], status: "pending" as const, attempt: 0, outputs: [], attempts: [] }];
+      return {
+        ...state,
+        steps: steps.map((s) => (s.name === name
+          ? { ...s, status: "queued", attempt: n, runId, unclaimed: undefined, retryAt: undefined, attempts: [...s.attempts, { attempt: n, runId, status: "queued" }] }
+          : s)),
+      };
     }
+    case "ephemera.workflow.step_started.v1":
+      return { ...state, steps: step(event.data.step, (s) => ({
+        ...s, status: s.runId === event.data.runId ? "running" : s.status, unclaimed: undefined,
+        attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "running" })),
+      })) };
+    case "ephemera.workflow.step_unclaimed.v1":
+      return { ...state, steps: step(event.data.step, (s) => ({ ...s, unclaimed: { cluster: event.data.cluster, since: time } })) };
+    case "ephemera.workflow.step_retry_scheduled.v1":
+      return { ...state, steps: step(event.data.step, (s) => ({
+        ...s, status: "retrying", retryAt: event.data.retryAt, unclaimed: undefined,
+        attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "failed", failure: event.data.failure })),
+      })) };
     case "ephemera.workflow.step_succeeded.v1":
-      return { ...state, steps: step(event.data.step, (s) => ({ ...s, status: "succeeded", outputs: event.data.outputs })) };
+      return { ...state, steps: step(event.data.step, (s) => ({
+        ...s, status: "succeeded", outputs: event.data.outputs, attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "succeeded" })),
+      })) };
     case "ephemera.workflow.step_failed.v1":
       return {
         ...state,
-        steps: step(event.data.step, (s) => ({ ...s, status: "failed" })),
+        steps: step(event.data.step, (s) => ({
+          ...s, status: "failed", attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "failed", failure: event.data.failure })),
+        })),
         failure: state.failure ?? event.data.failure,
       };
+    case "ephemera.workflow.cancel_requested.v1":
+      return {
+        ...state, status: "cancelling",
+        steps: state.steps.map((s) => (["running", "succeeded", "failed"].includes(s.status) ? s : {
+          ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" ? { ...a, status: "cancelled" } : a)),
+        })),
+      };
+    case "ephemera.workflow.retried.v1": {
+      const again = new Set(event.data.steps);
+      const { failure: _f, ...rest } = state;
+      return { ...rest, status: "running", steps: state.steps.map((s) => (again.has(s.name) ? { ...s, status: "pending" } : s)) };
+    }
     case "ephemera.workflow.succeeded.v1":
       return { ...state, status: "succeeded" };
     case "ephemera.workflow.failed.v1":
-      return { ...state, status: "failed", failure: event.data.failure ?? state.failure };
-    case "ephemera.workflow.cancel_requested.v1":
-      return { ...state, status: "cancelling" };
+      return {
+        ...state, status: "failed", failure: event.data.failure ?? state.failure,
+        steps: state.steps.map((s) => (s.status === "succeeded" || s.status === "failed" ? s : {
+          ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" || a.status === "running" ? { ...a, status: "cancelled" } : a)),
+        })),
+      };
     case "ephemera.workflow.cancelled.v1":
-      return { ...state, status: "cancelled" };
+      return { ...state, status: "cancelled", steps: state.steps.map((s) => (live(s) ? { ...s, status: "cancelled" } : s)) };
     default:
       return state;
   }

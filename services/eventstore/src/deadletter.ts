@@ -9,9 +9,12 @@ export function deadLetter(
   return { consumer, ...what, deliveries, retryable: isRetryable(err), reason: errorMessage(err) };
 }
 
-/** Appends the dead letter once (its id is deterministic, so a retried record is deduplicated). */
-export async function recordDeadLetter(store: EventStore, letter: DeadLetter): Promise<void> {
-  const id = `${letter.consumer}.${letter.position}`;
+/**
+ * Appends the dead letter once (its id is deterministic, so a retried record is
+ * deduplicated): `<consumer>.<position>` for a commit, `<consumer>.<key>` for a work item.
+ */
+export async function recordDeadLetter(store: EventStore, letter: DeadLetter, key = String(letter.position)): Promise<void> {
+  const id = `${letter.consumer}.${key}`;
   const existing = await store.read(DEAD_LETTER_AGGREGATE, id);
   if (existing.version > 0) return;
   await store.append(DEAD_LETTER_AGGREGATE, id, NO_AGGREGATE, [{ type: DEAD_LETTER_TYPE, data: letter }], {

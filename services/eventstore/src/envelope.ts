@@ -25,6 +25,7 @@ export function envelopes(events: NewEvent[], meta: AppendMeta, ctx: EnvelopeCon
     data: e.data,
     correlationId,
     causationId: meta.causationId ?? correlationId,
+    ...(meta.actor ? { actor: meta.actor } : {}),
     sequence: ctx.firstSequence + i,
     aggregate: ctx.aggregate,
     position: ctx.position,

@@ -60,6 +60,19 @@ export class Projection<S> {
   }
 }
 
+/** Append metadata, plus the command's key: what makes the commit id deterministic. */
+export interface CommandMeta extends AppendMeta {
+  /** E.g. `record-success:<runId>`. The commit id is `<aggregate>.<id>@<version>:<command>`. */
+  command?: string;
+}
+
+/**
+ * The deterministic commit id of a command decided on an aggregate at a version: a retried
+ * append of the same decision is dropped by the store, while a different command at the
+ * same version still conflicts (and is decided again).
+ */
+export const commitIdOf = (aggregate: string, id: string, version: number, command: string) => `${aggregate}.${id}@${version}:${command}`;
+
 export interface ExecuteResult<S> {
   entity: Entity<S>;
   appended?: AppendResult;
@@ -74,7 +87,7 @@ export async function execute<S>(
   projection: Projection<S>,
   id: string,
   decide: (state: S, entity: Entity<S>) => NewEvent[],
-  meta: AppendMeta,
+  meta: CommandMeta,
   attempts = 8,
 ): Promise<ExecuteResult<S>> {
   let entity = projection.getOrEmpty(id);
@@ -82,7 +95,9 @@ export async function execute<S>(
     const events = decide(entity.state, entity);
     if (events.length === 0) return { entity };
     try {
-      const appended = await store.append(projection.aggregate, id, entity, events, meta);
+      const { command, ...rest } = meta;
+      const commitId = command === undefined ? rest.commitId : commitIdOf(projection.aggregate, id, entity.version, command);
+      const appended = await store.append(projection.aggregate, id, entity, events, { ...rest, ...(commitId ? { commitId } : {}) });
       projection.apply({ aggregate: projection.aggregate, aggregateId: id, position: appended.revision, events: appended.events });
       return { entity: projection.getOrEmpty(id), appended };
     } catch (err) {

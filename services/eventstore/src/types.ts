@@ -14,6 +14,8 @@ export interface EventEnvelope {
   data: unknown;
   correlationId: string;
   causationId: string;
+  /** Who asked for it, when a person or tool did (the API call's client identity). */
+  actor?: string;
   /** 1-based position of the event within its aggregate. */
   sequence: number;
 }
@@ -46,6 +48,7 @@ export interface AppendMeta {
   causationId?: string;
   /** Deduplication key: a retried publish with the same id is dropped by the store. */
   commitId?: string;
+  actor?: string;
 }
 
 /** What the writer believes the aggregate looks like: revision 0 means "must not exist". */

@@ -130,9 +130,9 @@ type UnaryMethod<Req, Res> = (
 ) => grpc.ClientUnaryCall;
 
 /** Calls a unary method with a deadline; failures come back as named errors. */
-export function call<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, timeoutMs = 10_000): Promise<Res> {
+export function call<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, timeoutMs = 10_000, metadata = new grpc.Metadata()): Promise<Res> {
   return new Promise((resolve, reject) => {
-    method(request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+    method(request, metadata, { deadline: Date.now() + timeoutMs }, (err, res) =>
       err ? reject(fromServiceError(err)) : resolve(res),
     );
   });

@@ -5,3 +5,4 @@ export * from "./wait.js";
 export * from "./ids.js";
 export * from "./grpc.js";
 export * from "./shutdown.js";
+export * from "./timers.js";

@@ -2,13 +2,14 @@
 // aggregate, runs the step through a driver while heartbeating the work item, stores the
 // log, records the result, and only then lets the item be acknowledged.
 import * as pb from "@ephemera/proto";
-import type { EventStore, LogStore, WorkItem, WorkQueue, WorkQueueConsumer } from "@ephemera/eventstore";
+import { recordDeadLetter, deadLetter, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer } from "@ephemera/eventstore";
 import { fetchStepOutputs, FailureReason, type StepReport } from "@ephemera/io-agent";
 import { errorMessage, isRetryable, retry, type Logger } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { StepLog } from "./log.js";
 import type { StepRunCommand } from "./steprun/decide.js";
-import { executeStepRun } from "./steprun/store.js";
+import { executeStepRun, readStepRun, type Cause } from "./steprun/store.js";
+import { unwantedBecause } from "./wanted.js";
 
 const SOURCE = "runner";
 /** How long a cancel for a run not (yet) running here is remembered, in case its dispatch is still queued. */
@@ -37,7 +38,7 @@ export interface RunnerOptions {
 const RESULT_OVERHEAD_BYTES = 4096;
 
 interface Stop {
-  reason: typeof FailureReason.Cancelled | typeof FailureReason.RunnerLost;
+  reason: typeof FailureReason.Cancelled | typeof FailureReason.RunnerLost | "DeadlineExceeded";
   message: string;
 }
 
@@ -51,6 +52,7 @@ interface ActiveRun {
 export class Runner {
   private readonly active = new Map<string, ActiveRun>();
   private readonly earlyCancels = new Map<string, { at: number; reason: string }>();
+  private readonly pendingResults = new Map<string, StepRunCommand>();
   private consumer?: WorkQueueConsumer;
   private cancels?: WorkQueueConsumer;
 
@@ -58,7 +60,24 @@ export class Runner {
 
   start(): void {
     this.cancels = this.o.queue.onCancel(this.o.cluster, (m) => this.onCancel(m));
-    this.consumer = this.o.queue.consume(this.o.cluster, this.o.concurrency, (item) => this.handle(item));
+    this.consumer = this.o.queue.consume(this.o.cluster, {
+      concurrency: this.o.concurrency,
+      redelivery: { maxDeliver: 10, backoffMs: [500, 1000, 2000, 5000, 10_000] },
+      onDeadLetter: (item, err) => this.deadLetter(item.data, item.deliveries, err),
+    }, (item) => this.handle(item));
+  }
+
+  /**
+   * A dispatch that could not be handled: recorded as a dead letter, and its run ended
+   * (DriverError) so the workflow moves on (an infrastructure failure: it runs again).
+   */
+  private async deadLetter(d: pb.StepDispatch, deliveries: number, err: unknown): Promise<void> {
+    const consumer = `runner-${this.o.cluster}`;
+    await recordDeadLetter(this.o.store, deadLetter(consumer, { aggregate: "run", aggregateId: d.runId, position: 0, types: [] }, deliveries, err), d.runId);
+    const cause = { correlationId: d.correlationId, causationId: d.causationId };
+    const { state } = await readStepRun(this.o.store, d.runId);
+    if (state.status === "new") await executeStepRun(this.o.store, d.runId, { type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId }, SOURCE, cause);
+    await executeStepRun(this.o.store, d.runId, fail({ reason: FailureReason.DriverError, message: `the runner gave up on the dispatch: ${errorMessage(err)}` }, "", 0), SOURCE, cause);
   }
 
   /** Stops taking work; running steps get `graceMs` to finish, then are stopped and recorded as lost. */
@@ -94,25 +113,73 @@ export class Runner {
   private async process(item: WorkItem<pb.StepDispatch>, run: ActiveRun): Promise<void> {
     const d = item.data;
     const log = this.o.logger.child({ runId: d.runId });
-    const { appended } = await executeStepRun(
-      this.o.store, d.runId, { type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId }, SOURCE,
-    );
-    const first = appended[0];
-    if (!first) {
-      log.info("run already finished; dispatch acknowledged");
-      return;
+    const cause: Cause = { correlationId: d.correlationId, causationId: d.causationId };
+    // The work item stays ours for as long as we handle it, not only while the script runs.
+    const beat = setInterval(() => item.heartbeat(), this.o.heartbeatMs);
+    try {
+      const record = (command: StepRunCommand) => retry(() => executeStepRun(this.o.store, d.runId, command, SOURCE, cause), {
+        attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable,
+      });
+      const { state } = await readStepRun(this.o.store, d.runId);
+      if (state.status === "succeeded" || state.status === "failed") {
+        log.info("run already finished; dispatch acknowledged");
+        return;
+      }
+      if (state.status === "started" && state.runner !== this.o.runnerId) {
+        // Started by a runner that is gone: its result may be on disk (the step ended, the record did not).
+        const found = await this.resultOnDisk(d, log);
+        if (found) {
+          await record(found);
+          await this.o.driver.cleanup?.(d.runId);
+          return;
+        }
+      }
+      if (state.status === "new") {
+        const unwanted = await unwantedBecause(this.o.store, d.workflowId, d.step, d.runId);
+        if (unwanted) {
+          await record({ type: "drop", dispatch: d, message: `dropped: ${unwanted}` });
+          log.info({ why: unwanted }, "dispatch dropped");
+          return;
+        }
+      }
+      const { appended, state: after } = await record({ type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId });
+      if (after.status !== "started") {
+        if (appended[0]?.type === "ephemera.steprun.failed.v1") log.warn("run was started by a runner that is gone; recorded as RunnerLost");
+        return;
+      }
+      // Re-attach: the result of a run that ended while nobody recorded it.
+      const pending = this.pendingResults.get(d.runId) ?? await this.resultOnDisk(d, log);
+      if (pending) {
+        await record(pending);
+        this.pendingResults.delete(d.runId);
+        await this.o.driver.cleanup?.(d.runId);
+        log.info({ result: pending.type }, "re-attached to a finished run; result recorded");
+        return;
+      }
+      // A cancel decided between our check and our start: the run never gets to the script.
+      const unwanted = await unwantedBecause(this.o.store, d.workflowId, d.step, d.runId);
+      const early = this.earlyCancels.get(d.runId);
+      if (unwanted) run.stopped = { reason: FailureReason.Cancelled, message: `dropped: ${unwanted}` };
+      else if (early) run.stopped = { reason: FailureReason.Cancelled, message: early.reason || "cancelled before it started" };
+      const command = run.stopped ? fail(run.stopped, "", 0) : await this.execute(item, run, log);
+      // Kept until recorded: a redelivery to this runner records it without running anything again.
+      this.pendingResults.set(d.runId, command);
+      await record(command);
+      this.pendingResults.delete(d.runId);
+      await this.o.driver.cleanup?.(d.runId);
+      log.info({ result: command.type, ...(command.type === "fail" ? { reason: command.failure.reason } : {}) }, "step run recorded");
+    } finally {
+      clearInterval(beat);
     }
-    if (first.type !== "ephemera.steprun.started.v1") {
-      log.warn("run was started by a runner that is gone; recorded as RunnerLost");
-      return;
-    }
-    const early = this.earlyCancels.get(d.runId);
-    if (early) run.stopped = { reason: FailureReason.Cancelled, message: early.reason || "cancelled before it started" };
-    const command = run.stopped ? fail(run.stopped, "", 0) : await this.execute(item, run, log);
-    await retry(() => executeStepRun(this.o.store, d.runId, command, SOURCE), {
-      attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable,
-    });
-    log.info({ result: command.type, ...(command.type === "fail" ? { reason: command.failure.reason } : {}) }, "step run recorded");
+  }
+
+  /** A report a step left on disk before this runner (or a previous incarnation of it) could record it. */
+  private async resultOnDisk(d: pb.StepDispatch, log: Logger): Promise<StepRunCommand | undefined> {
+    const report = await this.o.driver.recover?.(d.runId);
+    if (!report) return undefined;
+    log.info({ outcome: report.outcome }, "found the result of a run that ended unrecorded");
+    if (report.outcome === "failed") return fail(report, "", 0);
+    return this.succeeded(d.runId, report, new StepLog(), 0);
   }
 
   private async execute(item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger): Promise<StepRunCommand> {
@@ -122,12 +189,15 @@ export class Runner {
     log.info({ step: d.step, sandbox: d.sandbox, resource: d.resource, phase: d.phase }, "step starting");
     run.step = this.o.driver.run({ dispatch: d, token: "", env: defaultStepEnv(d), onLog: (c) => stepLog.write(c) });
     if (run.stopped) run.step.stop(this.o.cancelGraceMs);
-    const beat = setInterval(() => item.heartbeat(), this.o.heartbeatMs);
+    const deadline = d.timeoutMs > 0 ? setTimeout(() => {
+      log.warn({ timeoutMs: d.timeoutMs }, "step ran past its timeout; stopping it");
+      this.stopRun(run, { reason: "DeadlineExceeded", message: `the step ran longer than its timeout of ${formatMs(d.timeoutMs)}` });
+    }, d.timeoutMs) : undefined;
     let report: StepReport;
     try {
       report = await run.step.result;
     } finally {
-      clearInterval(beat);
+      clearTimeout(deadline);
     }
     const durationMs = Math.round(this.o.now() - started);
     await this.o.logs.append(d.runId, stepLog.contents()).catch((err: unknown) => log.warn({ err }, "cannot store the step's log"));
@@ -192,6 +262,8 @@ export class Runner {
     run.step?.stop(this.o.cancelGraceMs);
   }
 }
+
+const formatMs = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms} ms`);
 
 function fail(
   f: { reason: string; message: string; exitCode?: number | undefined }, logTail: string, durationMs: number,

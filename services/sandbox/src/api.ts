@@ -2,20 +2,27 @@
 import * as pb from "@ephemera/proto";
 import { redact } from "@ephemera/events";
 import { toServiceError, unary, type grpc, type Logger, type ServiceBinding } from "@ephemera/kit";
-import type { SandboxCore } from "./service.js";
+import type { CallContext, SandboxCore } from "./service.js";
+
+/** The caller's identity: the `x-ephemera-actor` metadata a client sends (not verified yet). */
+function caller(call: { metadata: grpc.Metadata }): CallContext {
+  const actor = call.metadata.get("x-ephemera-actor")[0];
+  return typeof actor === "string" && actor ? { actor: actor.slice(0, 128) } : {};
+}
 
 export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[] {
   const plugins: pb.ResourcePluginServiceServer = {
-    apply: unary(async (req: pb.ApplyResourcePluginRequest) => core.applyPlugin(req.plugin), logger),
+    apply: unary(async (req: pb.ApplyResourcePluginRequest, call) => core.applyPlugin(req.plugin, caller(call)), logger),
     get: unary(async (req: pb.GetResourcePluginRequest) => core.getPlugin(req.ref), logger),
     list: unary(async () => ({ plugins: core.listPlugins() }), logger),
-    delete: unary(async (req: pb.DeleteResourcePluginRequest) => ({ deleted: await core.deletePlugin(req.ref) }), logger),
+    delete: unary(async (req: pb.DeleteResourcePluginRequest, call) => ({ deleted: await core.deletePlugin(req.ref, caller(call)) }), logger),
   };
   const sandboxes: pb.SandboxServiceServer = {
-    apply: unary(async (req: pb.ApplySandboxRequest) => core.applySandbox(req.sandbox), logger),
+    apply: unary(async (req: pb.ApplySandboxRequest, call) => core.applySandbox(req.sandbox, caller(call)), logger),
     get: unary(async (req: pb.GetSandboxRequest) => core.view(req.name, req.showOutputs), logger),
     list: unary(async () => ({ sandboxes: core.list() }), logger),
-    delete: unary(async (req: pb.DeleteSandboxRequest) => core.deleteSandbox(req.name, req.force), logger),
+    delete: unary(async (req: pb.DeleteSandboxRequest, call) => core.deleteSandbox(req.name, req.force, caller(call)), logger),
+    retry: unary(async (req: pb.RetrySandboxRequest, call) => core.retrySandbox(req.name, caller(call)), logger),
     watch: (call) => {
       const { name, showOutputs } = call.request;
       let done = false;
@@ -43,11 +50,11 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
     get: (call) => {
       void (async () => {
         try {
-          const { sandbox, resource, step, phase } = call.request;
-          for (const run of core.runsOf(sandbox, resource)) {
+          const { sandbox, resource, step, phase, attempt } = call.request;
+          for (const run of core.runsOf(sandbox, resource, attempt)) {
             if ((step && run.step !== step) || (phase && run.phase !== phase)) continue;
             const data = await core.deps.logs.read(run.runId);
-            call.write({ step: run.step, phase: run.phase, runId: run.runId, data });
+            call.write({ step: run.step, phase: run.phase, runId: run.runId, attempt: run.attempt, data });
           }
           call.end();
         } catch (err) {

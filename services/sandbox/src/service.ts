@@ -6,13 +6,14 @@ import {
   initialWorkflow, isTerminal, workflowId, type DomainEvent, type PluginState, type SandboxState, type WorkflowState,
 } from "@ephemera/events";
 import { Feed, Projection, execute, type Commit, type EventStore, type LogStore, type Subscription } from "@ephemera/eventstore";
-import { NotFoundError, ValidationError, type FieldViolation, type Logger } from "@ephemera/kit";
+import { DueIndex, NotFoundError, ValidationError, errorMessage, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
 import {
   checkSandboxAgainstPlugins, parsePluginRef, pluginDigest, pluginToDoc, sandboxToDoc, validatePlugin, validateSandbox,
 } from "@ephemera/spec";
 import semver from "semver";
 import { decidePlugin } from "./plugin/decide.js";
-import { decideSandbox } from "./sandbox/decide.js";
+import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandbox/decide.js";
+import { KeyedLock } from "./lock.js";
 import { buildView } from "./sandbox/view.js";
 
 export interface SandboxServiceDeps {
@@ -23,6 +24,13 @@ export interface SandboxServiceDeps {
   routingKey: () => string;
   /** Base domain of endpoint URLs. */
   previewDomain: string;
+  now?: () => number;
+}
+
+/** Who asked, and the id every event the call causes carries as its correlation id. */
+export interface CallContext {
+  actor?: string;
+  correlationId?: string;
 }
 
 type Watcher = (view: pb.SandboxView | undefined) => void;
@@ -35,23 +43,65 @@ export class SandboxCore {
   private readonly byRoutingKey = new Map<string, string>();
   private readonly watchers = new Map<string, Set<Watcher>>();
   private subscription?: Subscription;
+  /** Applying a sandbox and removing a plugin version never interleave for one plugin. */
+  private readonly pluginLocks = new KeyedLock();
+  private readonly ttl: DueIndex;
+  private readonly now: () => number;
+  private readonly newId = ulidGen();
 
   constructor(readonly deps: SandboxServiceDeps) {
+    this.now = deps.now ?? Date.now;
     this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows]);
-    this.feed.onCommit((c) => this.notify(c));
+    this.ttl = new DueIndex((names, now) => this.expire(names, now), this.now);
+    this.feed.onCommit((c) => {
+      this.notify(c);
+      if (c.aggregate !== Aggregates.sandbox) return;
+      const state = this.sandboxes.get(c.aggregateId)?.state;
+      this.ttl.set(c.aggregateId, state?.status === "active" ? scheduledDeleteTime(state) : undefined);
+    });
   }
 
   async start(): Promise<void> {
     await this.feed.start();
     for (const [name] of this.sandboxes.entries()) await this.reconcile(name);
+    for (const [name] of this.plugins.entries()) await this.removeUnusedVersions(name);
+    this.ttl.arm();
     this.subscription = this.deps.store.subscribe({ durable: "sandbox", from: this.feed.position }, async (c) => {
       await this.feed.waitFor(c.position);
       const name = this.sandboxOf(c);
       if (name) await this.reconcile(name);
+      // A sandbox that went away may free a plugin version being deleted.
+      if (c.aggregate === Aggregates.sandbox && this.sandboxes.get(c.aggregateId)?.state.status === "deleted") {
+        for (const r of this.sandboxes.get(c.aggregateId)!.state.resources) await this.removeUnusedVersions(r.plugin);
+      }
+      if (c.aggregate === Aggregates.plugin) await this.removeUnusedVersions(c.aggregateId);
     });
   }
 
+  private async expire(names: string[], now: number): Promise<void> {
+    for (const name of names) {
+      try {
+        await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox({ kind: "expire", now }, state).map(encode),
+          { source: "sandbox", command: "expire", actor: "ttl" });
+        this.deps.logger.info({ sandbox: name }, "sandbox TTL expired; deleting it");
+      } catch (err) {
+        this.deps.logger.warn({ err, sandbox: name }, "TTL expiry failed; will try again");
+      }
+    }
+  }
+
+  /** Removes the versions of a plugin that are being deleted and that no sandbox uses any more. */
+  private async removeUnusedVersions(plugin: string): Promise<void> {
+    const state = this.plugins.get(plugin)?.state;
+    if (![...(state?.versions.values() ?? [])].some((v) => v.deleting)) return;
+    await this.pluginLocks.run([plugin], () => execute(this.deps.store, this.plugins, plugin, (s) => {
+      const inUse = [...s.versions.keys()].filter((v) => this.sandboxesUsing(plugin, v).length > 0);
+      return decidePlugin({ kind: "remove-unused", inUse }, s).map(encode);
+    }, { source: "sandbox", command: "remove-unused" }));
+  }
+
   async stop(): Promise<void> {
+    this.ttl.stop();
     await this.subscription?.stop();
     await this.feed.stop();
     for (const set of this.watchers.values()) for (const w of set) w(undefined);
@@ -59,7 +109,7 @@ export class SandboxCore {
 
   // ---- plugins ----
 
-  async applyPlugin(request: pb.ResourcePlugin | undefined): Promise<{ plugin: pb.ResourcePluginVersion; unchanged: boolean }> {
+  async applyPlugin(request: pb.ResourcePlugin | undefined, call: CallContext = {}): Promise<{ plugin: pb.ResourcePluginVersion; unchanged: boolean }> {
     const plugin = validatePlugin(pluginToDoc(request ?? pb.ResourcePlugin.fromPartial({})));
     const ref = parsePluginRef(plugin.name);
     if (ref.latest) throw new ValidationError([{ field: "name", description: "publish a concrete version (name or name@semver), not @latest", rule: "version" }]);
@@ -67,7 +117,7 @@ export class SandboxCore {
     const spec = plugin.spec!;
     const { appended } = await execute(this.deps.store, this.plugins, ref.name,
       (state) => decidePlugin({ kind: "publish", name: ref.name, version, spec, digest: pluginDigest(spec) }, state).map(encode),
-      { source: "sandbox" });
+      this.meta(call, `publish:${version}`));
     return { plugin: this.pluginVersion(ref.name, version), unchanged: !appended };
   }
 
@@ -86,15 +136,17 @@ export class SandboxCore {
     return out.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async deletePlugin(refText: string): Promise<string[]> {
+  async deletePlugin(refText: string, call: CallContext = {}): Promise<string[]> {
     const ref = parsePluginRef(refText);
     const state = this.plugins.get(ref.name)?.state;
     const versions = ref.version && !ref.latest
       ? [ref.version]
       : ref.latest ? [this.resolveVersion(ref.name, undefined)].filter((v): v is string => !!v) : [...(state?.versions.keys() ?? [])];
     await execute(this.deps.store, this.plugins, ref.name,
-      (s) => decidePlugin({ kind: "delete", name: ref.name, versions, usedBy: (v) => this.sandboxesUsing(ref.name, v) }, s).map(encode),
-      { source: "sandbox" });
+      (s) => decidePlugin({ kind: "delete", name: ref.name, versions }, s).map(encode),
+      this.meta(call, `delete:${versions.join(",")}`));
+    // Versions no sandbox uses go now; the others once their last sandbox is gone.
+    await this.removeUnusedVersions(ref.name);
     return versions.map((v) => `${ref.name}@${v}`);
   }
 
@@ -104,8 +156,9 @@ export class SandboxCore {
     return { name, version, spec: v.spec, digest: v.digest, createdAt: v.createdAt, sandboxes: this.sandboxesUsing(name, version) };
   }
 
+  /** A published version not being deleted: what a new sandbox may use. */
   private resolveVersion(name: string, version: string | undefined): string | undefined {
-    const versions = [...(this.plugins.get(name)?.state.versions.keys() ?? [])];
+    const versions = [...(this.plugins.get(name)?.state.versions.values() ?? [])].filter((v) => !v.deleting).map((v) => v.version);
     if (version !== undefined) return versions.includes(version) ? version : undefined;
     return versions.sort(semver.rcompare)[0];
   }
@@ -121,8 +174,13 @@ export class SandboxCore {
 
   // ---- sandboxes ----
 
-  async applySandbox(request: pb.Sandbox | undefined): Promise<pb.ApplySandboxResponse> {
+  async applySandbox(request: pb.Sandbox | undefined, call: CallContext = {}): Promise<pb.ApplySandboxResponse> {
     const sandbox = validateSandbox(sandboxToDoc(request ?? pb.Sandbox.fromPartial({})));
+    const plugins = [...new Set(sandbox.spec!.resources.map((r) => parsePluginRef(r.plugin).name))];
+    return this.pluginLocks.run(plugins, () => this.applyLocked(sandbox, call));
+  }
+
+  private async applyLocked(sandbox: pb.Sandbox, call: CallContext): Promise<pb.ApplySandboxResponse> {
     const spec = sandbox.spec!;
     const violations: FieldViolation[] = [];
     const resolved: pb.ResolvedResource[] = [];
@@ -130,9 +188,12 @@ export class SandboxCore {
       const ref = parsePluginRef(r.plugin);
       const version = this.resolveVersion(ref.name, ref.latest ? undefined : ref.version);
       if (!version) {
+        const deleting = ref.version && !ref.latest && this.plugins.get(ref.name)?.state.versions.get(ref.version)?.deleting;
         violations.push({
           field: `spec.resources[${i}].plugin`,
-          description: `plugin ${r.plugin} is not published${ref.version && !ref.latest ? "" : " (no version of it exists)"}`,
+          description: deleting
+            ? `plugin ${r.plugin} is being deleted: no new sandbox may use it`
+            : `plugin ${r.plugin} is not published${ref.version && !ref.latest ? "" : " (no version of it exists)"}`,
           rule: "unknown-plugin",
         });
         return;
@@ -154,16 +215,36 @@ export class SandboxCore {
     const { appended } = await execute(this.deps.store, this.sandboxes, sandbox.name,
       (state) => decideSandbox({
         kind: "create", sandbox, resources: resolved, routingKey, endpoints,
-        sameSpec: (s) => canonical(s) === canonical(spec),
+        canonicalSpec: canonical(spec), existingSpec: state.status === "active" ? canonical(state.spec) : undefined,
       }, state).map(encode),
-      { source: "sandbox" });
+      this.meta(call, "create"));
     return { sandbox: await this.view(sandbox.name, false), created: !!appended, unchanged: !appended };
   }
 
-  async deleteSandbox(name: string, force: boolean): Promise<pb.SandboxView> {
-    await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox({ kind: "delete", force }, { ...state, name }).map(encode), { source: "sandbox" });
+  async deleteSandbox(name: string, force: boolean, call: CallContext = {}): Promise<pb.SandboxView> {
+    await this.sandboxCommand(name, { kind: "delete", force }, call, `delete:${force}`);
     const state = this.sandboxes.get(name)!.state;
     return buildView(state, this.workflows, undefined);
+  }
+
+  /** Runs the failed resources' create workflows again; returns their names. */
+  async retrySandbox(name: string, call: CallContext = {}): Promise<pb.RetrySandboxResponse> {
+    const before = this.sandboxes.get(name)?.state;
+    const failed = before?.resources.filter((r) => r.status === "Failed").map((r) => r.name) ?? [];
+    await this.sandboxCommand(name, { kind: "retry" }, call, "retry");
+    return { sandbox: await this.view(name, false), resources: failed };
+  }
+
+  private async sandboxCommand(name: string, command: SandboxCommand, call: CallContext, key: string): Promise<void> {
+    await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox(command, { ...state, name }).map(encode), this.meta(call, key));
+  }
+
+  private meta(call: CallContext, command: string) {
+    return {
+      source: "sandbox", command,
+      correlationId: call.correlationId ?? this.newId(),
+      ...(call.actor ? { actor: call.actor } : {}),
+    };
   }
 
   async view(name: string, showOutputs: boolean): Promise<pb.SandboxView> {
@@ -205,15 +286,19 @@ export class SandboxCore {
     return values;
   }
 
-  /** The run ids of a resource's steps, in plan order, create phase first. */
-  runsOf(sandbox: string, resource: string): Array<{ step: string; phase: string; runId: string }> {
+  /**
+   * The runs of a resource's steps, in plan order, create phase first: each step's latest
+   * attempt, or attempt `attempt` when given (steps without it are left out).
+   */
+  runsOf(sandbox: string, resource: string, attempt = 0): Array<{ step: string; phase: string; runId: string; attempt: number }> {
     const state = this.sandboxes.get(sandbox)?.state;
     if (!state || state.status === "none") throw new NotFoundError(`sandbox ${sandbox} not found`);
     if (!state.resources.some((r) => r.name === resource)) throw new NotFoundError(`sandbox ${sandbox} has no resource ${resource}`);
     return (["create", "delete"] as const).flatMap((phase) =>
-      (this.workflows.get(workflowId(state.routingKey, resource, phase))?.state.steps ?? [])
-        .filter((s) => s.runId)
-        .map((s) => ({ step: s.name, phase, runId: s.runId! })));
+      (this.workflows.get(workflowId(state.routingKey, resource, phase))?.state.steps ?? []).flatMap((s) => {
+        const a = attempt ? s.attempts.find((x) => x.attempt === attempt) : s.attempts.at(-1);
+        return a ? [{ step: s.name, phase, runId: a.runId, attempt: a.attempt }] : [];
+      }));
   }
 
   // ---- reactions ----
@@ -238,7 +323,7 @@ export class SandboxCore {
           outcome: wf.status === "succeeded" ? "succeeded" : "failed",
           outputs: wf.steps.flatMap((st) => st.outputs.map((o) => ({ key: `${st.name}.${o.key}`, size: o.size }))),
           failure: wf.failure,
-        }, s).map(encode), { source: "sandbox" });
+        }, s).map(encode), { source: "sandbox", command: `workflow-ended:${id}` });
       }
     }
   }

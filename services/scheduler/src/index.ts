@@ -1,12 +1,14 @@
-// The scheduler service: workflow planning and dispatch.
+// The scheduler service: workflow planning, timers, and the outbox that dispatches.
 import { dispatchCodec } from "@ephemera/events";
 import { JetStreamEventStore, JetStreamWorkQueue, connectNats } from "@ephemera/eventstore";
 import { startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
 import { Scheduler } from "./scheduler.js";
 
 export { Scheduler } from "./scheduler.js";
-export { decideWorkflow, type WorkflowCommand } from "./workflow/decide.js";
+export { decide as decideWorkflow, nextDue, commandKey, type WorkflowCommand } from "./workflow/decide.js";
+export { evolve as evolveWorkflow, initialWorkflow, type WorkflowState, type StepState } from "./workflow/state.js";
 export { planSteps } from "./workflow/plan.js";
+export * from "./workflow/policy.js";
 
 export interface SchedulerConfig extends CommonConfig {
   listen: string;

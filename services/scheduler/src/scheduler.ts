@@ -1,179 +1,198 @@
 // The scheduler: turns resource provision/deprovision requests into workflows, step-run
-// results into workflow progress, and dispatches every ready step to its cluster's queue.
-// Reactions are level-triggered: each looks at the projected state of one resource and
-// does what is missing, so replays, redeliveries and restarts are harmless.
+// facts into workflow progress, and fires the workflows' timers (retries, deadlines,
+// runs nobody took). What a decision implies (dispatches, cancels) is published by the
+// outbox, never here. Reactions are level-triggered: each looks at the projected state of
+// one resource and does what is missing, so replays, redeliveries and restarts are harmless.
 import * as pb from "@ephemera/proto";
-import {
-  Aggregates, decode, encode, evolvePlugin, evolveSandbox, evolveWorkflow, folding, initialPlugin, initialSandbox,
-  initialWorkflow, isTerminal, workflowId, type DomainEvent, type Phase, type PluginState, type SandboxState,
-  type WorkflowState,
-} from "@ephemera/events";
-import { Feed, Projection, execute, type Commit, type EventStore, type Subscription, type WorkQueue } from "@ephemera/eventstore";
-import type { Logger } from "@ephemera/kit";
-import { decideWorkflow, type WorkflowCommand } from "./workflow/decide.js";
+import { Aggregates, decode, encode, folding, runId, workflowId, type DomainEvent, type Phase } from "@ephemera/events";
+import { Feed, Projection, execute, type Commit, type EventStore, type RecordedEvent, type Subscription, type WorkQueue } from "@ephemera/eventstore";
+import { DueIndex, type Logger } from "@ephemera/kit";
+import { foldPlugin, foldSandbox, noPlugin, noSandbox, type PluginFacts, type SandboxFacts } from "./facts.js";
+import { startOutbox } from "./outbox.js";
+import { commandKey, decide, nextDue, type WorkflowCommand } from "./workflow/decide.js";
 import { planSteps } from "./workflow/plan.js";
+import { evolve, initialWorkflow, isActive, type WorkflowState } from "./workflow/state.js";
 
 export interface SchedulerDeps {
   store: EventStore;
   queue: WorkQueue<pb.StepDispatch>;
   logger: Logger;
+  /** The clock every decision is made with. */
+  now?: () => number;
 }
 
+/** Where a command comes from, for the events it appends. */
+interface Cause { correlationId: string; causationId: string }
+
+const foldWorkflow = (s: WorkflowState, r: RecordedEvent): WorkflowState => {
+  const e = decode(r);
+  return e ? evolve(s, e, Date.parse(r.time)) : s;
+};
+
 export class Scheduler {
-  readonly sandboxes = new Projection<SandboxState>(Aggregates.sandbox, initialSandbox, folding(evolveSandbox));
-  readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, folding(evolveWorkflow));
-  readonly plugins = new Projection<PluginState>(Aggregates.plugin, initialPlugin, folding(evolvePlugin));
+  readonly sandboxes = new Projection<SandboxFacts | undefined>(Aggregates.sandbox, noSandbox, folding(foldSandbox));
+  readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, foldWorkflow);
+  readonly plugins = new Projection<PluginFacts>(Aggregates.plugin, noPlugin, folding(foldPlugin));
   private readonly feed: Feed;
   private readonly byRoutingKey = new Map<string, string>();
-  private subscription?: Subscription;
+  private readonly timers: DueIndex;
+  private readonly now: () => number;
+  private subscriptions: Subscription[] = [];
 
   constructor(private readonly deps: SchedulerDeps) {
+    this.now = deps.now ?? Date.now;
     this.feed = new Feed(deps.store, [this.sandboxes, this.workflows, this.plugins]);
+    this.timers = new DueIndex((ids, now) => this.fireTimers(ids, now), this.now);
     this.feed.onCommit((c) => {
-      if (c.aggregate !== Aggregates.sandbox) return;
-      const rk = this.sandboxes.get(c.aggregateId)?.state.routingKey;
-      if (rk) this.byRoutingKey.set(rk, c.aggregateId);
+      if (c.aggregate === Aggregates.sandbox) {
+        const rk = this.sandboxes.get(c.aggregateId)?.state?.routingKey;
+        if (rk) this.byRoutingKey.set(rk, c.aggregateId);
+      } else if (c.aggregate === Aggregates.workflow) {
+        this.timers.set(c.aggregateId, nextDue(this.workflows.getOrEmpty(c.aggregateId).state));
+      }
     });
   }
 
   async start(): Promise<void> {
     await this.feed.start();
-    await this.recover();
-    this.subscription = this.deps.store.subscribe({ durable: "scheduler", from: this.feed.position }, (c) => this.react(c));
+    for (const [name] of this.sandboxes.entries()) await this.reconcileSandbox(name, undefined);
+    this.timers.arm();
+    this.subscriptions = [
+      startOutbox({ ...this.deps, feed: this.feed, workflows: this.workflows, plugins: this.plugins }),
+      this.deps.store.subscribe({ durable: "scheduler", from: this.feed.position }, (c) => this.react(c)),
+    ];
   }
 
   async stop(): Promise<void> {
-    await this.subscription?.stop();
+    this.timers.stop();
+    await Promise.all(this.subscriptions.map((s) => s.stop()));
     await this.feed.stop();
-  }
-
-  /** After a restart: reconcile every resource, and re-dispatch steps whose run never started. */
-  private async recover(): Promise<void> {
-    for (const [name] of this.sandboxes.entries()) await this.reconcileSandbox(name);
-    for (const [, { state }] of this.workflows.entries()) {
-      if (isTerminal(state.status) || state.status === "none") continue;
-      for (const step of state.steps) {
-        if (step.status !== "running" || !step.runId) continue;
-        const run = await this.deps.store.read(Aggregates.steprun, step.runId);
-        if (run.version === 0) await this.dispatch(state, step.name, step.runId, step.attempt);
-        else await this.recordFromRun(run.events.map(decode).filter((e): e is DomainEvent => !!e));
-      }
-    }
   }
 
   private async react(commit: Commit): Promise<void> {
     await this.feed.waitFor(commit.position);
+    const first = commit.events[0];
+    const cause = first && { correlationId: first.correlationId, causationId: first.id };
     switch (commit.aggregate) {
       case Aggregates.sandbox:
-        return this.reconcileSandbox(commit.aggregateId);
+        return this.reconcileSandbox(commit.aggregateId, cause);
       case Aggregates.steprun:
-        return this.recordFromRun(commit.events.map(decode).filter((e): e is DomainEvent => !!e));
+        for (const r of commit.events) await this.recordRun(decode(r), { correlationId: r.correlationId, causationId: r.id });
+        return;
       case Aggregates.workflow: {
         // A create workflow that ended may unblock its resource's delete workflow.
         const [rk, resource] = commit.aggregateId.split(".");
         const sandbox = rk && this.byRoutingKey.get(rk);
-        if (sandbox && resource) await this.reconcileResource(sandbox, resource);
+        if (sandbox && resource) await this.reconcileResource(sandbox, resource, cause);
         return;
       }
     }
   }
 
-  private async recordFromRun(events: DomainEvent[]): Promise<void> {
-    for (const e of events) {
-      if (e.type === "ephemera.steprun.succeeded.v1") {
-        await this.command(e.data.workflowId, {
-          kind: "record-success", step: e.data.step, runId: e.data.runId,
-          outputs: e.data.outputs.map((o) => ({ key: o.name, size: o.value.length })),
-        });
-      } else if (e.type === "ephemera.steprun.failed.v1") {
-        await this.command(e.data.workflowId, {
-          kind: "record-failure", step: e.data.step, runId: e.data.runId,
-          failure: e.data.failure ?? pb.StepFailure.fromPartial({ step: e.data.step, runId: e.data.runId, reason: "Error" }),
-        });
+  private async recordRun(e: DomainEvent | undefined, cause: Cause): Promise<void> {
+    if (e?.type === "ephemera.steprun.started.v1") {
+      await this.command(e.data.workflowId, { kind: "run-started", step: e.data.step, runId: e.data.runId, runner: e.data.runner }, cause);
+    } else if (e?.type === "ephemera.steprun.succeeded.v1") {
+      await this.command(e.data.workflowId, {
+        kind: "record-success", step: e.data.step, runId: e.data.runId,
+        outputs: e.data.outputs.map((o) => ({ key: o.name, size: o.value.length })),
+      }, cause);
+    } else if (e?.type === "ephemera.steprun.failed.v1") {
+      await this.command(e.data.workflowId, {
+        kind: "record-failure", step: e.data.step, runId: e.data.runId,
+        failure: e.data.failure ?? pb.StepFailure.fromPartial({ step: e.data.step, runId: e.data.runId, reason: "Error" }),
+      }, cause);
+    }
+  }
+
+  private async fireTimers(ids: string[], now: number): Promise<void> {
+    for (const id of ids) {
+      try {
+        await this.command(id, { kind: "tick" }, undefined, now);
+      } catch (err) {
+        this.deps.logger.warn({ err, workflow: id }, "workflow timer failed; will fire again");
       }
     }
   }
 
-  private async reconcileSandbox(name: string): Promise<void> {
+  private async reconcileSandbox(name: string, cause: Cause | undefined): Promise<void> {
     const sandbox = this.sandboxes.get(name)?.state;
     if (!sandbox) return;
-    if (sandbox.routingKey) this.byRoutingKey.set(sandbox.routingKey, name);
-    for (const r of sandbox.resources) await this.reconcileResource(name, r.name);
+    this.byRoutingKey.set(sandbox.routingKey, name);
+    for (const r of sandbox.resources) await this.reconcileResource(name, r.name, cause);
   }
 
-  private async reconcileResource(sandboxName: string, resourceName: string): Promise<void> {
+  private async reconcileResource(sandboxName: string, resourceName: string, cause: Cause | undefined): Promise<void> {
     const sandbox = this.sandboxes.get(sandboxName)?.state;
     const resource = sandbox?.resources.find((r) => r.name === resourceName);
     if (!sandbox || !resource) return;
     const createId = workflowId(sandbox.routingKey, resource.name, "create");
     const deleteId = workflowId(sandbox.routingKey, resource.name, "delete");
-    const create = this.workflows.get(createId)?.state;
-    const createOpen = create !== undefined && !isTerminal(create.status);
-    const deprovision = ["Deprovisioning", "Deprovisioned", "DeprovisionFailed"].includes(resource.status);
+    const create = this.workflows.getOrEmpty(createId).state;
 
-    if (sandbox.status === "deleted" || deprovision) {
-      if (createOpen) {
-        await this.command(createId, { kind: "cancel", reason: sandbox.forced ? "sandbox force-deleted" : "sandbox deleted" });
+    if (sandbox.deleted || resource.deprovision) {
+      if (isActive(create)) {
+        const reason = sandbox.forced ? "sandbox force-deleted" : "sandbox deleted";
+        await this.command(createId, { kind: "cancel", reason }, cause);
         return; // the delete workflow starts once the create workflow has ended
       }
-      if (deprovision && !sandbox.forced && !this.workflows.get(deleteId)) await this.startWorkflow(sandbox, resource.name, "delete");
+      if (!resource.deprovision || sandbox.forced || this.workflows.getOrEmpty(deleteId).state.status !== "none") return;
+      // Nothing to undo when no create step ever started: the delete workflow ends at once,
+      // without needing a runner (e.g. a cluster that never had one).
+      const skip = !(await this.anyRunStarted(create)) ? "no create step ever started: nothing to delete" : "";
+      await this.startWorkflow(sandbox, resource.name, "delete", skip, cause);
       return;
     }
-    if (resource.status === "Provisioning" && !create) await this.startWorkflow(sandbox, resource.name, "create");
+    if (!resource.provision) return;
+    if (create.status === "none") await this.startWorkflow(sandbox, resource.name, "create", "", cause);
+    else if (create.status === "failed" && resource.retries > create.retried) await this.command(createId, { kind: "retry" }, cause);
   }
 
-  private async startWorkflow(sandbox: SandboxState, resourceName: string, phase: Phase): Promise<void> {
-    const resource = sandbox.resources.find((r) => r.name === resourceName)!;
-    const plugin = this.plugins.get(resource.plugin)?.state.versions.get(resource.version);
-    const id = workflowId(sandbox.routingKey, resource.name, phase);
-    if (!plugin) {
-      // Cannot happen through the API (a version in use cannot be deleted); fail loudly, not silently.
-      this.deps.logger.error({ workflow: id, plugin: `${resource.plugin}@${resource.version}` }, "plugin version not found");
-      return;
+  /** Whether any attempt of any step of the workflow was started by a runner (read from the step runs themselves). */
+  private async anyRunStarted(wf: WorkflowState): Promise<boolean> {
+    if (wf.status === "none") return false;
+    for (const s of wf.steps) {
+      for (let attempt = 1; attempt <= s.attempt; attempt++) {
+        const run = await this.deps.store.read(Aggregates.steprun, runId(wf.started.workflowId, s.name, attempt));
+        if (run.events.some((e) => e.type === "ephemera.steprun.started.v1")) return true;
+      }
     }
+    return false;
+  }
+
+  private async startWorkflow(sandbox: SandboxFacts, resourceName: string, phase: Phase, skippedReason: string, cause: Cause | undefined): Promise<void> {
+    const resource = sandbox.resources.find((r) => r.name === resourceName)!;
+    const spec = this.plugins.get(resource.plugin)?.state.get(resource.version);
+    const id = workflowId(sandbox.routingKey, resource.name, phase);
+    const missing = !spec && !skippedReason;
+    if (missing) this.deps.logger.error({ workflow: id, plugin: `${resource.plugin}@${resource.version}` }, "plugin version not found; the workflow fails");
     await this.command(id, {
       kind: "start",
       started: pb.WorkflowStarted.fromPartial({
-        workflowId: id,
-        sandbox: sandbox.name,
-        routingKey: sandbox.routingKey,
-        resource: resource.name,
-        phase,
-        plugin: resource.plugin,
-        version: resource.version,
-        cluster: sandbox.cluster,
-        params: resource.params,
-        steps: planSteps(plugin.spec, phase),
+        workflowId: id, sandbox: sandbox.name, routingKey: sandbox.routingKey, resource: resource.name, phase,
+        plugin: resource.plugin, version: resource.version, cluster: sandbox.cluster, params: resource.params,
+        steps: spec && !skippedReason ? planSteps(spec, phase) : [],
         createWorkflowId: phase === "delete" ? workflowId(sandbox.routingKey, resource.name, "create") : "",
+        skippedReason,
+        ...(missing ? {
+          failure: {
+            step: "", runId: "", reason: "PluginVersionMissing", logTail: "",
+            message: `plugin ${resource.plugin}@${resource.version} is not published (it was deleted, or never existed)`,
+          },
+        } : {}),
       }),
-    });
+    }, cause);
   }
 
-  private async command(id: string, command: WorkflowCommand): Promise<void> {
-    const { entity, appended } = await execute(
+  private async command(id: string, command: WorkflowCommand, cause: Cause | undefined, now = this.now()): Promise<void> {
+    const { appended } = await execute(
       this.deps.store, this.workflows, id,
-      (state) => decideWorkflow(command, state).map(encode),
-      { source: "scheduler" },
+      (state) => decide(command, state, now).map(encode),
+      { source: "scheduler", command: commandKey(command), ...cause },
     );
-    if (!appended) return;
-    const state = entity.state;
-    for (const recorded of appended.events) {
-      const e = decode(recorded);
-      if (e?.type === "ephemera.workflow.step_dispatched.v1") await this.dispatch(state, e.data.step, e.data.runId, e.data.attempt);
-      if (e?.type === "ephemera.workflow.cancel_requested.v1") {
-        const runIds = state.steps.filter((s) => s.status === "running" && s.runId).map((s) => s.runId!);
-        if (runIds.length) this.deps.queue.cancel(state.started!.cluster, pb.StepCancel.toJSON({ runIds, reason: e.data.reason }));
-      }
-      this.deps.logger.info({ workflow: id, type: recorded.type, step: (e?.data as { step?: string } | undefined)?.step }, "workflow event");
+    for (const recorded of appended?.events ?? []) {
+      const data = recorded.data as { step?: string; runId?: string };
+      this.deps.logger.info({ workflow: id, type: recorded.type, step: data.step, runId: data.runId }, "workflow event");
     }
-  }
-
-  private async dispatch(state: WorkflowState, step: string, runId: string, attempt: number): Promise<void> {
-    const wf = state.started!;
-    const plugin = this.plugins.get(wf.plugin)?.state.versions.get(wf.version);
-    await this.deps.queue.publish(wf.cluster, runId, pb.StepDispatch.fromPartial({
-      runId, workflowId: wf.workflowId, sandbox: wf.sandbox, routingKey: wf.routingKey, resource: wf.resource,
-      phase: wf.phase, step, attempt, cluster: wf.cluster, plugin: wf.plugin, version: wf.version, runner: plugin?.spec.runner,
-    }));
   }
 }

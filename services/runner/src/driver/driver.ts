@@ -24,6 +24,10 @@ export interface RunningStep {
 export interface StepDriver {
   readonly name: string;
   run(request: RunRequest): RunningStep;
+  /** The report of a run that ended while nobody recorded it (its runner died), if one was kept. */
+  recover?(runId: string): Promise<StepReport | undefined>;
+  /** Forgets what is kept of a run once its result is recorded. */
+  cleanup?(runId: string): Promise<void>;
 }
 
 /** The environment every step gets, as Signadot's runner sets it plus ephemera's names. */

@@ -29,9 +29,21 @@ export class ProcessDriver implements StepDriver {
 
   constructor(private readonly options: ProcessDriverOptions) {}
 
+  private runDir(runId: string): string {
+    return join(this.options.workdir, "runs", runId);
+  }
+
+  async recover(runId: string): Promise<StepReport | undefined> {
+    return parseStepReport(await readFile(join(this.runDir(runId), REPORT_FILE), "utf8").catch(() => ""));
+  }
+
+  async cleanup(runId: string): Promise<void> {
+    await rm(this.runDir(runId), { recursive: true, force: true }).catch(() => undefined);
+  }
+
   run(request: RunRequest): RunningStep {
     const { dispatch } = request;
-    const runDir = join(this.options.workdir, "runs", dispatch.runId);
+    const runDir = this.runDir(dispatch.runId);
     let pgid: number | undefined;
     let stopped = false;
     let exited = false;
@@ -85,8 +97,9 @@ export class ProcessDriver implements StepDriver {
       .catch((err: unknown): StepReport => {
         this.options.logger.error({ err, runId: dispatch.runId }, "process driver failed");
         return { outcome: "failed", reason: FailureReason.DriverError, message: `process driver: ${String(err)}` };
-      })
-      .finally(() => rm(runDir, { recursive: true, force: true }).catch(() => undefined));
+      });
+    // The run directory (and the report in it) stays until the runner has recorded the result
+    // (cleanup): a runner that dies in between finds it again (recover) after a restart.
 
     return {
       result,

@@ -18,6 +18,8 @@ export type StepRunState =
 
 export type StepRunCommand =
   | { type: "start"; dispatch: pb.StepDispatch; driver: string; runner: string }
+  /** A dispatch no longer wanted (its workflow was cancelled or moved on): ended without running. */
+  | { type: "drop"; dispatch: pb.StepDispatch; message: string }
   | { type: "succeed"; outputs: pb.OutputValue[]; durationMs: number }
   | { type: "fail"; failure: Omit<pb.StepFailure, "step" | "runId">; durationMs: number };
 
@@ -45,6 +47,8 @@ export function decide(command: StepRunCommand, state: StepRunState): StepRunEve
           runId: d.runId, workflowId: d.workflowId, step: d.step, attempt: d.attempt, driver: command.driver, runner: command.runner,
         })];
       }
+      // The same runner incarnation handling its own run again: it resumes, nothing to record.
+      if (state.status === "started" && state.runner === command.runner) return [];
       // Never a second process for one run id: a redelivered run nobody finished was lost with its runner.
       if (state.status === "started") {
         return [failed(state.run, {
@@ -52,6 +56,11 @@ export function decide(command: StepRunCommand, state: StepRunState): StepRunEve
         }, 0)];
       }
       return [];
+    }
+    case "drop": {
+      if (state.status !== "new") return [];
+      const d = command.dispatch;
+      return [failed({ runId: d.runId, workflowId: d.workflowId, step: d.step }, { reason: "Cancelled", message: command.message, logTail: "" }, 0)];
     }
     case "succeed":
     case "fail": {

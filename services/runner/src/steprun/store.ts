@@ -1,7 +1,7 @@
 // Runs a StepRun command against the event store: read the aggregate, decide, append
 // with the revision read; on a concurrent append, read again and decide again.
 import { Aggregates, decode, encode } from "@ephemera/events";
-import type { EventStore } from "@ephemera/eventstore";
+import { commitIdOf, type EventStore } from "@ephemera/eventstore";
 import { delay, isConcurrencyError } from "@ephemera/kit";
 import { decide, evolve, initialStepRun, type StepRunCommand, type StepRunEvent, type StepRunState } from "./decide.js";
 
@@ -21,15 +21,21 @@ export async function readStepRun(store: EventStore, runId: string) {
   return { state, expected: { revision: read.revision, version: read.version } };
 }
 
+export interface Cause { correlationId?: string; causationId?: string }
+
 export async function executeStepRun(
-  store: EventStore, runId: string, command: StepRunCommand, source: string, attempts = 5,
+  store: EventStore, runId: string, command: StepRunCommand, source: string, cause: Cause = {}, attempts = 5,
 ): Promise<StepRunResult> {
   for (let attempt = 1; ; attempt++) {
     const { state, expected } = await readStepRun(store, runId);
     const events = decide(command, state);
     if (events.length === 0) return { appended: [], state };
     try {
-      await store.append(Aggregates.steprun, runId, expected, events.map(encode), { source });
+      const commitId = commitIdOf(Aggregates.steprun, runId, expected.version, command.type);
+      await store.append(Aggregates.steprun, runId, expected, events.map(encode), {
+        source, commitId, ...(cause.correlationId ? { correlationId: cause.correlationId } : {}),
+        ...(cause.causationId ? { causationId: cause.causationId } : {}),
+      });
       return { appended: events, state: events.reduce(evolve, state) };
     } catch (err) {
       if (!isConcurrencyError(err) || attempt >= attempts) throw err;

@@ -1,12 +1,15 @@
-// The plugin decider: versions are published once and never change; a version that a
-// sandbox uses cannot be deleted.
+// The plugin decider: versions are published once and never change. Deleting a version is
+// a process: it is marked deleting (no new sandbox may use it), and removed once no sandbox
+// uses it — so no interleaving of creates and deletes leaves a sandbox on a deleted version.
 import type * as pb from "@ephemera/proto";
 import { ev, type DomainEvent, type PluginState } from "@ephemera/events";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 
 export type PluginCommand =
   | { kind: "publish"; name: string; version: string; spec: pb.ResourcePluginSpec; digest: string }
-  | { kind: "delete"; name: string; versions: string[]; usedBy: (version: string) => string[] };
+  | { kind: "delete"; name: string; versions: string[] }
+  /** Removes the versions being deleted that no sandbox uses (`inUse`: the versions some sandbox still uses). */
+  | { kind: "remove-unused"; inUse: string[] };
 
 export function decidePlugin(command: PluginCommand, state: PluginState): DomainEvent[] {
   switch (command.kind) {
@@ -26,11 +29,15 @@ export function decidePlugin(command: PluginCommand, state: PluginState): Domain
       for (const v of command.versions) {
         if (!state.versions.has(v)) throw new NotFoundError(`plugin ${command.name}@${v} not found`);
       }
-      const inUse = command.versions.flatMap((v) => command.usedBy(v).map((s) => `${s} (${command.name}@${v})`));
-      if (inUse.length) {
-        throw new ConflictError(`plugin ${command.name} is in use by sandbox${inUse.length > 1 ? "es" : ""} ${inUse.join(", ")}`);
-      }
-      return command.versions.map((version) => ev("ephemera.plugin.version_deleted.v1", { name: command.name, version }));
+      return command.versions
+        .filter((v) => !state.versions.get(v)!.deleting)
+        .map((version) => ev("ephemera.plugin.version_delete_requested.v1", { name: command.name, version }));
+    }
+    case "remove-unused": {
+      const used = new Set(command.inUse);
+      return [...state.versions.values()]
+        .filter((v) => v.deleting && !used.has(v.version))
+        .map((v) => ev("ephemera.plugin.version_deleted.v1", { name: state.name, version: v.version }));
     }
   }
 }

@@ -2,6 +2,7 @@
 import type * as pb from "@ephemera/proto";
 import { ev, type DomainEvent, type ResourceState, type SandboxState } from "@ephemera/events";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
+import { durationMs } from "@ephemera/spec";
 
 export type SandboxCommand =
   | {
@@ -12,9 +13,14 @@ export type SandboxCommand =
       routingKey: string;
       endpoints: pb.EndpointUrl[];
       /** Canonical JSON of the spec, to tell a no-op re-apply from an update. */
-      sameSpec: (existing: pb.SandboxSpec | undefined) => boolean;
+      canonicalSpec: string;
+      /** The canonical JSON of the spec it exists with, if it does. */
+      existingSpec: string | undefined;
     }
   | { kind: "delete"; force: boolean }
+  /** TTL: deletes the sandbox if it is due at `now` (ms since epoch). */
+  | { kind: "expire"; now: number }
+  | { kind: "retry" }
   | { kind: "workflow-ended"; resource: string; phase: "create" | "delete"; workflowId: string; outcome: "succeeded" | "failed"; outputs: pb.OutputRef[]; failure?: pb.StepFailure };
 
 export function decideSandbox(command: SandboxCommand, state: SandboxState): DomainEvent[] {
@@ -22,7 +28,7 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
     case "create": {
       const { sandbox, resources, routingKey } = command;
       if (state.status === "active") {
-        if (command.sameSpec(state.spec)) return [];
+        if (command.existingSpec === command.canonicalSpec) return [];
         throw new ConflictError(
           `sandbox ${sandbox.name} exists with a different spec; updating a sandbox is not supported yet ` +
           `(delete it and apply again)`,
@@ -36,21 +42,24 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
         ...(resources.length === 0 ? [ev("ephemera.sandbox.ready.v1", {})] : []),
       ];
     }
+    case "expire": {
+      const due = scheduledDeleteTime(state);
+      if (state.status !== "active" || due === undefined || command.now < due) return [];
+      return deprovisionAll(state, "ttl");
+    }
+    case "retry": {
+      if (state.status !== "active") throw new ConflictError(`sandbox ${state.name} is ${state.status === "deleting" ? "being deleted" : "not there"}: nothing to retry`);
+      const failed = state.resources.filter((r) => r.status === "Failed").map((r) => r.name);
+      if (!failed.length) throw new ConflictError(`sandbox ${state.name} has no failed resource to retry`);
+      return [ev("ephemera.sandbox.retry_requested.v1", { resources: failed })];
+    }
     case "delete": {
       if (state.status === "none" || state.status === "deleted") throw new NotFoundError(`sandbox ${state.name || "?"} not found`);
       if (command.force) {
-        return [ev("ephemera.sandbox.deleting.v1", { force: true }), ev("ephemera.sandbox.deleted.v1", { forced: true })];
+        return [ev("ephemera.sandbox.deleting.v1", { force: true, reason: "requested" }), ev("ephemera.sandbox.deleted.v1", { forced: true })];
       }
       if (state.status === "deleting") return [];
-      const toDeprovision = state.resources;
-      return [
-        ev("ephemera.sandbox.deleting.v1", { force: false }),
-        ...toDeprovision.map((r) => ev("ephemera.sandbox.resource_deprovision_requested.v1", {
-          sandbox: state.name, routingKey: state.routingKey, cluster: state.cluster,
-          resource: { name: r.name, plugin: r.plugin, version: r.version, params: r.params },
-        })),
-        ...(toDeprovision.length === 0 ? [ev("ephemera.sandbox.deleted.v1", { forced: false })] : []),
-      ];
+      return deprovisionAll(state, "requested");
     }
     case "workflow-ended": {
       const r = state.resources.find((x) => x.name === command.resource);
@@ -74,4 +83,24 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
       ];
     }
   }
+}
+
+function deprovisionAll(state: SandboxState, reason: string): DomainEvent[] {
+  return [
+    ev("ephemera.sandbox.deleting.v1", { force: false, reason }),
+    ...state.resources.map((r) => ev("ephemera.sandbox.resource_deprovision_requested.v1", {
+      sandbox: state.name, routingKey: state.routingKey, cluster: state.cluster,
+      resource: { name: r.name, plugin: r.plugin, version: r.version, params: r.params },
+    })),
+    ...(state.resources.length === 0 ? [ev("ephemera.sandbox.deleted.v1", { forced: false })] : []),
+  ];
+}
+
+/** When TTL expiry deletes the sandbox (ms since epoch); undefined without a ttl. */
+export function scheduledDeleteTime(state: SandboxState): number | undefined {
+  const ttl = state.spec?.ttl;
+  const span = durationMs(ttl?.duration);
+  if (span === undefined || state.status === "none") return undefined;
+  const from = ttl?.offsetFrom === "updatedAt" ? state.specUpdatedAt : state.createdAt;
+  return Date.parse(from) + span;
 }

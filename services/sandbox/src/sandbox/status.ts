@@ -1,10 +1,23 @@
 // The status a user sees, derived from the sandbox's state: never stored, always folded.
 import type * as pb from "@ephemera/proto";
-import type { SandboxState } from "@ephemera/events";
+import type { SandboxState, WorkflowState } from "@ephemera/events";
+import { scheduledDeleteTime } from "./decide.js";
 
-export function sandboxStatus(s: SandboxState): pb.SandboxStatus {
+/** The status of a sandbox; `workflows` are its resources' workflows (to tell a run no runner took). */
+export function sandboxStatus(s: SandboxState, workflows: WorkflowState[] = []): pb.SandboxStatus {
+  const due = s.status === "active" ? scheduledDeleteTime(s) : undefined;
+  return { ...baseStatus(s, workflows), scheduledDeleteTime: due === undefined ? "" : new Date(due).toISOString() };
+}
+
+function baseStatus(s: SandboxState, workflows: WorkflowState[]): Omit<pb.SandboxStatus, "scheduledDeleteTime"> {
   if (s.status === "deleted") return { ready: false, reason: "Deleted", message: "sandbox deleted" };
   if (s.status === "deleting") {
+    if (s.deleteReason === "ttl") {
+      const pending = s.resources.filter((r) => r.status === "Deprovisioning");
+      if (pending.length || !s.resources.some((r) => r.status === "DeprovisionFailed")) {
+        return { ready: false, reason: "Deleting", message: "the sandbox's TTL expired; deleting it" };
+      }
+    }
     const failed = s.resources.filter((r) => r.status === "DeprovisionFailed");
     const pending = s.resources.filter((r) => r.status === "Deprovisioning");
     if (failed.length && !pending.length) {
@@ -17,6 +30,15 @@ export function sandboxStatus(s: SandboxState): pb.SandboxStatus {
     return { ready: false, reason: "ResourceFailed", message: failed.map((r) => `resource ${r.name}: ${describeFailure(r.failure)}`).join("; ") };
   }
   if (s.ready) return { ready: true, reason: "Ready", message: "all resources are ready" };
+  const unclaimed = workflows.flatMap((w) => w.steps.filter((st) => st.unclaimed && st.status === "queued").map((st) => ({ w, st })));
+  if (unclaimed.length) {
+    const { w, st } = unclaimed[0]!;
+    return {
+      ready: false, reason: "NoRunner",
+      message: `no runner for cluster ${st.unclaimed!.cluster} has taken step ${st.name} of resource ${w.started?.resource ?? "?"} ` +
+        `(queued since before ${st.unclaimed!.since}); is a runner for that cluster up?`,
+    };
+  }
   const waiting = s.resources.filter((r) => r.status !== "Ready").map((r) => r.name);
   return { ready: false, reason: "Creating", message: `waiting for resource${waiting.length > 1 ? "s" : ""} ${waiting.join(", ")}` };
 }

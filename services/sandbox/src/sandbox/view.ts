@@ -4,15 +4,20 @@ import { workflowId, type SandboxState, type WorkflowState } from "@ephemera/eve
 import type { Projection } from "@ephemera/eventstore";
 import { sandboxStatus } from "./status.js";
 
-const STEP_STATUS: Record<string, string> = { pending: "Pending", running: "Running", succeeded: "Succeeded", failed: "Failed" };
+const STATUS: Record<string, string> = {
+  pending: "Pending", queued: "Queued", running: "Running", retrying: "Retrying", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled",
+};
+const title = (s: string) => STATUS[s] ?? s;
 
 /** `values` keys are `<resource>/<step>.<output>`; without it, outputs carry names and sizes only. */
 export function buildView(s: SandboxState, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined): pb.SandboxView {
+  const mine = s.resources.flatMap((r) => (["create", "delete"] as const)
+    .flatMap((phase) => workflows.get(workflowId(s.routingKey, r.name, phase))?.state ?? []));
   return pb.SandboxView.fromPartial({
     name: s.name,
     routingKey: s.routingKey,
     spec: s.spec,
-    status: sandboxStatus(s),
+    status: sandboxStatus(s, mine),
     endpoints: s.endpoints,
     createdAt: s.createdAt,
     updatedAt: s.updatedAt,
@@ -21,12 +26,18 @@ export function buildView(s: SandboxState, workflows: Projection<WorkflowState>,
         const wf = workflows.get(workflowId(s.routingKey, r.name, phase))?.state;
         if (!wf) return [];
         return wf.steps.map((st) => {
-          const failure = wf.failure?.step === st.name ? wf.failure : undefined;
+          const last = st.attempts.at(-1);
+          const failure = last?.failure ?? (wf.failure?.step === st.name ? wf.failure : undefined);
           const cancelled = wf.status === "cancelled" && st.status === "pending";
+          const message = st.status === "retrying" ? `attempt ${st.attempt} failed (${failure?.reason ?? "?"}); next attempt at ${st.retryAt}`
+            : st.unclaimed && st.status === "queued" ? `no runner for cluster ${st.unclaimed.cluster} has taken it` : "";
           return pb.StepView.fromPartial({
             name: st.name, phase, attempt: st.attempt, runId: st.runId ?? "",
-            status: cancelled ? "Cancelled" : STEP_STATUS[st.status] ?? st.status,
-            exitCode: failure?.exitCode, reason: failure?.reason ?? "",
+            status: cancelled ? "Cancelled" : title(st.status),
+            exitCode: failure?.exitCode, reason: failure?.reason ?? "", message,
+            attempts: st.attempts.map((a) => ({
+              attempt: a.attempt, runId: a.runId, status: title(a.status), reason: a.failure?.reason ?? "", exitCode: a.failure?.exitCode,
+            })),
           });
         });
       });

@@ -1,67 +1,160 @@
-// The workflow decider: start a plan, record step results, cancel. Pure: the caller
-// passes everything in and appends what comes out.
+// The workflow decider: start a plan, record what runners report, fire due timers
+// (retry, deadline, unclaimed), cancel, retry after failure. Pure: `now` and everything
+// else come in with the command; the caller appends what comes out.
 import type * as pb from "@ephemera/proto";
 import { ev, runId, type DomainEvent } from "@ephemera/events";
 import { ConflictError } from "@ephemera/kit";
-import { isTerminal, type WorkflowState } from "@ephemera/events";
+import { DEADLINE_GRACE_MS, INFRA_REASONS, INFRA_RETRIES, UNCLAIMED_AFTER_MS, retryDelayMs } from "./policy.js";
+import { evolve, isActive, isLive, type ActiveWorkflow, type StepState, type WorkflowState } from "./state.js";
 
 export type WorkflowCommand =
   | { kind: "start"; started: pb.WorkflowStarted }
+  | { kind: "run-started"; step: string; runId: string; runner: string }
   | { kind: "record-success"; step: string; runId: string; outputs: pb.OutputRef[] }
   | { kind: "record-failure"; step: string; runId: string; failure: pb.StepFailure }
-  | { kind: "cancel"; reason: string };
+  | { kind: "tick" }
+  | { kind: "cancel"; reason: string }
+  | { kind: "retry" };
 
-export function decideWorkflow(command: WorkflowCommand, state: WorkflowState): DomainEvent[] {
+/** The key of a command for deterministic commit ids: the same command on the same state dedupes. */
+export function commandKey(c: WorkflowCommand): string {
+  switch (c.kind) {
+    case "run-started": case "record-success": case "record-failure": return `${c.kind}:${c.runId}`;
+    default: return c.kind;
+  }
+}
+
+export function decide(command: WorkflowCommand, state: WorkflowState, now: number): DomainEvent[] {
+  if (command.kind === "start") {
+    if (state.status !== "none") return [];
+    const started = ev("ephemera.workflow.started.v1", command.started);
+    const after = evolve(state, started, now);
+    if (command.started.failure) return [started, ev("ephemera.workflow.failed.v1", { failure: command.started.failure })];
+    return [started, ...advance(after, now)];
+  }
+  if (state.status === "none") return [];
   switch (command.kind) {
-    case "start": {
-      if (state.status !== "none") return [];
-      const started = ev("ephemera.workflow.started.v1", command.started);
-      const after = { status: "running" as const, started: started.data, steps: started.data.steps.map((s) => ({
-        name: s.name, dependsOn: s.dependsOn, status: "pending" as const, attempt: 0, outputs: [],
-      })) };
-      return [started, ...advance(after)];
+    case "run-started": {
+      const step = find(state, command.step);
+      if (step.runId !== command.runId || step.status !== "queued") return [];
+      return [ev("ephemera.workflow.step_started.v1", { step: step.name, runId: command.runId, runner: command.runner })];
     }
-    case "record-success":
+    case "record-success": {
+      const step = find(state, command.step);
+      // A result for a run that is not the current live one (a duplicate, an old attempt) changes nothing.
+      if (!isActive(state) || step.runId !== command.runId || !isLive(step)) return [];
+      const e = ev("ephemera.workflow.step_succeeded.v1", { step: step.name, runId: command.runId, outputs: command.outputs });
+      return [e, ...advance(evolve(state, e, now), now)];
+    }
     case "record-failure": {
-      const step = state.steps.find((s) => s.name === command.step);
-      if (!step) throw new ConflictError(`workflow ${state.started?.workflowId} has no step ${command.step}`);
-      // A result for a run that is not the current one (a duplicate, an old attempt) changes nothing.
-      if (isTerminal(state.status) || step.status !== "running" || step.runId !== command.runId) return [];
-      const recorded = command.kind === "record-success"
-        ? ev("ephemera.workflow.step_succeeded.v1", { step: step.name, runId: command.runId, outputs: command.outputs })
-        : ev("ephemera.workflow.step_failed.v1", { step: step.name, runId: command.runId, failure: command.failure });
-      const after: WorkflowState = {
-        ...state,
-        steps: state.steps.map((s) => s.name === step.name
-          ? { ...s, status: command.kind === "record-success" ? "succeeded" : "failed", outputs: command.kind === "record-success" ? command.outputs : [] }
-          : s),
-        failure: state.failure ?? (command.kind === "record-failure" ? command.failure : undefined),
-      };
-      return [recorded, ...advance(after)];
+      const step = find(state, command.step);
+      if (!isActive(state) || step.runId !== command.runId || !isLive(step)) return [];
+      return failStep(state, step, command.failure, now);
     }
+    case "tick":
+      return isActive(state) ? tick(state, now) : [];
     case "cancel": {
       if (state.status !== "running") return [];
-      const requested = ev("ephemera.workflow.cancel_requested.v1", { reason: command.reason });
-      return state.steps.some((s) => s.status === "running")
-        ? [requested]
-        : [requested, ev("ephemera.workflow.cancelled.v1", {})];
+      const runIds = state.steps.filter(isLive).map((s) => s.runId!);
+      const e = ev("ephemera.workflow.cancel_requested.v1", { reason: command.reason, runIds });
+      return [e, ...advance(evolve(state, e, now), now)];
+    }
+    case "retry": {
+      if (state.status !== "failed") return [];
+      const steps = state.steps.filter((s) => s.status !== "succeeded").map((s) => s.name);
+      const e = ev("ephemera.workflow.retried.v1", { steps });
+      return [e, ...advance(evolve(state, e, now), now)];
     }
   }
 }
 
+/** When the next timer of this workflow is due (ms since epoch), if any. */
+export function nextDue(state: WorkflowState): number | undefined {
+  if (!isActive(state)) return undefined;
+  const due = state.steps.flatMap((s) => {
+    if (s.status === "retrying" && s.retryAt !== undefined) return [s.retryAt];
+    if (s.status === "queued" && !s.unclaimed) return [s.since + UNCLAIMED_AFTER_MS];
+    if (s.status === "running") return [s.since + s.timeoutMs + DEADLINE_GRACE_MS];
+    return [];
+  });
+  return due.length ? Math.min(...due) : undefined;
+}
+
+function tick(state: ActiveWorkflow, now: number): DomainEvent[] {
+  const out: DomainEvent[] = [];
+  let current: WorkflowState = state;
+  for (const name of state.steps.map((s) => s.name)) {
+    if (!isActive(current)) break;
+    const s = find(current, name);
+    let events: DomainEvent[] = [];
+    if (s.status === "queued" && !s.unclaimed && now >= s.since + UNCLAIMED_AFTER_MS) {
+      events = [ev("ephemera.workflow.step_unclaimed.v1", {
+        step: s.name, runId: s.runId!, cluster: current.started.cluster, waitedMs: now - s.since,
+      })];
+    } else if (s.status === "running" && now >= s.since + s.timeoutMs + DEADLINE_GRACE_MS) {
+      // The runner should have stopped it at its deadline; it did not report: stop it and move on.
+      const failure = { step: s.name, runId: s.runId!, reason: "DeadlineExceeded",
+        message: `the step ran past its timeout of ${s.timeoutMs / 1000}s and its runner did not report`, logTail: "" };
+      events = [ev("ephemera.workflow.run_stop_requested.v1", { runIds: [s.runId!], reason: "deadline exceeded" }), ...failStep(current, s, failure, now)];
+    } else if (s.status === "retrying" && s.retryAt !== undefined && now >= s.retryAt && current.status === "running" && !current.failure) {
+      events = [dispatch(current, s, now)];
+    }
+    for (const e of events) current = evolve(current, e, now);
+    out.push(...events);
+  }
+  if (out.length && isActive(current)) out.push(...advance(current, now));
+  return out;
+}
+
+/** A failed attempt: another one later (policy permitting), or the step fails. */
+function failStep(state: ActiveWorkflow, step: StepState, failure: pb.StepFailure, now: number): DomainEvent[] {
+  const infra = INFRA_REASONS.has(failure.reason);
+  const canRetry = state.status === "running" && !state.failure && failure.reason !== "Cancelled" &&
+    (infra ? step.infraFailures < INFRA_RETRIES : step.scriptFailures < step.retries);
+  if (canRetry) {
+    const failures = (infra ? step.infraFailures : step.scriptFailures) + 1;
+    const e = ev("ephemera.workflow.step_retry_scheduled.v1", {
+      step: step.name, runId: step.runId!, failure, nextAttempt: step.attempt + 1,
+      retryAt: new Date(now + retryDelayMs(failures, step.runId!)).toISOString(), infrastructure: infra,
+    });
+    // A run declared lost may still be alive somewhere (a runner cut off, not dead): stop it
+    // before its next attempt starts.
+    return infra ? [ev("ephemera.workflow.run_stop_requested.v1", { runIds: [step.runId!], reason: "declared lost" }), e] : [e];
+  }
+  const e = ev("ephemera.workflow.step_failed.v1", { step: step.name, runId: step.runId!, failure });
+  return [e, ...advance(evolve(state, e, now), now)];
+}
+
 /** What follows from a state: dispatch ready steps, or end the workflow. */
-function advance(state: WorkflowState): DomainEvent[] {
-  const running = state.steps.some((s) => s.status === "running");
+function advance(state: WorkflowState, now: number): DomainEvent[] {
+  if (!isActive(state)) return [];
+  const live = state.steps.filter(isLive);
+  const running = live.some((s) => s.status === "running");
   if (state.status === "cancelling") return running ? [] : [ev("ephemera.workflow.cancelled.v1", {})];
-  if (state.failure) return running ? [] : [ev("ephemera.workflow.failed.v1", { failure: state.failure })];
+  if (state.failure) {
+    // Queued runs of a failing workflow never start; running ones end with their result.
+    const queued = live.filter((s) => s.status === "queued").map((s) => s.runId!);
+    const stop = queued.length ? [ev("ephemera.workflow.run_stop_requested.v1", { runIds: queued, reason: "the workflow failed" })] : [];
+    return running ? stop : [...stop, ev("ephemera.workflow.failed.v1", { failure: state.failure })];
+  }
   if (state.steps.every((s) => s.status === "succeeded")) {
     return [ev("ephemera.workflow.succeeded.v1", {
       outputs: state.steps.flatMap((s) => s.outputs.map((o) => ({ key: `${s.name}.${o.key}`, size: o.size }))),
     })];
   }
   const done = new Set(state.steps.filter((s) => s.status === "succeeded").map((s) => s.name));
-  const wf = state.started!.workflowId;
   return state.steps
     .filter((s) => s.status === "pending" && s.dependsOn.every((d) => done.has(d)))
-    .map((s) => ev("ephemera.workflow.step_dispatched.v1", { step: s.name, runId: runId(wf, s.name, 1), attempt: 1 }));
+    .map((s) => dispatch(state, s, now));
+}
+
+function dispatch(state: ActiveWorkflow, s: StepState, _now: number): DomainEvent {
+  const attempt = s.attempt + 1;
+  return ev("ephemera.workflow.step_dispatched.v1", { step: s.name, runId: runId(state.started.workflowId, s.name, attempt), attempt });
+}
+
+function find(state: Exclude<WorkflowState, { status: "none" }>, name: string): StepState {
+  const step = state.steps.find((s) => s.name === name);
+  if (!step) throw new ConflictError(`workflow ${state.started.workflowId} has no step ${name}`);
+  return step;
 }

@@ -1,8 +1,11 @@
 // Planning a workflow from a plugin's steps: the valueFromStep references within the
 // phase are the DAG edges. References from delete steps to create steps are not edges:
-// those values come from the create workflow, already finished.
+// those values come from the create workflow, already finished. Each planned step carries
+// its deadline and retry count, so the workflow's timers need nothing else.
 import type * as pb from "@ephemera/proto";
 import type { Phase } from "@ephemera/events";
+import { durationMs } from "@ephemera/spec";
+import { DEFAULT_STEP_TIMEOUT_MS } from "./policy.js";
 
 export function planSteps(spec: pb.ResourcePluginSpec, phase: Phase): pb.PlannedStep[] {
   const steps = phase === "create" ? spec.create : spec.delete;
@@ -10,5 +13,7 @@ export function planSteps(spec: pb.ResourcePluginSpec, phase: Phase): pb.Planned
   return steps.map((s) => ({
     name: s.name,
     dependsOn: [...new Set(s.inputs.flatMap((i) => (i.valueFromStep && names.has(i.valueFromStep.name) ? [i.valueFromStep.name] : [])))],
+    timeoutMs: durationMs(s.timeout) ?? DEFAULT_STEP_TIMEOUT_MS,
+    retries: s.retries ?? 0,
   }));
 }

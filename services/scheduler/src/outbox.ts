@@ -1,0 +1,54 @@
+// The scheduler's outbox: what workflow events decided — a dispatch, a cancel, a stop —
+// is done by a durable consumer of those events, acknowledged only after the publish. The
+// publishes are idempotent (message id = run id, or the event's id), so a crash at any
+// point neither loses nor doubles one.
+import * as pb from "@ephemera/proto";
+import { Aggregates, decode } from "@ephemera/events";
+import type { Commit, EventStore, Feed, Projection, Subscription, WorkQueue } from "@ephemera/eventstore";
+import { UnavailableError, type Logger } from "@ephemera/kit";
+import type { PluginFacts } from "./facts.js";
+import type { WorkflowState } from "./workflow/state.js";
+
+export interface OutboxDeps {
+  store: EventStore;
+  queue: WorkQueue<pb.StepDispatch>;
+  feed: Feed;
+  workflows: Projection<WorkflowState>;
+  plugins: Projection<PluginFacts>;
+  logger: Logger;
+}
+
+export function startOutbox(deps: OutboxDeps): Subscription {
+  return deps.store.subscribe(
+    { durable: "scheduler-outbox", aggregate: Aggregates.workflow, redelivery: { maxDeliver: 20, backoffMs: [200, 1000, 5000, 15_000, 30_000] } },
+    (commit) => publish(deps, commit),
+  );
+}
+
+async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
+  await deps.feed.waitFor(commit.position);
+  const wf = deps.workflows.get(commit.aggregateId)?.state;
+  if (!wf || wf.status === "none") throw new UnavailableError(`workflow ${commit.aggregateId} is not in the projection yet`);
+  const started = wf.started;
+  for (const recorded of commit.events) {
+    const e = decode(recorded);
+    if (e?.type === "ephemera.workflow.step_dispatched.v1") {
+      const planned = started.steps.find((s) => s.name === e.data.step);
+      const runner = deps.plugins.get(started.plugin)?.state.get(started.version)?.runner;
+      await deps.queue.publish(started.cluster, e.data.runId, pb.StepDispatch.fromPartial({
+        runId: e.data.runId, workflowId: started.workflowId, sandbox: started.sandbox, routingKey: started.routingKey,
+        resource: started.resource, phase: started.phase, step: e.data.step, attempt: e.data.attempt, cluster: started.cluster,
+        plugin: started.plugin, version: started.version, runner, timeoutMs: planned?.timeoutMs ?? 0,
+        correlationId: recorded.correlationId, causationId: recorded.id,
+      }));
+      deps.logger.info({ workflow: started.workflowId, step: e.data.step, runId: e.data.runId }, "step dispatched");
+    } else if (e?.type === "ephemera.workflow.cancel_requested.v1" || e?.type === "ephemera.workflow.run_stop_requested.v1") {
+      if (e.data.runIds.length === 0) continue;
+      await deps.queue.cancel(started.cluster, {
+        id: `${commit.aggregateId}.${recorded.sequence}`,
+        body: pb.StepCancel.toJSON({ runIds: e.data.runIds, reason: e.data.reason }),
+      });
+      deps.logger.info({ workflow: started.workflowId, runIds: e.data.runIds, reason: e.data.reason }, "runs told to stop");
+    }
+  }
+}

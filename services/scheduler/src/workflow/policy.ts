@@ -1,0 +1,28 @@
+// The scheduler's time rules, as data: step deadlines, retry backoff with jitter, the
+// infrastructure retry bound and how long a queued run may wait for a runner.
+import { createHash } from "node:crypto";
+
+/** A step without `timeout` may run this long. */
+export const DEFAULT_STEP_TIMEOUT_MS = 30 * 60_000;
+/** After a step's deadline the runner stops it; past this much more, the scheduler gives up on it. */
+export const DEADLINE_GRACE_MS = 60_000;
+/** Attempts lost with their runner (RunnerLost, DriverError) are run again this many times. */
+export const INFRA_RETRIES = 3;
+/** A run no runner has taken after this long is reported unclaimed ("no runner for cluster X"). */
+export const UNCLAIMED_AFTER_MS = 30_000;
+/** Reasons that are the infrastructure's fault, not the script's. */
+export const INFRA_REASONS = new Set(["RunnerLost", "DriverError"]);
+
+export const RETRY_BASE_MS = 1000;
+export const RETRY_MAX_MS = 5 * 60_000;
+
+/**
+ * Delay before attempt `failures + 1` after `failures` failed ones: exponential from one
+ * second, capped at five minutes, with ±20 % jitter derived from the run id (deterministic,
+ * so a decider deciding twice decides the same).
+ */
+export function retryDelayMs(failures: number, runId: string): number {
+  const base = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.max(0, failures - 1));
+  const h = createHash("sha256").update(runId).digest().readUInt32BE(0) / 0xffffffff;
+  return Math.round(base * (0.8 + 0.4 * h));
+}
