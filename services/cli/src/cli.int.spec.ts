@@ -72,13 +72,13 @@ describe("eph logs", () => {
     expect(r.code).toBe(0);
     expect(r.stdoutBytes).toEqual(Buffer.concat([Buffer.from("creating db\n"), Buffer.from([0x6f, 0x6b, 0xff, 0x0a])]));
     expect(r.stderr).toBe("==> provision (create) <==\n==> seed (create) <==\n");
-    expect(api.requestsOf("logs.get")).toEqual([{ sandbox: "sb", resource: "db", step: "", phase: "" }]);
+    expect(api.requestsOf("logs.get")).toEqual([{ sandbox: "sb", resource: "db", step: "", phase: "", attempt: 0 }]);
   });
 
   it("passes --step and --phase", async () => {
     const r = await eph(api.address, ["logs", "--sandbox", "sb", "--resource", "db", "--step", "seed", "--phase", "create"]);
     expect(r.code).toBe(0);
-    expect(api.requestsOf("logs.get")).toEqual([{ sandbox: "sb", resource: "db", step: "seed", phase: "create" }]);
+    expect(api.requestsOf("logs.get")).toEqual([{ sandbox: "sb", resource: "db", step: "seed", phase: "create", attempt: 0 }]);
     expect(r.stderr).toBe("");
   });
 

@@ -28,7 +28,7 @@ export function registerLogs(program: Command, ctx: Context): void {
         { sandbox: opts.sandbox, resource: opts.resource, step: opts.step ?? "", phase: opts.phase ?? "", attempt },
         (chunk) => {
           // Headers go to stderr so stdout stays exactly the log.
-          const header = `${chunk.step} (${chunk.phase}, attempt ${chunk.attempt})`;
+          const header = `${chunk.step} (${chunk.phase}${chunk.attempt > 1 ? `, attempt ${chunk.attempt}` : ""})`;
           if (!opts.step && header !== current) ctx.err(`==> ${header} <==`);
           current = header;
           ctx.out(chunk.data);

@@ -112,7 +112,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     handled = [];
     queue = {
       publish: (c, id, d) => jsQueue.publish(c, id, d),
-      consume: (c, n, h) => jsQueue.consume(c, n, async (item) => {
+      consume: (c, o, h) => jsQueue.consume(c, o, async (item) => {
         received.push(item.data.runId);
         await h(item);
         handled.push(item.data.runId);
@@ -275,7 +275,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     const d = await dispatch("rkf", "hang");
     await started("rkf");
     expect(processesOf(d.runId).length).toBeGreaterThan(0);
-    queue.cancel("local", pb.StepCancel.toJSON({ runIds: [d.runId], reason: "sandbox deleted" }));
+    await queue.cancel("local", { id: "cancel-1", body: pb.StepCancel.toJSON({ runIds: [d.runId], reason: "sandbox deleted" }) });
     const e = await result(d.runId);
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
       reason: "Cancelled", message: expect.stringContaining("sandbox deleted"), logTail: expect.stringContaining("stopping on TERM"),
@@ -289,7 +289,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await started("rki");
     await queue.publish("local", `${d.runId}-again`, d);
     await waitFor(() => received.filter((r) => r === d.runId).length === 2, { what: "the second delivery" });
-    queue.cancel("local", pb.StepCancel.toJSON({ runIds: [d.runId], reason: "test" }));
+    await queue.cancel("local", { id: "cancel-2", body: pb.StepCancel.toJSON({ runIds: [d.runId], reason: "test" }) });
     await waitFor(() => handled.filter((r) => r === d.runId).length === 2, { what: "both deliveries to be handled" });
     expect((await stepRunEvents(d.runId)).map((e) => e.type === "ephemera.steprun.failed.v1" ? e.data.failure?.reason : e.type))
       .toEqual(["ephemera.steprun.started.v1", "Cancelled"]);
@@ -297,7 +297,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
 
   it("never starts a run cancelled while its dispatch was still queued", async () => {
     const run = makeRunId(workflowId("rkg", "db", "create"), "provision", 1);
-    queue.cancel("local", pb.StepCancel.toJSON({ runIds: [run], reason: "sandbox deleted" }));
+    await queue.cancel("local", { id: "cancel-3", body: pb.StepCancel.toJSON({ runIds: [run], reason: "sandbox deleted" }) });
     await dispatch("rkg", "provision", { "db-name": "orders", config: "1" });
     const e = await result(run);
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "Cancelled" });

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import * as pb from "@ephemera/proto";
 import { InMemoryLogStore, JetStreamEventStore, connectNats, type EventStore } from "@ephemera/eventstore";
 import {
-  ConflictError, NotFoundError, ValidationError, call, createLogger, fromServiceError, grpc, startGrpcServer,
+  ConflictError, NotFoundError, ValidationError, call, createLogger, fromServiceError, grpc, startGrpcServer, waitFor,
   type FieldViolation, type RunningServer,
 } from "@ephemera/kit";
 import { RULES, loadTemplate, pluginViolations, sandboxViolations } from "@ephemera/spec";
@@ -43,6 +43,7 @@ async function startApi() {
     deletePlugin: async (ref: string) => (await call(plugins.delete.bind(plugins), { ref })).deleted,
     applySandbox: (doc: Doc) => call(sandboxes.apply.bind(sandboxes), { sandbox: pb.Sandbox.fromJSON(doc) }),
     getSandbox: (name: string) => call(sandboxes.get.bind(sandboxes), { name, showOutputs: false }),
+    deleteSandbox: (name: string, force: boolean) => call(sandboxes.delete.bind(sandboxes), { name, force }),
     stop: async () => {
       plugins.close();
       sandboxes.close();
@@ -284,18 +285,24 @@ describe("the plugin registry", () => {
     expect((await api.getPlugin("db@1.0.0")).sandboxes).toEqual(["a-sandbox", "b-sandbox"]);
   });
 
-  it("refuses to delete a version in use, naming the sandboxes, and writes nothing", async () => {
+  it("deletes a version in use as a process: no new sandbox may use it, and it goes with its last sandbox", async () => {
     await api.applyPlugin(plugin("db@1.0.0"));
     await api.applyPlugin(plugin("db@2.0.0"));
     await api.applySandbox(sandbox("feature-a", "db=db@1.0.0"));
     await api.applySandbox(sandbox("feature-b", "primary=db@1.0.0", "replica=db"));
-    const err = await writesNothing(() => errorOf(api.deletePlugin("db@1.0.0")));
-    expect(err).toBeInstanceOf(ConflictError);
-    expect(err.message).toContain("feature-a");
-    expect(err.message).toContain("feature-b");
-    // Deleting every version of the plugin is refused for the same reason.
-    expect(await writesNothing(() => errorOf(api.deletePlugin("db")))).toBeInstanceOf(ConflictError);
-    expect((await api.listPlugins()).map((p) => p.version)).toEqual(["1.0.0", "2.0.0"]);
+    expect(await api.deletePlugin("db@1.0.0")).toEqual(["db@1.0.0"]);
+    // Still there for its sandboxes, refused to new ones, with the rule named.
+    expect((await api.getPlugin("db@1.0.0")).sandboxes).toEqual(["feature-a", "feature-b"]);
+    const refused = await writesNothing(() => errorOf(api.applySandbox(sandbox("feature-c", "db=db@1.0.0"))));
+    expect(refused).toBeInstanceOf(ValidationError);
+    expect((refused as ValidationError).violations).toEqual([
+      { field: "spec.resources[0].plugin", rule: "unknown-plugin", description: "plugin db@1.0.0 is being deleted: no new sandbox may use it" },
+    ]);
+    await api.deleteSandbox("feature-a", true);
+    expect((await api.getPlugin("db@1.0.0")).sandboxes).toEqual(["feature-b"]);
+    await api.deleteSandbox("feature-b", true);
+    await waitFor(async () => !(await api.listPlugins()).some((p) => p.version === "1.0.0"), { what: "the version to go with its last sandbox" });
+    expect((await api.listPlugins()).map((p) => p.version)).toEqual(["2.0.0"]);
   });
 
   it("deletes an unused version, which sandboxes can then no longer use", async () => {

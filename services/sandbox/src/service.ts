@@ -123,7 +123,9 @@ export class SandboxCore {
 
   getPlugin(refText: string): pb.ResourcePluginVersion {
     const ref = parsePluginRef(refText);
-    const version = this.resolveVersion(ref.name, ref.latest || ref.version === undefined ? undefined : ref.version);
+    // A version being deleted is still shown when named (its sandboxes still run on it).
+    const named = ref.version && !ref.latest && this.plugins.get(ref.name)?.state.versions.has(ref.version) ? ref.version : undefined;
+    const version = named ?? this.resolveVersion(ref.name, ref.latest || ref.version === undefined ? undefined : ref.version);
     if (!version) throw new NotFoundError(`plugin ${refText} not found`);
     return this.pluginVersion(ref.name, version);
   }

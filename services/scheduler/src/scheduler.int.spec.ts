@@ -53,7 +53,9 @@ describe("scheduler on JetStream", () => {
     ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk1", spec: { cluster: "c1" }, resources: [resource] }),
     ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
   ]);
-  const finish = (d: pb.StepDispatch, ok = true) => append(Aggregates.steprun, d.runId, [ok
+  const finish = (d: pb.StepDispatch, ok = true) => append(Aggregates.steprun, d.runId, [ev("ephemera.steprun.started.v1", {
+    runId: d.runId, workflowId: d.workflowId, step: d.step, attempt: d.attempt, runner: "r1",
+  }), ok
     ? ev("ephemera.steprun.succeeded.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "a" ? [{ name: "x", value: Buffer.from("42") }] : [] })
     : ev("ephemera.steprun.failed.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, failure: { step: d.step, runId: d.runId, exitCode: 2, reason: "Error" } })]);
   const workflowTypes = async (id: string) => (await store.read(Aggregates.workflow, id)).events.map((e) => decode(e)!.type.split(".")[2]);
@@ -81,39 +83,59 @@ describe("scheduler on JetStream", () => {
     await startScheduler();
     await createSandbox();
     await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+    const a = queue.published[0]!.data;
+    await append(Aggregates.steprun, a.runId, [ev("ephemera.steprun.started.v1", { runId: a.runId, workflowId: a.workflowId, step: a.step, attempt: 1, runner: "r1" })]);
+    await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_started"), { what: "the step to be running" });
     await append(Aggregates.sandbox, "sb", [
       ev("ephemera.sandbox.deleting.v1", {}),
       ev("ephemera.sandbox.resource_deprovision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
     ]);
     await waitFor(() => queue.cancels.length === 1, { what: "cancel broadcast" });
-    expect(queue.cancels[0]).toEqual({ cluster: "c1", message: { runIds: ["rk1.db.create.a.1"], reason: "sandbox deleted" } });
+    expect(queue.cancels[0]).toMatchObject({ cluster: "c1", body: { runIds: ["rk1.db.create.a.1"], reason: "sandbox deleted" } });
     expect(await store.read(Aggregates.workflow, workflowId("rk1", "db", "delete"))).toMatchObject({ version: 0 });
 
     await finish(queue.published[0]!.data, false);
     await waitFor(() => dispatchedSteps().includes("z"), { what: "delete step dispatch" });
-    expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "cancel_requested", "step_failed", "cancelled"]);
+    expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started", "cancel_requested", "step_failed", "cancelled"]);
     const del = (await store.read(Aggregates.workflow, "rk1.db.delete")).events.map(decode)[0];
     expect(del?.data).toMatchObject({ phase: "delete", createWorkflowId: "rk1.db.create", params: { p: "v" } });
   });
 
-  it("after a restart, re-dispatches a step whose run never started and reacts to what happened while down", async () => {
+  it("publishes a dispatch whose first publish failed once the queue is back (outbox), and only once", async () => {
+    queue.setAvailable(false);
+    await startScheduler();
+    await createSandbox();
+    // Decided and recorded, but the publish fails: nothing is lost, the outbox keeps trying.
+    await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_dispatched"), { what: "the recorded dispatch" });
+    expect(queue.published).toHaveLength(0);
+    queue.setAvailable(true);
+    await waitFor(() => queue.published.length === 1, { timeoutMs: 15_000, what: "the dispatch after the queue came back" });
+    expect(queue.published.map((p) => p.id)).toEqual(["rk1.db.create.a.1"]);
+  });
+
+  it("after a restart, reacts to what happened while down and never publishes a dispatch twice", async () => {
     await startScheduler();
     await createSandbox();
     await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
     await scheduler.stop();
 
-    // While the scheduler is down: a's result arrives. A fresh queue stands for a lost publish.
+    // While the scheduler is down: a's result arrives.
     await finish(queue.published[0]!.data);
-    queue = new InMemoryWorkQueue();
     await startScheduler();
-    await waitFor(() => queue.published.length === 2, { what: "b and c dispatched after restart" });
-    expect(dispatchedSteps().sort()).toEqual(["b", "c"]);
+    await waitFor(() => queue.published.length === 3, { what: "b and c dispatched after restart" });
+    expect(dispatchedSteps().sort()).toEqual(["a", "b", "c"]);
 
-    // Restarting again with b and c dispatched but not started: both are published again, once.
+    // Restarting again with b and c dispatched but not started: the outbox acknowledged them,
+    // so nothing is published again. A second sandbox's dispatch, published after, is the barrier.
     await scheduler.stop();
-    queue = new InMemoryWorkQueue();
     await startScheduler();
-    await waitFor(() => queue.published.length === 2, { what: "re-dispatch" });
-    expect(dispatchedSteps().sort()).toEqual(["b", "c"]);
+    await append(Aggregates.sandbox, "sb2", [
+      ev("ephemera.sandbox.created.v1", { name: "sb2", routingKey: "rk2", spec: { cluster: "c1" }, resources: [resource] }),
+      ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb2", routingKey: "rk2", cluster: "c1", resource }),
+    ]);
+    await waitFor(() => queue.published.some((p) => p.id === "rk2.db.create.a.1"), { what: "the second sandbox's dispatch" });
+    const ids = queue.published.map((p) => p.id);
+    expect(ids).toHaveLength(4);
+    expect(new Set(ids).size).toBe(4);
   });
 });
