@@ -8,7 +8,7 @@ import {
   AckPolicy, DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
   type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg,
 } from "@nats-io/jetstream";
-import { ConcurrencyError, UnavailableError, isRetryable, ulidGen, type Logger } from "@ephemera/kit";
+import { ConcurrencyError, UnavailableError, delay, isRetryable, ulidGen, type Logger } from "@ephemera/kit";
 import { deadLetter, recordDeadLetter } from "./deadletter.js";
 import { envelopes, storedForm } from "./envelope.js";
 import { readSubject } from "./subject.js";
@@ -119,10 +119,10 @@ export class JetStreamEventStore implements EventStore {
   }
 
   follow(options: FollowOptions, handler: CommitHandler): Subscription {
-    return this.run(options, handler, async () =>
+    return this.run(options, handler, async (after) =>
       this.js.consumers.get(this.stream, {
         filter_subjects: this.filter(options),
-        ...(options.from ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 } : {}),
+        ...(after ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1 } : {}),
       }));
   }
 
@@ -195,44 +195,61 @@ export class JetStreamEventStore implements EventStore {
   private run(
     options: FollowOptions,
     handler: CommitHandler,
-    open: () => Promise<{ consume(o?: object): Promise<ConsumerMessages>; info(cached?: boolean): Promise<{ num_pending: number; num_ack_pending: number }> }>,
+    open: (after: number) => Promise<{ consume(o?: object): Promise<ConsumerMessages>; info(cached?: boolean): Promise<{ num_pending: number; num_ack_pending: number }> }>,
     durable?: { durable: string; policy: RedeliveryPolicy },
   ): Subscription {
     let messages: ConsumerMessages | undefined;
     let stopped = false;
+    let opened = false;
+    /** The last commit handled: a consumer reopened after a server restart resumes after it. */
+    let last = options.from ?? 0;
     let markCaughtUp!: () => void;
     let fail!: (e: unknown) => void;
     const caughtUp = new Promise<void>((resolve, reject) => { markCaughtUp = resolve; fail = reject; });
     caughtUp.catch(() => undefined);
     const loop = (async () => {
-      try {
-        const consumer = await open();
-        const info = await consumer.info(true);
-        if (info.num_pending === 0 && info.num_ack_pending === 0) markCaughtUp();
-        messages = await consumer.consume({ max_messages: 256 });
-        if (stopped) {
-          // Stopped while opening: close() of an iterator never read does not resolve, so don't wait for it.
-          void messages.close().catch(() => undefined);
-          return;
-        }
-        for await (const m of messages) {
-          // Buffered messages are left unacknowledged on stop: a durable redelivers them.
-          if (stopped) break;
-          const commit = this.decode(m);
-          try {
-            await handler(commit);
-            if (durable) m.ack();
-          } catch (err) {
-            if (durable) await this.failed(durable, commit, m, err);
-            else this.options.logger?.error({ err, subject: m.subject, seq: m.seq }, "commit handler failed; skipped");
+      // A consumer's messages end when the server restarts or the connection drops for long:
+      // open it again (after a pause) until stopped. Only a failure to open it the first time is final.
+      for (let failures = 0; !stopped; ) {
+        try {
+          const consumer = await open(last);
+          const info = await consumer.info(true);
+          if (info.num_pending === 0 && info.num_ack_pending === 0) markCaughtUp();
+          messages = await consumer.consume({ max_messages: 256 });
+          opened = true;
+          if (stopped) {
+            // Stopped while opening: close() of an iterator never read does not resolve, so don't wait for it.
+            void messages.close().catch(() => undefined);
+            return;
           }
-          if (m.info.pending === 0) markCaughtUp();
+          for await (const m of messages) {
+            // Buffered messages are left unacknowledged on stop: a durable redelivers them.
+            if (stopped) break;
+            failures = 0;
+            const commit = this.decode(m);
+            try {
+              await handler(commit);
+              if (durable) m.ack();
+            } catch (err) {
+              if (durable) await this.failed(durable, commit, m, err);
+              else this.options.logger?.error({ err, subject: m.subject, seq: m.seq }, "commit handler failed; skipped");
+            }
+            last = Math.max(last, m.seq);
+            if (m.info.pending === 0) markCaughtUp();
+          }
+          if (stopped) return;
+          this.options.logger?.warn({ durable: durable?.durable }, "subscription's messages ended; reopening");
+        } catch (err) {
+          if (stopped) return;
+          if (!opened && failures >= 5) {
+            this.options.logger?.error({ err, options }, "subscription ended");
+            fail(err);
+            return;
+          }
+          this.options.logger?.warn({ err, durable: durable?.durable, failures }, "subscription interrupted; reopening");
         }
-      } catch (err) {
-        if (!stopped) {
-          this.options.logger?.error({ err, options }, "subscription ended");
-          fail(err);
-        }
+        failures++;
+        await delay(Math.min(5000, 250 * 2 ** Math.min(failures, 5)));
       }
     })();
     return {

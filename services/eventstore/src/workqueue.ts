@@ -175,11 +175,17 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
           await delay(500);
           continue;
         }
-        for await (const m of batch) {
-          if (stopped) { m.nak(); continue; }
-          inFlight++;
-          const p: Promise<void> = work(m).finally(() => { inFlight--; running.delete(p); wake?.(); });
-          running.add(p);
+        try {
+          for await (const m of batch) {
+            if (stopped) { m.nak(); continue; }
+            inFlight++;
+            const p: Promise<void> = work(m).finally(() => { inFlight--; running.delete(p); wake?.(); });
+            running.add(p);
+          }
+        } catch (err) {
+          // The server went away mid-fetch (e.g. a restart): fetch again once it is back.
+          this.logger?.warn({ err }, "fetch from work queue interrupted");
+          await delay(500);
         }
       }
     })();
@@ -204,18 +210,30 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
   onCancel(cluster: string, handler: (body: unknown) => void): WorkQueueConsumer {
     let messages: ConsumerMessages | undefined;
     let stopped = false;
+    let last = 0;
     const loop = (async () => {
-      const consumer = await jetstream(this.nc).consumers.get(cancelStreamName(this.prefix), {
-        filter_subjects: `${this.prefix}.cancel.${cluster}`,
-        deliver_policy: DeliverPolicy.StartTime,
-        opt_start_time: new Date(Date.now() - CANCEL_LOOKBACK_MS).toISOString(),
-      });
-      messages = await consumer.consume();
-      if (stopped) { void messages.close().catch(() => undefined); return; }
-      for await (const m of messages) {
-        try { handler(m.json()); } catch (err) { this.logger?.warn({ err }, "ignoring a malformed cancel message"); }
+      // Reopened after a server restart, from the last cancel seen (or the lookback at first).
+      while (!stopped) {
+        try {
+          const consumer = await jetstream(this.nc).consumers.get(cancelStreamName(this.prefix), {
+            filter_subjects: `${this.prefix}.cancel.${cluster}`,
+            ...(last
+              ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: last + 1 }
+              : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(Date.now() - CANCEL_LOOKBACK_MS).toISOString() }),
+          });
+          messages = await consumer.consume();
+          if (stopped) { void messages.close().catch(() => undefined); return; }
+          for await (const m of messages) {
+            last = m.seq;
+            try { handler(m.json()); } catch (err) { this.logger?.warn({ err }, "ignoring a malformed cancel message"); }
+          }
+        } catch (err) {
+          if (stopped) return;
+          this.logger?.warn({ err }, "cancel subscription interrupted; reopening");
+        }
+        if (!stopped) await delay(1000);
       }
-    })().catch((err: unknown) => { if (!stopped) this.logger?.error({ err }, "cancel subscription ended"); });
+    })();
     return {
       stop: async () => {
         stopped = true;
