@@ -1,7 +1,7 @@
 // In-memory projections of aggregates, fed by a follow subscription, and the command
 // loop: decide on the projected state, append with its revision, on conflict re-read
 // the aggregate from the store and decide again.
-import { ConcurrencyError, delay } from "@ephemera/kit";
+import { ConcurrencyError, UnavailableError, delay } from "@ephemera/kit";
 import type { AppendMeta, AppendResult, Commit, EventStore, Expected, NewEvent, RecordedEvent, Subscription } from "./types.js";
 
 export interface Entity<S> extends Expected {
@@ -115,6 +115,8 @@ export async function execute<S>(
 export class Feed {
   private applied = 0;
   private subscription?: Subscription;
+  private resyncing = false;
+  private stopped = false;
   private readonly waiters = new Set<{ position: number; resolve: () => void; reject: (e: Error) => void }>();
   private readonly listeners: Array<(commit: Commit) => void> = [];
 
@@ -134,13 +136,32 @@ export class Feed {
 
   /** Replays the store into the projections and keeps them current; resolves when caught up. */
   async start(): Promise<void> {
-    this.subscription = this.store.follow({}, (commit) => {
+    this.subscription = this.follow();
+    await this.subscription.caughtUp;
+  }
+
+  private follow(): Subscription {
+    return this.store.follow({ from: this.applied }, (commit) => {
+      if (commit.position <= this.applied) return;
       for (const p of this.projections) p.apply(commit);
       this.applied = commit.position;
       for (const l of this.listeners) l(commit);
       for (const w of this.waiters) if (w.position <= this.applied) { this.waiters.delete(w); w.resolve(); }
     });
-    await this.subscription.caughtUp;
+  }
+
+  /**
+   * Follows again from the last applied commit. A follow that went silent (its consumer
+   * lost after a server restart without an error) is noticed by a waiter that times out.
+   */
+  private resync(): void {
+    if (this.resyncing || this.stopped) return;
+    this.resyncing = true;
+    const old = this.subscription;
+    this.subscription = this.follow();
+    // The old one may never stop cleanly if its consumer is gone: do not wait for it.
+    void Promise.race([old?.stop(), new Promise((r) => setTimeout(r, 5000).unref())]).catch(() => undefined)
+      .finally(() => { this.resyncing = false; });
   }
 
   /** Resolves once every commit up to `position` has been applied. */
@@ -152,12 +173,17 @@ export class Feed {
         resolve: () => { clearTimeout(t); resolve(); },
         reject: (e: Error) => { clearTimeout(t); reject(e); },
       };
-      const t = setTimeout(() => { this.waiters.delete(w); reject(new Error(`projection did not reach position ${position} in ${timeoutMs} ms`)); }, timeoutMs);
+      const t = setTimeout(() => {
+        this.waiters.delete(w);
+        this.resync();
+        reject(new UnavailableError(`projection did not reach position ${position} in ${timeoutMs} ms (at ${this.applied}); following again`));
+      }, timeoutMs);
       this.waiters.add(w);
     });
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     for (const w of this.waiters) w.reject(new Error("projection feed stopped"));
     this.waiters.clear();
     await this.subscription?.stop();

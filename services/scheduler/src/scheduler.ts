@@ -10,6 +10,7 @@ import { DueIndex, type Logger } from "@ephemera/kit";
 import { foldPlugin, foldSandbox, noPlugin, noSandbox, type PluginFacts, type SandboxFacts } from "./facts.js";
 import { startOutbox } from "./outbox.js";
 import { commandKey, decide, nextDue, type WorkflowCommand } from "./workflow/decide.js";
+import { DEFAULT_POLICY, type Policy } from "./workflow/policy.js";
 import { planSteps } from "./workflow/plan.js";
 import { evolve, initialWorkflow, isActive, type WorkflowState } from "./workflow/state.js";
 
@@ -19,6 +20,7 @@ export interface SchedulerDeps {
   logger: Logger;
   /** The clock every decision is made with. */
   now?: () => number;
+  policy?: Partial<Policy>;
 }
 
 /** Where a command comes from, for the events it appends. */
@@ -37,10 +39,12 @@ export class Scheduler {
   private readonly byRoutingKey = new Map<string, string>();
   private readonly timers: DueIndex;
   private readonly now: () => number;
+  private readonly policy: Policy;
   private subscriptions: Subscription[] = [];
 
   constructor(private readonly deps: SchedulerDeps) {
     this.now = deps.now ?? Date.now;
+    this.policy = { ...DEFAULT_POLICY, ...deps.policy };
     this.feed = new Feed(deps.store, [this.sandboxes, this.workflows, this.plugins]);
     this.timers = new DueIndex((ids, now) => this.fireTimers(ids, now), this.now);
     this.feed.onCommit((c) => {
@@ -48,7 +52,7 @@ export class Scheduler {
         const rk = this.sandboxes.get(c.aggregateId)?.state?.routingKey;
         if (rk) this.byRoutingKey.set(rk, c.aggregateId);
       } else if (c.aggregate === Aggregates.workflow) {
-        this.timers.set(c.aggregateId, nextDue(this.workflows.getOrEmpty(c.aggregateId).state));
+        this.timers.set(c.aggregateId, nextDue(this.workflows.getOrEmpty(c.aggregateId).state, this.policy));
       }
     });
   }
@@ -187,7 +191,7 @@ export class Scheduler {
   private async command(id: string, command: WorkflowCommand, cause: Cause | undefined, now = this.now()): Promise<void> {
     const { appended } = await execute(
       this.deps.store, this.workflows, id,
-      (state) => decide(command, state, now).map(encode),
+      (state) => decide(command, state, now, this.policy).map(encode),
       { source: "scheduler", command: commandKey(command), ...cause },
     );
     for (const recorded of appended?.events ?? []) {

@@ -4,7 +4,7 @@
 import type * as pb from "@ephemera/proto";
 import { ev, runId, type DomainEvent } from "@ephemera/events";
 import { ConflictError } from "@ephemera/kit";
-import { DEADLINE_GRACE_MS, INFRA_REASONS, INFRA_RETRIES, UNCLAIMED_AFTER_MS, retryDelayMs } from "./policy.js";
+import { DEFAULT_POLICY, INFRA_REASONS, retryDelayMs, type Policy } from "./policy.js";
 import { evolve, isActive, isLive, type ActiveWorkflow, type StepState, type WorkflowState } from "./state.js";
 
 export type WorkflowCommand =
@@ -24,7 +24,7 @@ export function commandKey(c: WorkflowCommand): string {
   }
 }
 
-export function decide(command: WorkflowCommand, state: WorkflowState, now: number): DomainEvent[] {
+export function decide(command: WorkflowCommand, state: WorkflowState, now: number, policy: Policy = DEFAULT_POLICY): DomainEvent[] {
   if (command.kind === "start") {
     if (state.status !== "none") return [];
     const started = ev("ephemera.workflow.started.v1", command.started);
@@ -49,10 +49,10 @@ export function decide(command: WorkflowCommand, state: WorkflowState, now: numb
     case "record-failure": {
       const step = find(state, command.step);
       if (!isActive(state) || step.runId !== command.runId || !isLive(step)) return [];
-      return failStep(state, step, command.failure, now);
+      return failStep(state, step, command.failure, now, policy);
     }
     case "tick":
-      return isActive(state) ? tick(state, now) : [];
+      return isActive(state) ? tick(state, now, policy) : [];
     case "cancel": {
       if (state.status !== "running") return [];
       const runIds = state.steps.filter(isLive).map((s) => s.runId!);
@@ -69,33 +69,33 @@ export function decide(command: WorkflowCommand, state: WorkflowState, now: numb
 }
 
 /** When the next timer of this workflow is due (ms since epoch), if any. */
-export function nextDue(state: WorkflowState): number | undefined {
+export function nextDue(state: WorkflowState, policy: Policy = DEFAULT_POLICY): number | undefined {
   if (!isActive(state)) return undefined;
   const due = state.steps.flatMap((s) => {
     if (s.status === "retrying" && s.retryAt !== undefined) return [s.retryAt];
-    if (s.status === "queued" && !s.unclaimed) return [s.since + UNCLAIMED_AFTER_MS];
-    if (s.status === "running") return [s.since + s.timeoutMs + DEADLINE_GRACE_MS];
+    if (s.status === "queued" && !s.unclaimed) return [s.since + policy.unclaimedAfterMs];
+    if (s.status === "running") return [s.since + s.timeoutMs + policy.deadlineGraceMs];
     return [];
   });
   return due.length ? Math.min(...due) : undefined;
 }
 
-function tick(state: ActiveWorkflow, now: number): DomainEvent[] {
+function tick(state: ActiveWorkflow, now: number, policy: Policy): DomainEvent[] {
   const out: DomainEvent[] = [];
   let current: WorkflowState = state;
   for (const name of state.steps.map((s) => s.name)) {
     if (!isActive(current)) break;
     const s = find(current, name);
     let events: DomainEvent[] = [];
-    if (s.status === "queued" && !s.unclaimed && now >= s.since + UNCLAIMED_AFTER_MS) {
+    if (s.status === "queued" && !s.unclaimed && now >= s.since + policy.unclaimedAfterMs) {
       events = [ev("ephemera.workflow.step_unclaimed.v1", {
         step: s.name, runId: s.runId!, cluster: current.started.cluster, waitedMs: now - s.since,
       })];
-    } else if (s.status === "running" && now >= s.since + s.timeoutMs + DEADLINE_GRACE_MS) {
+    } else if (s.status === "running" && now >= s.since + s.timeoutMs + policy.deadlineGraceMs) {
       // The runner should have stopped it at its deadline; it did not report: stop it and move on.
       const failure = { step: s.name, runId: s.runId!, reason: "DeadlineExceeded",
         message: `the step ran past its timeout of ${s.timeoutMs / 1000}s and its runner did not report`, logTail: "" };
-      events = [ev("ephemera.workflow.run_stop_requested.v1", { runIds: [s.runId!], reason: "deadline exceeded" }), ...failStep(current, s, failure, now)];
+      events = [ev("ephemera.workflow.run_stop_requested.v1", { runIds: [s.runId!], reason: "deadline exceeded" }), ...failStep(current, s, failure, now, policy)];
     } else if (s.status === "retrying" && s.retryAt !== undefined && now >= s.retryAt && current.status === "running" && !current.failure) {
       events = [dispatch(current, s, now)];
     }
@@ -107,10 +107,10 @@ function tick(state: ActiveWorkflow, now: number): DomainEvent[] {
 }
 
 /** A failed attempt: another one later (policy permitting), or the step fails. */
-function failStep(state: ActiveWorkflow, step: StepState, failure: pb.StepFailure, now: number): DomainEvent[] {
+function failStep(state: ActiveWorkflow, step: StepState, failure: pb.StepFailure, now: number, policy: Policy): DomainEvent[] {
   const infra = INFRA_REASONS.has(failure.reason);
   const canRetry = state.status === "running" && !state.failure && failure.reason !== "Cancelled" &&
-    (infra ? step.infraFailures < INFRA_RETRIES : step.scriptFailures < step.retries);
+    (infra ? step.infraFailures < policy.infraRetries : step.scriptFailures < step.retries);
   if (canRetry) {
     const failures = (infra ? step.infraFailures : step.scriptFailures) + 1;
     const e = ev("ephemera.workflow.step_retry_scheduled.v1", {

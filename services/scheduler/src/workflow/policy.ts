@@ -16,6 +16,15 @@ export const INFRA_REASONS = new Set(["RunnerLost", "DriverError"]);
 export const RETRY_BASE_MS = 1000;
 export const RETRY_MAX_MS = 5 * 60_000;
 
+/** The time rules as one value, so a deployment (or a test) can pass its own. */
+export interface Policy {
+  unclaimedAfterMs: number;
+  deadlineGraceMs: number;
+  infraRetries: number;
+}
+
+export const DEFAULT_POLICY: Policy = { unclaimedAfterMs: UNCLAIMED_AFTER_MS, deadlineGraceMs: DEADLINE_GRACE_MS, infraRetries: INFRA_RETRIES };
+
 /**
  * Delay before attempt `failures + 1` after `failures` failed ones: exponential from one
  * second, capped at five minutes, with ±20 % jitter derived from the run id (deterministic,
