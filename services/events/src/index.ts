@@ -1,7 +1,19 @@
 // The typed events of ephemera: type strings, their proto payloads, and the aggregate
 // ids. Payloads are stored as canonical proto3 JSON.
 import * as pb from "@ephemera/proto";
-import type { NewEvent, RecordedEvent } from "@ephemera/eventstore";
+
+/** An event as any store records it: what decoding needs, without depending on a store. */
+export interface StoredEvent {
+  type: string;
+  data: unknown;
+  time: string;
+}
+
+/** An event ready to append: its type and its canonical proto3 JSON. */
+export interface EncodedEvent {
+  type: string;
+  data: unknown;
+}
 
 interface Codec<T> {
   toJSON(m: T): unknown;
@@ -103,13 +115,13 @@ export function ev<K extends EventType>(type: K, data: DeepPartial<Payload<K>> =
   return { type, data: codec.fromPartial(data as never) } as unknown as EventOf<K>;
 }
 
-export function encode(e: DomainEvent): NewEvent {
+export function encode(e: DomainEvent): EncodedEvent {
   const codec = codecs[e.type] as unknown as Codec<unknown>;
   return { type: e.type, data: codec.toJSON(e.data) };
 }
 
 /** Decodes a recorded event; undefined for a type this version does not know. */
-export function decode(e: RecordedEvent): DomainEvent | undefined {
+export function decode(e: Pick<StoredEvent, "type" | "data">): DomainEvent | undefined {
   if (!isEventType(e.type)) return undefined;
   const codec = codecs[e.type] as unknown as Codec<unknown>;
   return { type: e.type, data: codec.fromJSON(e.data) } as DomainEvent;
@@ -148,7 +160,7 @@ export const dispatchCodec = {
 };
 
 /** Output values are secrets: tools print events with values replaced by their sizes. */
-export function redact(e: RecordedEvent): RecordedEvent {
+export function redact<E extends Pick<StoredEvent, "type" | "data">>(e: E): E {
   if (e.type !== "ephemera.steprun.succeeded.v1") return e;
   const data = e.data as { outputs?: Array<{ name: string; value?: string }> };
   return {
@@ -166,7 +178,7 @@ export * from "./workflow.js";
 
 /** A Projection-compatible evolve over recorded events for one of the folds above. */
 export function folding<S>(fold: (state: S, event: DomainEvent, time: string) => S) {
-  return (state: S, recorded: RecordedEvent): S => {
+  return (state: S, recorded: StoredEvent): S => {
     const event = decode(recorded);
     return event ? fold(state, event, recorded.time) : state;
   };
