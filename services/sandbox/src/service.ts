@@ -6,7 +6,7 @@ import {
   initialWorkflow, isTerminal, workflowId, type DomainEvent, type PluginState, type SandboxState, type WorkflowState,
 } from "@ephemera/events";
 import { Feed, Projection, execute, type Commit, type EventStore, type LogStore, type Subscription } from "@ephemera/eventstore";
-import { DueIndex, NotFoundError, ValidationError, errorMessage, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
+import { DueIndex, NotFoundError, ValidationError, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
 import {
   checkSandboxAgainstPlugins, parsePluginRef, pluginDigest, pluginToDoc, sandboxToDoc, validatePlugin, validateSandbox,
 } from "@ephemera/spec";
@@ -69,7 +69,8 @@ export class SandboxCore {
     this.subscription = this.deps.store.subscribe({ durable: "sandbox", from: this.feed.position }, async (c) => {
       await this.feed.waitFor(c.position);
       const name = this.sandboxOf(c);
-      if (name) await this.reconcile(name);
+      const first = c.events[0];
+      if (name) await this.reconcile(name, first && { correlationId: first.correlationId, causationId: first.id });
       // A sandbox that went away may free a plugin version being deleted.
       if (c.aggregate === Aggregates.sandbox && this.sandboxes.get(c.aggregateId)?.state.status === "deleted") {
         for (const r of this.sandboxes.get(c.aggregateId)!.state.resources) await this.removeUnusedVersions(r.plugin);
@@ -312,7 +313,7 @@ export class SandboxCore {
   }
 
   /** Records the end of each resource's workflows on the sandbox, once. */
-  private async reconcile(name: string): Promise<void> {
+  private async reconcile(name: string, cause?: { correlationId: string; causationId: string }): Promise<void> {
     const state = this.sandboxes.get(name)?.state;
     if (!state || state.status === "none" || state.status === "deleted") return;
     for (const r of state.resources) {
@@ -325,7 +326,7 @@ export class SandboxCore {
           outcome: wf.status === "succeeded" ? "succeeded" : "failed",
           outputs: wf.steps.flatMap((st) => st.outputs.map((o) => ({ key: `${st.name}.${o.key}`, size: o.size }))),
           failure: wf.failure,
-        }, s).map(encode), { source: "sandbox", command: `workflow-ended:${id}` });
+        }, s).map(encode), { source: "sandbox", command: `workflow-ended:${id}`, ...cause });
       }
     }
   }
