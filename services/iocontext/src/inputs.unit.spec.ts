@@ -15,7 +15,7 @@ const workflow = (params: Record<string, string>, succeeded: Record<string, stri
   ...initialWorkflow(),
   status: "running",
   started: pb.WorkflowStarted.fromPartial({ params }),
-  steps: Object.entries(succeeded).map(([name, runId]) => ({ name, dependsOn: [], status: "succeeded", attempt: 1, runId, outputs: [] })),
+  steps: Object.entries(succeeded).map(([name, runId]) => ({ name, dependsOn: [], status: "succeeded", attempt: 1, runId, outputs: [], attempts: [] })),
 });
 
 const create = (w: WorkflowView): InputContext => ({ phase: "create", spec, workflow: w });
