@@ -1,8 +1,33 @@
-// Connecting to Redis with bounded retries per command, so a call fails instead of hanging.
+// Connecting to Redis so that no call can hang: while Redis is down or stalled every
+// command fails within a bounded time, and the client keeps reconnecting in the background.
 import { Redis } from "ioredis";
 
-export function openRedis(url: string): Redis {
-  return new Redis(url, { maxRetriesPerRequest: 3, enableOfflineQueue: true, lazyConnect: false });
+export interface RedisTimeouts {
+  /** A connection attempt that gets no answer (a host that drops packets) is abandoned after this. */
+  connectTimeoutMs?: number;
+  /** Every command fails after this, whether it waits for a reply or for the connection. */
+  commandTimeoutMs?: number;
+}
+
+export const DEFAULT_REDIS_TIMEOUTS = { connectTimeoutMs: 2_000, commandTimeoutMs: 2_000 } as const;
+
+export function openRedis(url: string, timeouts: RedisTimeouts = {}): Redis {
+  const { connectTimeoutMs, commandTimeoutMs } = { ...DEFAULT_REDIS_TIMEOUTS, ...timeouts };
+  return new Redis(url, {
+    connectTimeout: connectTimeoutMs,
+    // Bounds replies from a server that accepted the connection and stalled, and the wait
+    // in the offline queue below: without it a command can wait forever.
+    commandTimeout: commandTimeoutMs,
+    // Commands issued while (re)connecting wait for the connection, within commandTimeout,
+    // so a call made while the client is still connecting at start does not fail at once.
+    enableOfflineQueue: true,
+    // A command pending when the connection drops is failed after one reconnection
+    // attempt rather than twenty: callers fall back to the journal or retry themselves.
+    maxRetriesPerRequest: 1,
+    // Reconnect forever, at least once a second, so the cache is back soon after Redis is.
+    retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
+    lazyConnect: false,
+  });
 }
 
 export type { Redis };

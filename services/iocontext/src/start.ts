@@ -5,7 +5,8 @@ import * as pb from "@ephemera/proto";
 import { Aggregates } from "@ephemera/events";
 import { Feed, type Commit, type EventStore } from "@ephemera/eventstore";
 import { startGrpcServer, unary, type Logger } from "@ephemera/kit";
-import { OutputStore } from "./outputs.js";
+import type { OutputStore } from "./outputs.js";
+import { RedisOutputStore } from "./outputs.redis.js";
 import { IOContextHandlers } from "./service.js";
 import { projections as makeProjections } from "./state.js";
 
@@ -16,11 +17,8 @@ export interface IOContextConfig {
   maxOutputBytes?: number;
 }
 
-export interface IOContextServiceDeps {
-  store: EventStore;
-  redis: Redis;
-  logger: Logger;
-}
+/** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
+export type IOContextServiceDeps = { store: EventStore; logger: Logger } & ({ redis: Redis } | { outputs: OutputStore });
 
 export interface RunningIOContext {
   port: number;
@@ -30,7 +28,7 @@ export interface RunningIOContext {
 export async function start(config: IOContextConfig, deps: IOContextServiceDeps): Promise<RunningIOContext> {
   const { store, logger } = deps;
   const projections = makeProjections();
-  const outputs = new OutputStore(deps.redis, config.prefix);
+  const outputs = "outputs" in deps ? deps.outputs : new RedisOutputStore(deps.redis, config.prefix);
   const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes]);
   const cleanups = new Set<Promise<void>>();
   feed.onCommit((commit) => {

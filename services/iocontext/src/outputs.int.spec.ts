@@ -1,0 +1,31 @@
+// The output store contract against the machine's Redis, each test under its own key
+// prefix; outages go through a proxy of the test's own, so the shared Redis stays up.
+import { REDIS_URL, uniquePrefix } from "../../../test/support/servers.js";
+import { RedisOutputStore } from "./outputs.redis.js";
+import { outputStoreContract } from "./outputs-contract.testkit.js";
+import { openRedis } from "./redis.js";
+import { tcpProxy } from "./tcp-proxy.testkit.js";
+
+const TIMEOUT_MS = 500;
+
+outputStoreContract("Redis", async () => {
+  const prefix = uniquePrefix("out");
+  const shared = new URL(REDIS_URL);
+  const proxy = await tcpProxy(Number(shared.port || 6379), shared.hostname);
+  const redis = openRedis(`redis://127.0.0.1:${proxy.port}`, { commandTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS });
+  redis.on("error", () => undefined); // connection errors are expected here; the calls report them
+  return {
+    store: new RedisOutputStore(redis, prefix),
+    setAvailable: (available) => proxy.setAvailable(available),
+    dispose: async () => {
+      // Quit over a live connection: a client disconnected while reconnecting keeps a timer.
+      await proxy.setAvailable(true);
+      await redis.quit().catch(() => redis.disconnect());
+      await proxy.close();
+      const cleaner = openRedis(REDIS_URL);
+      const keys = await cleaner.keys(`${prefix}:*`);
+      if (keys.length) await cleaner.del(...keys);
+      await cleaner.quit();
+    },
+  };
+}, { failsWithinMs: 2 * TIMEOUT_MS + 500 });
