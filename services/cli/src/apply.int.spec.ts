@@ -1,9 +1,15 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "@ephemera/kit";
-import * as pb from "@ephemera/proto";
-import { FakeApi, eph, resourceView, sandboxView } from "./fake-api.testkit.js";
+import type { Core } from "../../../test/support/core.js";
+import { eph, useCore, type Live } from "./eph.testkit.js";
+
+// provision waits for $GATE (when given) so a test sees it running; seed waits for $HOLD
+// and fails with exit code $FAIL when asked, after printing what a migration would.
+const PROVISION_SH = `#!/bin/sh
+echo "creating $DBNAME"
+if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
+printf db > /tmp/host
+`;
 
 const PLUGIN = `
 name: hello-db@1.0.0
@@ -16,6 +22,7 @@ spec:
   - name: provision
     inputs:
     - {name: dbname, valueFromSandbox: true}
+    - {name: gate, valueFromSandbox: true}
     outputs:
     - {name: host, valueFromPath: /tmp/host}
     script: "@{embed: ./provision.sh}"
@@ -24,9 +31,13 @@ spec:
     - name: host
       valueFromStep: {name: provision, output: host}
       as: {env: HOST}
+    - {name: hold, valueFromSandbox: true}
+    - {name: fail, valueFromSandbox: true}
     script: |
       #!/bin/sh
-      echo "seeding @{target}"
+      echo "seeding @{target} on $HOST"
+      if [ -n "$HOLD" ]; then while [ ! -e "$HOLD" ]; do sleep 0.05; done; fi
+      if [ -n "$FAIL" ]; then echo migrating; echo "error: relation already exists"; exit "$FAIL"; fi
   delete:
   - name: deprovision
     inputs:
@@ -51,179 +62,199 @@ spec:
       true
 `;
 
-const SANDBOX = `
+/** The sandbox file, with these params of its resource besides dbname. */
+const sandbox = (params: Record<string, string> = {}) => `
 name: "feature-@{suffix}"
 spec:
   cluster: local
   labels: {owner: "@{owner}"}
+  defaultRouteGroup:
+    endpoints: [{name: web, target: "http://web:8080"}]
   resources:
   - name: db
     plugin: hello-db
-    params: {dbname: orders}
+    params: ${JSON.stringify({ dbname: "orders", ...params })}
 `;
 
-let api: FakeApi;
-let dir: string;
-const file = (name: string, content: string) => {
-  const path = join(dir, name);
-  writeFileSync(path, content);
-  return path;
-};
+const core = useCore();
+const api = () => core().address;
+const file = (name: string, content: string) => core().file(name, content);
+const typesOf = async (c: Core) => (await c.events()).map((e) => e.type);
 
-beforeEach(async () => {
-  api = await FakeApi.start();
-  dir = mkdtempSync(join(tmpdir(), "eph-cli-"));
-  file("provision.sh", "#!/bin/sh\nprintf db > /tmp/host\n");
-});
-afterEach(() => {
-  api.stop();
-  rmSync(dir, { recursive: true, force: true });
+beforeEach(() => {
+  file("provision.sh", PROVISION_SH);
 });
 
 describe("eph plugin apply", () => {
-  it("sends the validated, templated plugin and says it was created, then unchanged", async () => {
+  it("publishes the validated, templated plugin and says it was created, then unchanged", async () => {
     const path = file("plugin.yaml", PLUGIN);
-    const first = await eph(api.address, ["plugin", "apply", "-f", path, "--set", "target=orders"]);
-    expect(first).toMatchObject({ code: 0, stdout: "plugin hello-db@1.0.0 created\n" });
-    const [sent] = api.requestsOf("plugin.apply") as pb.ApplyResourcePluginRequest[];
-    expect(sent?.plugin?.name).toBe("hello-db@1.0.0");
-    expect(sent?.plugin?.spec?.create.map((s) => s.script)).toEqual([
-      "#!/bin/sh\nprintf db > /tmp/host\n",
-      "#!/bin/sh\necho \"seeding orders\"\n",
+    const first = await eph(api(), ["plugin", "apply", "-f", path, "--set", "target=orders"]);
+    expect(first).toMatchObject({ code: 0, stdout: "plugin hello-db@1.0.0 created\n", stderr: "" });
+    const published = await core().waitForEvent("ephemera.plugin.published.v1", "hello-db");
+    const data = published.data as { version: string; spec: { create: Array<{ script: string }> } };
+    expect(data.version).toBe("1.0.0");
+    expect(data.spec.create.map((s) => s.script)).toEqual([
+      PROVISION_SH,
+      expect.stringMatching(/^#!\/bin\/sh\necho "seeding orders on \$HOST"\n/),
     ]);
-    const again = await eph(api.address, ["rp", "apply", "-f", path, "--set", "target=orders"]);
+    const again = await eph(api(), ["rp", "apply", "-f", path, "--set", "target=orders"]);
     expect(again).toMatchObject({ code: 0, stdout: "plugin hello-db@1.0.0 unchanged\n" });
+    expect(await typesOf(core())).toEqual(["ephemera.plugin.published.v1"]);
   });
 
   it("exits 1 with the server's message when the version is published with another spec", async () => {
     const path = file("plugin.yaml", PLUGIN);
-    expect((await eph(api.address, ["plugin", "apply", "-f", path, "--set", "target=a"])).code).toBe(0);
-    const r = await eph(api.address, ["plugin", "apply", "-f", path, "--set", "target=b"]);
+    expect((await eph(api(), ["plugin", "apply", "-f", path, "--set", "target=a"])).code).toBe(0);
+    const r = await eph(api(), ["plugin", "apply", "-f", path, "--set", "target=b"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("plugin hello-db@1.0.0 is published with a different spec");
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain("error: plugin hello-db@1.0.0 is already published with a different spec");
+    expect(await typesOf(core())).toEqual(["ephemera.plugin.published.v1"]);
   });
 
   it("reads standard input with -f -", async () => {
-    const r = await eph(api.address, ["plugin", "apply", "-f", "-"], {
+    const r = await eph(api(), ["plugin", "apply", "-f", "-"], {
       stdin: PLUGIN.replace('"@{embed: ./provision.sh}"', "|\n      #!/bin/sh\n      true").replace("@{target}", "x"),
     });
     expect(r).toMatchObject({ code: 0, stdout: "plugin hello-db@1.0.0 created\n" });
+    await core().waitForEvent("ephemera.plugin.published.v1", "hello-db");
   });
 
-  it("exits 2 listing every violation with its field path, and sends nothing", async () => {
-    const r = await eph(api.address, ["plugin", "apply", "-f", file("bad.yaml", INVALID_PLUGIN)]);
+  it("exits 2 listing every violation with its field path, and writes nothing", async () => {
+    const r = await eph(api(), ["plugin", "apply", "-f", file("bad.yaml", INVALID_PLUGIN)]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/^ {2}spec\.create\[0\]\.script: .+$/m);
     expect(r.stderr).toMatch(/^ {2}spec\.create\[1\]\.inputs\[0\]\.valueFromStep\.name: .+$/m);
-    expect(api.received).toEqual([]);
+    expect(await core().events()).toEqual([]);
   });
 
   it("exits 2 naming every unset variable", async () => {
-    const r = await eph(api.address, ["sandbox", "apply", "-f", file("sb.yaml", SANDBOX)]);
+    const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox())]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("suffix");
     expect(r.stderr).toContain("owner");
-    expect(api.received).toEqual([]);
+    expect(await core().events()).toEqual([]);
   });
 
   it("exits 2 for a file that does not exist", async () => {
-    const r = await eph(api.address, ["plugin", "apply", "-f", join(dir, "missing.yaml")]);
+    const r = await eph(api(), ["plugin", "apply", "-f", join(core().scratch, "missing.yaml")]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("missing.yaml");
   });
 });
 
 describe("eph plugin delete -f", () => {
+  const versions = async () =>
+    JSON.parse((await eph(api(), ["plugin", "list", "-o", "json"])).stdout).map((p: { name: string; version: string }) => `${p.name}@${p.version}`);
+
   it("deletes exactly the version the file publishes", async () => {
-    api.plugins = ["1.0.0", "2.0.0"].map((version) => pb.ResourcePluginVersion.fromPartial({ name: "hello-db", version }));
-    const r = await eph(api.address, ["plugin", "delete", "-f", file("plugin.yaml", PLUGIN)]);
+    const v1 = file("plugin.yaml", PLUGIN);
+    const v2 = file("plugin-2.yaml", PLUGIN.replace("hello-db@1.0.0", "hello-db@2.0.0"));
+    for (const path of [v1, v2]) expect((await eph(api(), ["plugin", "apply", "-f", path, "--set", "target=x"])).code).toBe(0);
+    const r = await eph(api(), ["plugin", "delete", "-f", v1]);
     expect(r).toMatchObject({ code: 0, stdout: "plugin hello-db@1.0.0 deleted\n" });
-    expect(api.requestsOf("plugin.delete")).toEqual([{ ref: "hello-db@1.0.0" }]);
+    const deleted = await core().waitForEvent("ephemera.plugin.version_deleted.v1", "hello-db");
+    expect(deleted.data).toEqual({ name: "hello-db", version: "1.0.0" });
+    expect(await versions()).toEqual(["hello-db@2.0.0"]);
   });
 
   it("takes a bare name as version 0.0.0", async () => {
-    api.plugins = [pb.ResourcePluginVersion.fromPartial({ name: "hello-db", version: "0.0.0" })];
-    const r = await eph(api.address, ["plugin", "delete", "-f", file("plugin.yaml", PLUGIN.replace("hello-db@1.0.0", "hello-db"))]);
-    expect(r.code).toBe(0);
-    expect(api.requestsOf("plugin.delete")).toEqual([{ ref: "hello-db@0.0.0" }]);
+    const path = file("plugin.yaml", PLUGIN.replace("hello-db@1.0.0", "hello-db"));
+    expect((await eph(api(), ["plugin", "apply", "-f", path, "--set", "target=x"])).stdout).toBe("plugin hello-db@0.0.0 created\n");
+    const r = await eph(api(), ["plugin", "delete", "-f", path]);
+    expect(r).toMatchObject({ code: 0, stdout: "plugin hello-db@0.0.0 deleted\n" });
+    expect((await core().waitForEvent("ephemera.plugin.version_deleted.v1", "hello-db")).data).toEqual({ name: "hello-db", version: "0.0.0" });
+    expect(await versions()).toEqual([]);
   });
 });
 
 describe("eph sandbox apply", () => {
   const sets = ["--set", "suffix=x", "--set", "owner=ana"];
-  const creating = (steps: Array<[string, string, number?]>) =>
-    sandboxView("feature-x", { reason: "Creating", resources: [resourceView("db", "Provisioning", steps)] });
+  const rk = () => `${core().tag}00000001`;
+  const publish = async () => {
+    const r = await eph(api(), ["plugin", "apply", "-f", file("plugin.yaml", PLUGIN), "--set", "target=orders"]);
+    expect(r.code).toBe(0);
+  };
+  beforeEach(() => publish());
 
-  it("sends the validated sandbox and returns without --wait", async () => {
-    const r = await eph(api.address, ["sandbox", "apply", "-f", file("sb.yaml", SANDBOX), ...sets]);
-    expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x created (routing key rk123)\n" });
-    const [sent] = api.requestsOf("sandbox.apply") as pb.ApplySandboxRequest[];
-    expect(sent?.sandbox?.name).toBe("feature-x");
-    expect(sent?.sandbox?.spec?.labels).toEqual({ owner: "ana" });
-    expect(sent?.sandbox?.spec?.resources[0]).toMatchObject({ name: "db", plugin: "hello-db", params: { dbname: "orders" } });
-    expect(api.watchCalls).toBe(0);
+  /** The status of the sandbox's steps, as the API reports them, e.g. `provision=Running`. */
+  const stepsOf = async (name: string) =>
+    (await core().sandboxes.view(name, false)).resources.flatMap((r) => r.steps.map((s) => `${s.name}=${s.status}`));
+
+  it("creates the sandbox and returns without waiting for it", async () => {
+    const gate = join(core().scratch, "go");
+    const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox({ gate })), ...sets]);
+    expect(r).toMatchObject({ code: 0, stdout: `sandbox feature-x created (routing key ${rk()})\n`, stderr: "" });
+    const created = await core().waitForEvent("ephemera.sandbox.created.v1", "feature-x");
+    expect(created.data).toMatchObject({
+      name: "feature-x",
+      routingKey: rk(),
+      spec: { cluster: "local", labels: { owner: "ana" } },
+      resources: [{ name: "db", plugin: "hello-db", version: "1.0.0", params: { dbname: "orders", gate } }],
+    });
+    // It returned while provision still waits for its gate: the sandbox is not ready.
+    expect((await core().sandboxes.view("feature-x", false)).status?.ready).toBe(false);
   });
 
   it("--wait prints progress while it waits and exits 0 once ready", async () => {
-    let release!: () => void;
-    api.watchPlans = [[
-      creating([["provision", "Running"], ["seed", "Pending"]]),
-      { gate: new Promise<void>((r) => (release = r)) },
-      creating([["provision", "Succeeded"], ["seed", "Running"]]),
-      sandboxView("feature-x", { reason: "Ready", ready: true, resources: [resourceView("db", "Ready", [["provision", "Succeeded"], ["seed", "Succeeded"]])] }),
-    ]];
-    const live = { stdout: "", stderr: "" };
-    const running = eph(api.address, ["sb", "apply", "-f", file("sb.yaml", SANDBOX), ...sets, "--wait"], { live });
+    const gate = join(core().scratch, "go");
+    const live: Live = { stdout: "", stderr: "" };
+    const running = eph(api(), ["sb", "apply", "-f", file("sb.yaml", sandbox({ gate })), ...sets, "--wait"], { live });
     await waitFor(() => live.stderr.includes("db: provision running\n"), { what: "progress before the sandbox is ready" });
-    expect(live.stdout).not.toContain("ready");
-    release();
+    expect(live.stdout).toBe(`sandbox feature-x created (routing key ${rk()})\n`);
+    file("go", "");
     const r = await running;
     expect(r.code).toBe(0);
-    expect(r.stderr).toBe("db: provision running\ndb: provision succeeded\ndb: seed running\ndb: seed succeeded\ndb: ready\n");
-    expect(r.stdout).toBe("sandbox feature-x created (routing key rk123)\nsandbox feature-x ready\n  web: https://web--rk123.preview.local\n");
+    expect(r.stderr).toBe(
+      "db: provision running\ndb: provision succeeded\ndb: seed queued\ndb: seed running\ndb: seed succeeded\ndb: ready\n",
+    );
+    expect(r.stdout).toBe(
+      `sandbox feature-x created (routing key ${rk()})\nsandbox feature-x ready\n  web: https://web--${rk()}.preview.test\n`,
+    );
+    await core().waitForEvent("ephemera.sandbox.ready.v1", "feature-x");
   });
 
   it("--wait exits 1 on ResourceFailed naming the step, its exit code, reason and log tail", async () => {
-    api.watchPlans = [[
-      creating([["provision", "Running"]]),
-      sandboxView("feature-x", {
-        reason: "ResourceFailed",
-        message: "resource db failed",
-        resources: [resourceView("db", "Failed", [["provision", "Succeeded"], ["seed", "Failed", 3]], {
-          failure: { step: "seed", runId: "r", exitCode: 3, reason: "Error", message: "script exited with 3", logTail: "migrating\nerror: relation already exists\n" },
-        })],
-      }),
-    ]];
-    const r = await eph(api.address, ["sandbox", "apply", "-f", file("sb.yaml", SANDBOX), ...sets, "--wait"]);
+    const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox({ fail: "3" })), ...sets, "--wait"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("db: seed failed (exit code 3)");
+    expect(r.stderr).toContain("db: seed failed (exit code 3)\n");
     expect(r.stderr).toContain("resource db failed at step seed (create)\n  exit code: 3\n  reason:    Error\n");
-    expect(r.stderr).toContain("    | error: relation already exists\n");
-    expect(r.stderr).toContain("error: sandbox feature-x failed: resource db failed");
+    expect(r.stderr).toContain("    | seeding orders on db\n    | migrating\n    | error: relation already exists\n");
+    expect(r.stderr).toContain("error: sandbox feature-x failed: resource db: step seed exited 3 (Error)");
+    const failed = await core().waitForEvent("ephemera.sandbox.resource_provision_failed.v1", "feature-x");
+    expect(failed.data).toMatchObject({ resource: "db", failure: { step: "seed", exitCode: 3, reason: "Error" } });
   });
 
   it("--wait-timeout exits 1 saying what it was still waiting for", async () => {
-    api.watchPlans = [[creating([["provision", "Succeeded"], ["seed", "Running"]])]];
-    const r = await eph(api.address, ["sandbox", "apply", "-f", file("sb.yaml", SANDBOX), ...sets, "--wait", "--wait-timeout", "250ms"]);
+    const path = file("sb.yaml", sandbox({ hold: join(core().scratch, "never") }));
+    expect((await eph(api(), ["sandbox", "apply", "-f", path, ...sets])).code).toBe(0);
+    await waitFor(async () => (await stepsOf("feature-x")).includes("seed=Running"), { what: "seed to be running" });
+    // Applying the same file again changes nothing, and waits.
+    const r = await eph(api(), ["sandbox", "apply", "-f", path, ...sets, "--wait", "--wait-timeout", "250ms"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("error: timed out after 250ms waiting for sandbox feature-x to be ready; still waiting for: db (provisioning, seed running)");
+    expect(r.stdout).toBe(`sandbox feature-x unchanged (routing key ${rk()})\n`);
+    expect(r.stderr).toContain(
+      "error: timed out after 250ms waiting for sandbox feature-x to be ready; still waiting for: db (provisioning, seed running)",
+    );
   });
 });
 
 describe("eph sandbox delete -f", () => {
   it("needs only the variables used in the name", async () => {
-    api.sandboxes.set("feature-x", sandboxView("feature-x", { reason: "Ready", ready: true }));
-    const r = await eph(api.address, ["sandbox", "delete", "-f", file("sb.yaml", SANDBOX), "--set", "suffix=x"]);
+    expect((await eph(api(), ["plugin", "apply", "-f", file("plugin.yaml", PLUGIN), "--set", "target=x"])).code).toBe(0);
+    const path = file("sb.yaml", sandbox());
+    expect((await eph(api(), ["sandbox", "apply", "-f", path, "--set", "suffix=x", "--set", "owner=ana"])).code).toBe(0);
+    const r = await eph(api(), ["sandbox", "delete", "-f", path, "--set", "suffix=x"]);
     expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x deleting\n" });
-    expect(api.requestsOf("sandbox.delete")).toEqual([{ name: "feature-x", force: false }]);
+    expect((await core().waitForEvent("ephemera.sandbox.deleting.v1", "feature-x")).data).toEqual({ reason: "requested" });
   });
 });
 
 describe("eph schema", () => {
   it("prints the JSON Schema of each file", async () => {
     for (const kind of ["plugin", "sandbox"]) {
-      const r = await eph(api.address, ["schema", kind]);
+      const r = await eph(api(), ["schema", kind]);
       expect(r.code).toBe(0);
       const schema = JSON.parse(r.stdout);
       expect(schema.properties).toHaveProperty("name");
@@ -232,6 +263,6 @@ describe("eph schema", () => {
   });
 
   it("exits 2 for another kind", async () => {
-    expect((await eph(api.address, ["schema", "workload"])).code).toBe(2);
+    expect((await eph(api(), ["schema", "workload"])).code).toBe(2);
   });
 });
