@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
-import { mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
@@ -10,6 +10,7 @@ import {
   type EventStore, type LogStore, type WorkQueue,
 } from "@ephemera/eventstore";
 import { createLogger, waitFor } from "@ephemera/kit";
+import { REPORT_FILE } from "@ephemera/io-agent";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { start, type RunningRunner } from "./index.js";
 import { testNats } from "../../../test/support/servers.js";
@@ -158,12 +159,12 @@ describe("runner with the process driver, against NATS and Redis", () => {
   };
 
   /** What the scheduler does: start the workflow, record the dispatch, then publish it. */
-  const dispatch = async (routingKey: string, stepName: string, params: Record<string, string> = {}, cluster = "local") => {
+  const dispatch = async (routingKey: string, stepName: string, params: Record<string, string> = {}, cluster = "local", extra: Partial<pb.StepDispatch> = {}) => {
     const wf = workflowId(routingKey, "db", "create");
     const run = makeRunId(wf, stepName, 1);
     const d = pb.StepDispatch.fromPartial({
       runId: run, workflowId: wf, sandbox: `sb-${routingKey}`, routingKey, resource: "db", phase: "create", step: stepName,
-      attempt: 1, cluster, plugin: "hello-db", version: "1.0.0",
+      attempt: 1, cluster, plugin: "hello-db", version: "1.0.0", ...extra,
     });
     const existing = await store.read(Aggregates.workflow, wf);
     await store.append(Aggregates.workflow, wf, existing, [
@@ -255,6 +256,40 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await waitFor(() => handled.filter((r) => r === d.runId).length === 2, { what: "the second delivery to be handled" });
     expect(await readFile(join(scratchDir, "count-rkd"), "utf8")).toBe("started\n");
     expect((await stepRunEvents(d.runId)).map((e) => e.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
+  });
+
+  it("stops a step that runs past its timeout and records DeadlineExceeded", async () => {
+    const d = await dispatch("rkk", "hang", {}, "local", { timeoutMs: 1000 });
+    const e = await result(d.runId);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+      reason: "DeadlineExceeded", message: expect.stringContaining("timeout of 1s"), logTail: expect.stringContaining("stopping on TERM"),
+    });
+    expect(processesOf(d.runId)).toEqual([]);
+  });
+
+  it("records the result a runner that died left on disk, without running the step again", async () => {
+    const wf = workflowId("rkl", "db", "create");
+    const run = makeRunId(wf, "provision", 1);
+    await append(Aggregates.steprun, run, ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step: "provision", attempt: 1, runner: "gone-2" }));
+    await mkdir(join(workdir, "runs", run), { recursive: true });
+    await writeFile(join(workdir, "runs", run, REPORT_FILE), JSON.stringify({ outcome: "failed", reason: "Error", exitCode: 7, message: "the script exited with code 7" }));
+    await dispatch("rkl", "provision", { "db-name": "orders", config: "1" });
+    const e = await result(run);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "Error", exitCode: 7 });
+    expect(existsSync(join(scratchDir, "count-rkl"))).toBe(false);
+    await waitFor(() => !existsSync(join(workdir, "runs", run)), { what: "the run directory to be cleaned up once recorded" });
+  });
+
+  it("drops a dispatch its workflow no longer wants, and records why", async () => {
+    const d = await dispatch("rkm", "provision", { "db-name": "orders", config: "1" });
+    await result(d.runId);
+    // Attempt 2 was never dispatched by its workflow: a stray delivery is dropped, not run.
+    const stray = pb.StepDispatch.fromPartial({ ...d, runId: makeRunId(d.workflowId, "provision", 2), attempt: 2 });
+    await queue.publish("local", stray.runId, stray);
+    const e = await result(stray.runId);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "Cancelled", message: expect.stringContaining("not its step's current attempt") });
+    expect((await stepRunEvents(stray.runId)).map((x) => x.type)).toEqual(["ephemera.steprun.failed.v1"]);
+    expect(await readFile(join(scratchDir, "count-rkm"), "utf8")).toBe("started\n");
   });
 
   it("records a run that a lost runner started as RunnerLost without running it", async () => {

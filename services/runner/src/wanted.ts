@@ -26,5 +26,5 @@ export async function unwantedBecause(store: EventStore, workflowId: string, ste
     }
   }
   if (current === undefined) return "its workflow never dispatched it";
-  return current === runId ? undefined : `a later attempt (${current}) replaced it`;
+  return current === runId ? undefined : `it is not its step's current attempt (that is ${current})`;
 }
