@@ -40,8 +40,8 @@ describe("scheduler on JetStream", () => {
     await nc.close();
   });
 
-  const startScheduler = async () => {
-    scheduler = new Scheduler({ store, queue, logger: createLogger("test", "silent") });
+  const startScheduler = async (policy: ConstructorParameters<typeof Scheduler>[0]["policy"] = {}) => {
+    scheduler = new Scheduler({ store, queue, logger: createLogger("test", "silent"), policy });
     await scheduler.start();
   };
   const append = async (aggregate: string, id: string, events: DomainEvent[]) => {
@@ -137,5 +137,55 @@ describe("scheduler on JetStream", () => {
     const ids = queue.published.map((p) => p.id);
     expect(ids).toHaveLength(4);
     expect(new Set(ids).size).toBe(4);
+  });
+  it("runs a failed step again after its backoff when its retries allow, as a new attempt", async () => {
+    const retrying = pb.ResourcePluginSpec.fromPartial({ ...spec, create: [{ name: "a", retries: 1 }] });
+    await store.append(Aggregates.plugin, "flaky", NO_AGGREGATE,
+      [encode(ev("ephemera.plugin.published.v1", { name: "flaky", version: "1.0.0", spec: retrying, digest: "f" }))], { source: "test" });
+    await startScheduler();
+    const flaky = { name: "db", plugin: "flaky", version: "1.0.0", params: {} };
+    await append(Aggregates.sandbox, "sb", [
+      ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk1", spec: { cluster: "c1" }, resources: [flaky] }),
+      ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource: flaky }),
+    ]);
+    await waitFor(() => queue.published.length === 1, { what: "attempt 1" });
+    await finish(queue.published[0]!.data, false);
+    // The retry is a durable timer: about a second later attempt 2 goes out, under its own run id.
+    await waitFor(() => queue.published.length === 2, { timeoutMs: 10_000, what: "attempt 2 after the backoff" });
+    expect(queue.published.map((p) => p.id)).toEqual(["rk1.db.create.a.1", "rk1.db.create.a.2"]);
+    expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started", "step_retry_scheduled", "step_dispatched"]);
+    await finish(queue.published[1]!.data, false);
+    await waitFor(async () => (await workflowTypes("rk1.db.create")).at(-1) === "failed", { what: "the workflow to fail after its last attempt" });
+  });
+
+  it("reports a run no runner takes, and deletes the sandbox without a runner", async () => {
+    await startScheduler({ unclaimedAfterMs: 300 });
+    await createSandbox();
+    await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_unclaimed"), { what: "the unclaimed report" });
+    const unclaimed = (await store.read(Aggregates.workflow, "rk1.db.create")).events.map(decode).find((e) => e?.type === "ephemera.workflow.step_unclaimed.v1");
+    expect(unclaimed?.data).toMatchObject({ step: "a", runId: "rk1.db.create.a.1", cluster: "c1" });
+    await append(Aggregates.sandbox, "sb", [
+      ev("ephemera.sandbox.deleting.v1", {}),
+      ev("ephemera.sandbox.resource_deprovision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
+    ]);
+    // Nothing ever started: the queued step is cancelled at once and the delete workflow has nothing to undo.
+    await waitFor(async () => (await workflowTypes("rk1.db.delete")).at(-1) === "succeeded", { what: "the delete workflow to end" });
+    expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_unclaimed", "cancel_requested", "cancelled"]);
+    const del = (await store.read(Aggregates.workflow, "rk1.db.delete")).events.map(decode)[0];
+    expect(del?.data).toMatchObject({ steps: [], skippedReason: expect.stringContaining("no create step ever started") });
+    expect(queue.cancels[0]).toMatchObject({ cluster: "c1", body: { runIds: ["rk1.db.create.a.1"] } });
+  });
+
+  it("fails a workflow at once, with a reason, when its plugin version is missing", async () => {
+    await startScheduler();
+    const ghost = { name: "db", plugin: "ghost", version: "9.9.9", params: {} };
+    await append(Aggregates.sandbox, "sb", [
+      ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk1", spec: { cluster: "c1" }, resources: [ghost] }),
+      ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource: ghost }),
+    ]);
+    await waitFor(async () => (await workflowTypes("rk1.db.create")).at(-1) === "failed", { what: "the workflow to fail" });
+    const failed = (await store.read(Aggregates.workflow, "rk1.db.create")).events.map(decode).at(-1);
+    expect(failed?.data).toMatchObject({ failure: { reason: "PluginVersionMissing", message: expect.stringContaining("ghost@9.9.9") } });
+    expect(queue.published).toHaveLength(0);
   });
 });
