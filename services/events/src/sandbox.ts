@@ -12,6 +12,8 @@ export interface ResourceState {
   status: ResourceStatus;
   outputs: pb.OutputRef[];
   failure?: pb.StepFailure;
+  /** Retries asked for (eph sandbox retry): an outcome of an earlier try no longer counts. */
+  retries: number;
 }
 
 export type SandboxLifecycle = "none" | "active" | "deleting" | "deleted";
@@ -55,7 +57,7 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
         spec: event.data.spec,
         endpoints: event.data.endpoints,
         resources: event.data.resources.map((r) => ({
-          name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [],
+          name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [], retries: 0,
         })),
         createdAt: time,
         updatedAt: time,
@@ -78,7 +80,7 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
         resources: state.resources.map((r) => {
           if (!again.has(r.name)) return r;
           const { failure: _f, ...rest } = r;
-          return { ...rest, status: "Provisioning" };
+          return { ...rest, status: "Provisioning", retries: r.retries + 1 };
         }),
       };
     }

@@ -33,9 +33,11 @@ export interface WorkflowState {
   steps: StepState[];
   /** The failure that ended the workflow. */
   failure?: pb.StepFailure;
+  /** How many times it was retried after failing. */
+  retried: number;
 }
 
-export const initialWorkflow = (): WorkflowState => ({ status: "none", steps: [] });
+export const initialWorkflow = (): WorkflowState => ({ status: "none", steps: [], retried: 0 });
 
 export const isTerminal = (s: WorkflowStatus) => s === "succeeded" || s === "failed" || s === "cancelled";
 
@@ -51,6 +53,7 @@ export function evolveWorkflow(state: WorkflowState, event: DomainEvent, time = 
         status: "running",
         started: event.data,
         steps: event.data.steps.map((s) => ({ name: s.name, dependsOn: s.dependsOn, status: "pending", attempt: 0, outputs: [], attempts: [] })),
+        retried: 0,
       };
     case "ephemera.workflow.step_dispatched.v1": {
       const { step: name, runId, attempt: n } = event.data;
@@ -97,7 +100,10 @@ export function evolveWorkflow(state: WorkflowState, event: DomainEvent, time = 
     case "ephemera.workflow.retried.v1": {
       const again = new Set(event.data.steps);
       const { failure: _f, ...rest } = state;
-      return { ...rest, status: "running", steps: state.steps.map((s) => (again.has(s.name) ? { ...s, status: "pending" } : s)) };
+      return {
+        ...rest, status: "running", retried: state.retried + 1,
+        steps: state.steps.map((s) => (again.has(s.name) ? { ...s, status: "pending" } : s)),
+      };
     }
     case "ephemera.workflow.succeeded.v1":
       return { ...state, status: "succeeded" };

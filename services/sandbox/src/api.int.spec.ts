@@ -7,6 +7,7 @@ import {
   ConflictError, NotFoundError, ValidationError, call, createLogger, fromServiceError, grpc, startGrpcServer, waitFor,
   type FieldViolation, type RunningServer,
 } from "@ephemera/kit";
+import { Aggregates, encode, ev, workflowId } from "@ephemera/events";
 import { RULES, loadTemplate, pluginViolations, sandboxViolations } from "@ephemera/spec";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { testNats } from "../../../test/support/servers.js";
@@ -429,5 +430,77 @@ describe("watch streams", () => {
     expect(ended.ms).toBeLessThan(5_000);
     expect(ended.views[0]?.status?.reason).toBe("Creating");
     await expect(api.getSandbox("feature-a")).rejects.toBeInstanceOf(NotFoundError);
+  });
+});
+
+describe("time, retries and who asked", () => {
+  let api: Api;
+  beforeEach(async () => { api = await startApi(); });
+  afterEach(() => api.stop());
+
+  /** What the scheduler would append: the resource's create workflow ended. */
+  const endCreate = async (sb: pb.SandboxView, resource: string, outcome: "failed" | "succeeded", attempt = 1) => {
+    const id = workflowId(sb.routingKey, resource, "create");
+    const runId = `${id}.provision.${attempt}`;
+    const current = await api.store.read(Aggregates.workflow, id);
+    const events = [
+      ...(current.version === 0 ? [ev("ephemera.workflow.started.v1", { workflowId: id, resource, phase: "create", steps: [{ name: "provision" }] })] : [ev("ephemera.workflow.retried.v1", { steps: ["provision"] })]),
+      ev("ephemera.workflow.step_dispatched.v1", { step: "provision", runId, attempt }),
+      outcome === "failed"
+        ? ev("ephemera.workflow.step_failed.v1", { step: "provision", runId, failure: { step: "provision", runId, reason: "Error", exitCode: 3 } })
+        : ev("ephemera.workflow.step_succeeded.v1", { step: "provision", runId }),
+      outcome === "failed"
+        ? ev("ephemera.workflow.failed.v1", { failure: { step: "provision", runId, reason: "Error", exitCode: 3 } })
+        : ev("ephemera.workflow.succeeded.v1", {}),
+    ];
+    await api.store.append(Aggregates.workflow, id, current, events.map(encode), { source: "test" });
+  };
+
+  it("deletes a sandbox when its TTL expires, showing when it will", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    const doc = sandbox("short-lived", "db=db@1.0.0");
+    (doc.spec as { ttl?: unknown }).ttl = { duration: "2s" };
+    const { sandbox: created } = await api.applySandbox(doc);
+    const due = Date.parse(created!.status!.scheduledDeleteTime);
+    expect(due - Date.parse(created!.createdAt)).toBe(2000);
+    const deleting = await waitFor(async () => {
+      const v = await api.getSandbox("short-lived");
+      return v.status?.reason === "Deleting" ? v : undefined;
+    }, { timeoutMs: 10_000, what: "TTL expiry" });
+    expect(Date.now()).toBeGreaterThanOrEqual(due);
+    expect(deleting.status?.message).toContain("TTL expired");
+    const events = (await api.store.read(Aggregates.sandbox, "short-lived")).events;
+    expect(events.find((e) => e.type === "ephemera.sandbox.deleting.v1")).toMatchObject({ data: { reason: "ttl" }, actor: "ttl" });
+    expect(events.some((e) => e.type === "ephemera.sandbox.resource_deprovision_requested.v1")).toBe(true);
+  });
+
+  it("retries only the failed resources, and refuses when none failed", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    const { sandbox: sb } = await api.applySandbox(sandbox("flaky", "good=db@1.0.0", "bad=db@1.0.0"));
+    await endCreate(sb!, "good", "succeeded");
+    await endCreate(sb!, "bad", "failed");
+    await waitFor(async () => (await api.getSandbox("flaky")).status?.reason === "ResourceFailed", { what: "the failure" });
+    const retried = await call(api.sandboxes.retry.bind(api.sandboxes), { name: "flaky" });
+    expect(retried.resources).toEqual(["bad"]);
+    expect(retried.sandbox?.resources.map((r) => [r.name, r.status])).toEqual([["good", "Ready"], ["bad", "Provisioning"]]);
+    await endCreate(sb!, "bad", "succeeded", 2);
+    await waitFor(async () => (await api.getSandbox("flaky")).status?.ready, { what: "ready after the retry" });
+    const again = await errorOf(call(api.sandboxes.retry.bind(api.sandboxes), { name: "flaky" }));
+    expect(again).toBeInstanceOf(ConflictError);
+    expect(again.message).toContain("no failed resource");
+  });
+
+  it("records who asked and one correlation id for everything an API call causes", async () => {
+    await api.applyPlugin(plugin("db@1.0.0"));
+    const md = new grpc.Metadata();
+    md.set("x-ephemera-actor", "alice");
+    await new Promise<void>((resolve, reject) => api.sandboxes.apply({ sandbox: pb.Sandbox.fromJSON(sandbox("audited", "a=db@1.0.0", "b=db@1.0.0")) }, md,
+      (err) => (err ? reject(err) : resolve())));
+    const events = (await api.store.read(Aggregates.sandbox, "audited")).events;
+    expect(events.map((e) => e.type)).toEqual([
+      "ephemera.sandbox.created.v1", "ephemera.sandbox.resource_provision_requested.v1", "ephemera.sandbox.resource_provision_requested.v1",
+    ]);
+    expect(new Set(events.map((e) => e.correlationId)).size).toBe(1);
+    expect(events.every((e) => e.actor === "alice")).toBe(true);
   });
 });

@@ -321,6 +321,8 @@ export class SandboxCore {
         const id = workflowId(state.routingKey, r.name, phase);
         const wf = this.workflows.get(id)?.state;
         if (!wf || !isTerminal(wf.status) || wf.status === "cancelled") continue;
+        // After a retry, only the outcome of the retried workflow counts.
+        if (phase === "create" && wf.retried < r.retries) continue;
         await execute(this.deps.store, this.sandboxes, name, (s) => decideSandbox({
           kind: "workflow-ended", resource: r.name, phase, workflowId: id,
           outcome: wf.status === "succeeded" ? "succeeded" : "failed",
