@@ -1,51 +1,102 @@
-import { NotFoundError, UnavailableError, waitFor } from "@ephemera/kit";
-import * as pb from "@ephemera/proto";
-import { FakeApi, eph, resourceView, sandboxView } from "./fake-api.testkit.js";
+import { join } from "node:path";
+import { UnavailableError, waitFor } from "@ephemera/kit";
+import { eph, useCore, type Live } from "./eph.testkit.js";
+import { WatchProxy } from "./watch-proxy.testkit.js";
 
-let api: FakeApi;
-beforeEach(async () => { api = await FakeApi.start(); });
-afterEach(() => api.stop());
+// provision fails (exit 3) while the file $MARKER names is missing, then writes a text and a
+// binary output; deprovision waits for $GATE and fails (exit 7) when $REFUSE is set.
+const PLUGIN = `
+name: hello-db@1.0.0
+spec:
+  runner: {image: debian:bookworm-slim}
+  create:
+  - name: provision
+    inputs:
+    - {name: marker, valueFromSandbox: true}
+    outputs:
+    - {name: host, valueFromPath: /tmp/host}
+    - {name: key, valueFromPath: /tmp/key}
+    script: |
+      #!/bin/sh
+      echo "creating db in $EPHEMERA_RUN_ID"
+      if [ -n "$MARKER" ] && [ ! -e "$MARKER" ]; then echo "no marker at $MARKER"; exit 3; fi
+      printf db-42 > /tmp/host
+      printf '\\377\\376' > /tmp/key
+  delete:
+  - name: deprovision
+    inputs:
+    - {name: host, valueFromStep: {name: provision, output: host}}
+    - {name: gate, valueFromSandbox: true}
+    - {name: refuse, valueFromSandbox: true}
+    script: |
+      #!/bin/sh
+      echo "dropping $HOST"
+      if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
+      if [ -n "$REFUSE" ]; then echo "permission denied"; exit 7; fi
+`;
 
-const withOutputs = (name = "feature-x") =>
-  sandboxView(name, {
-    reason: "Ready",
-    ready: true,
-    resources: [
-      resourceView("db", "Ready", [["provision", "Succeeded", 0]], {
-        outputs: [
-          { key: "provision.host", size: 5, value: Buffer.from("db-42") },
-          { key: "provision.key", size: 2, value: Buffer.from([0xff, 0xfe]) },
-        ],
-      }),
-    ],
-  });
+const core = useCore();
+const api = () => core().address;
+/** The routing key of the n-th sandbox this test's core created. */
+const rk = (n = 1) => `${core().tag}${String(n).padStart(8, "0")}`;
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+beforeEach(async () => {
+  expect((await eph(api(), ["plugin", "apply", "-f", core().file("plugin.yaml", PLUGIN)])).code).toBe(0);
+});
+
+/** Applies a sandbox with one resource `db` on hello-db; with `wait`, until it is ready. */
+async function applySandbox(name: string, opts: { params?: Record<string, string>; cluster?: string; extra?: string; wait?: boolean } = {}) {
+  const doc = `
+name: ${name}
+spec:
+  cluster: ${opts.cluster ?? "local"}
+  defaultRouteGroup:
+    endpoints: [{name: web, target: "http://web:8080"}]
+  resources:
+  - {name: db, plugin: hello-db, params: ${JSON.stringify(opts.params ?? {})}}
+${opts.extra ?? ""}`;
+  const r = await eph(api(), ["sandbox", "apply", "-f", core().file(`${name}.yaml`, doc), ...(opts.wait === false ? [] : ["--wait"])]);
+  if (r.code !== 0) throw new Error(`applying sandbox ${name} exited ${r.code}:\n${r.stderr}`);
+}
+
+/** `step=Status` for every step of the sandbox, as the API reports them. */
+const stepsOf = async (name: string) =>
+  (await core().sandboxes.view(name, false)).resources.flatMap((r) => r.steps.map((s) => `${s.name}=${s.status}`));
+
+const waitForStep = (name: string, step: string) =>
+  waitFor(async () => (await stepsOf(name)).includes(step), { what: `${step} in sandbox ${name}` });
 
 describe("eph sandbox get", () => {
-  it("prints one JSON document with sizes only, and asks for no values", async () => {
-    api.sandboxes.set("feature-x", withOutputs());
-    const r = await eph(api.address, ["sandbox", "get", "feature-x", "-o", "json"]);
+  beforeEach(() => applySandbox("feature-x"));
+
+  it("prints one JSON document with output sizes only", async () => {
+    const r = await eph(api(), ["sandbox", "get", "feature-x", "-o", "json"]);
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
+    expect(Object.keys(doc)).toEqual(["name", "routingKey", "spec", "status", "endpoints", "resources", "createdAt", "updatedAt"]);
+    const created = await core().waitForEvent("ephemera.sandbox.created.v1", "feature-x");
+    const ready = await core().waitForEvent("ephemera.sandbox.ready.v1", "feature-x");
     expect(doc).toMatchObject({
       name: "feature-x",
-      routingKey: "rk123",
+      routingKey: rk(),
       spec: { cluster: "local" },
-      status: { ready: true, reason: "Ready", message: "" },
-      endpoints: [{ name: "web", url: "https://web--rk123.preview.local" }],
-      createdAt: "2026-01-02T03:04:05.000Z",
-      updatedAt: "2026-01-02T03:04:06.000Z",
+      status: { ready: true, reason: "Ready", message: "all resources are ready" },
+      endpoints: [{ name: "web", url: `https://web--${rk()}.preview.test` }],
+      createdAt: created.time,
+      updatedAt: ready.time,
     });
-    expect(doc.resources[0]).toMatchObject({
-      name: "db", plugin: "hello-db", version: "1.0.0", status: "Ready",
-      outputs: { "provision.host": { size: 5 }, "provision.key": { size: 2 } },
-    });
-    expect(doc.resources[0].steps[0]).toMatchObject({ name: "provision", status: "Succeeded" });
-    expect(api.requestsOf("sandbox.get")).toEqual([{ name: "feature-x", showOutputs: false }]);
+    expect(doc.createdAt).toMatch(ISO);
+    expect(doc.resources).toHaveLength(1);
+    expect(doc.resources[0]).toMatchObject({ name: "db", plugin: "hello-db", version: "1.0.0", status: "Ready" });
+    expect(doc.resources[0].outputs).toEqual({ "provision.host": { size: 5 }, "provision.key": { size: 2 } });
+    expect(doc.resources[0].steps).toEqual([expect.objectContaining({
+      name: "provision", phase: "create", status: "Succeeded", attempt: 1, runId: `${rk()}.db.create.provision.1`,
+    })]);
   });
 
   it("with --show-outputs includes values as text, or base64 when not UTF-8", async () => {
-    api.sandboxes.set("feature-x", withOutputs());
-    const r = await eph(api.address, ["sb", "get", "feature-x", "-o", "json", "--show-outputs"]);
+    const r = await eph(api(), ["sb", "get", "feature-x", "-o", "json", "--show-outputs"]);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout).resources[0].outputs).toEqual({
       "provision.host": { size: 5, value: "db-42" },
@@ -54,169 +105,257 @@ describe("eph sandbox get", () => {
   });
 
   it("prints YAML by default", async () => {
-    api.sandboxes.set("feature-x", withOutputs());
-    const r = await eph(api.address, ["sandbox", "get", "feature-x"]);
+    const r = await eph(api(), ["sandbox", "get", "feature-x"]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain("name: feature-x\nroutingKey: rk123\n");
+    expect(r.stdout).toContain(`name: feature-x\nroutingKey: ${rk()}\n`);
+    expect(r.stdout).toContain("      provision.host:\n        size: 5\n");
   });
 
   it("exits 1 for an unknown sandbox, with nothing on stdout", async () => {
-    const r = await eph(api.address, ["sandbox", "get", "nope", "-o", "json"]);
+    const r = await eph(api(), ["sandbox", "get", "nope", "-o", "json"]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(r.stderr).toContain("sandbox nope not found");
   });
 
   it("exits 2 for an unknown output format", async () => {
-    const r = await eph(api.address, ["sandbox", "get", "x", "-o", "xml"]);
+    const r = await eph(api(), ["sandbox", "get", "feature-x", "-o", "xml"]);
     expect(r.code).toBe(2);
-    expect(api.received).toEqual([]);
+    expect(r.stdout).toBe("");
   });
 });
 
 describe("eph sandbox list", () => {
-  beforeEach(() => {
-    api.sandboxes.set("b-two", sandboxView("b-two", { reason: "Creating", resources: [resourceView("db", "Provisioning", [])] }));
-    api.sandboxes.set("a-one", withOutputs("a-one"));
+  beforeEach(async () => {
+    // No runner serves cluster "elsewhere": b-two stays Creating.
+    await applySandbox("b-two", { cluster: "elsewhere", wait: false });
+    await applySandbox("a-one");
   });
 
   it("prints a table", async () => {
-    const r = await eph(api.address, ["sandbox", "list"]);
+    const r = await eph(api(), ["sandbox", "list"]);
     expect(r.code).toBe(0);
-    expect(r.stdout.split("\n")).toEqual([
-      "NAME    READY   STATUS     RESOURCES   CREATED",
-      "a-one   true    Ready      1/1         2026-01-02T03:04:05Z",
-      "b-two   false   Creating   0/1         2026-01-02T03:04:05Z",
-      "",
-    ]);
+    const time = "\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ";
+    const lines = r.stdout.split("\n");
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toBe("NAME    READY   STATUS     RESOURCES   CREATED");
+    expect(lines[1]).toMatch(new RegExp(`^a-one   true    Ready      1/1         ${time}$`));
+    expect(lines[2]).toMatch(new RegExp(`^b-two   false   Creating   0/1         ${time}$`));
+    expect(lines[3]).toBe("");
   });
 
   it("-o json prints one array", async () => {
-    const r = await eph(api.address, ["sandbox", "ls", "-o", "json"]);
+    const r = await eph(api(), ["sandbox", "ls", "-o", "json"]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.stdout).map((s: { name: string }) => s.name)).toEqual(["a-one", "b-two"]);
+    const docs = JSON.parse(r.stdout);
+    expect(docs.map((s: { name: string; status: { reason: string } }) => [s.name, s.status.reason])).toEqual([["a-one", "Ready"], ["b-two", "Creating"]]);
   });
 });
 
 describe("eph sandbox delete", () => {
-  beforeEach(() => {
-    api.sandboxes.set("feature-x", sandboxView("feature-x", { reason: "Ready", ready: true, resources: [resourceView("db", "Ready", [])] }));
-  });
-
-  const deleting = (steps: Array<[string, string, number?]>, status = "Deprovisioning", extra = {}) =>
-    sandboxView("feature-x", {
-      reason: "Deleting",
-      resources: [resourceView("db", status, steps, extra, "delete")],
-    });
+  const gate = () => join(core().scratch, "go");
+  const open = () => core().file("go", "");
 
   it("asks for the delete and returns without --wait", async () => {
-    const r = await eph(api.address, ["sandbox", "delete", "feature-x"]);
-    expect(r.code).toBe(0);
-    expect(r.stdout).toBe("sandbox feature-x deleting\n");
-    expect(api.requestsOf("sandbox.delete")).toEqual([{ name: "feature-x", force: false }]);
-    expect(api.watchCalls).toBe(0);
+    await applySandbox("feature-x", { params: { gate: gate() } });
+    const r = await eph(api(), ["sandbox", "delete", "feature-x"]);
+    expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x deleting\n", stderr: "" });
+    expect((await core().waitForEvent("ephemera.sandbox.deleting.v1", "feature-x")).data).toEqual({ reason: "requested" });
+    // deprovision still waits for its gate: the command did not wait for it.
+    expect((await core().sandboxes.view("feature-x", false)).status?.reason).toBe("Deleting");
   });
 
-  it("passes --force", async () => {
-    const r = await eph(api.address, ["sandbox", "delete", "feature-x", "--force"]);
-    expect(r.code).toBe(0);
-    expect(api.requestsOf("sandbox.delete")).toEqual([{ name: "feature-x", force: true }]);
-    expect(r.stdout).toBe("sandbox feature-x deleted\n");
+  it("--force removes the sandbox at once, running no delete step", async () => {
+    await applySandbox("feature-x");
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--force"]);
+    expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x deleted\n" });
+    const events = (await core().events()).filter((e) => e.subject === "feature-x");
+    const deleting = events.find((e) => e.type === "ephemera.sandbox.deleting.v1");
+    const deleted = events.find((e) => e.type === "ephemera.sandbox.deleted.v1");
+    expect(deleting?.data).toEqual({ force: true, reason: "requested" });
+    expect(deleted?.data).toEqual({ forced: true });
+    expect(deleted?.position).toBe(deleting?.position); // one commit
+    expect((await core().events()).filter((e) => e.subject === `${rk()}.db.delete`)).toEqual([]);
   });
 
-  it("--wait shows progress and ends when the watch ends and the sandbox is gone", async () => {
-    let release!: () => void;
-    api.watchPlans = [[
-      deleting([["deprovision", "Running"]]),
-      { gate: new Promise<void>((r) => (release = r)) },
-      deleting([["deprovision", "Succeeded"]], "Deprovisioned"),
-      { end: true },
-    ]];
-    const live = { stdout: "", stderr: "" };
-    const running = eph(api.address, ["sandbox", "delete", "feature-x", "--wait"], { live });
+  it("--wait shows progress and ends once the sandbox is gone", async () => {
+    await applySandbox("feature-x", { params: { gate: gate() } });
+    const live: Live = { stdout: "", stderr: "" };
+    const running = eph(api(), ["sandbox", "delete", "feature-x", "--wait"], { live });
     await waitFor(() => live.stderr.includes("db: deprovision running\n"), { what: "progress before the end" });
-    api.sandboxes.delete("feature-x");
-    release();
+    expect(live.stdout).toBe("sandbox feature-x deleting\n");
+    open();
     const r = await running;
     expect(r.code).toBe(0);
-    expect(r.stderr).toContain("db: deprovision succeeded\ndb: deprovisioned\n");
+    expect(r.stderr).toBe("db: deprovision running\ndb: deprovision succeeded\n");
+    expect(r.stdout).toBe("sandbox feature-x deleting\nsandbox feature-x deleted\n");
+    await core().waitForEvent("ephemera.sandbox.deleted.v1", "feature-x");
+  });
+
+  it("--wait ends when someone else removes the sandbox meanwhile", async () => {
+    await applySandbox("feature-x", { params: { gate: gate() } });
+    const live: Live = { stdout: "", stderr: "" };
+    const running = eph(api(), ["sandbox", "delete", "feature-x", "--wait"], { live });
+    await waitFor(() => live.stderr.includes("db: deprovision running\n"), { what: "the delete to be under way" });
+    expect((await eph(api(), ["sandbox", "delete", "feature-x", "--force"])).code).toBe(0);
+    const r = await running;
+    expect(r.code).toBe(0);
     expect(r.stdout).toBe("sandbox feature-x deleting\nsandbox feature-x deleted\n");
   });
 
-  it("--wait ends at once when the watch says NOT_FOUND", async () => {
-    api.watchPlans = [[{ error: new NotFoundError("sandbox feature-x not found") }]];
-    const r = await eph(api.address, ["sandbox", "delete", "feature-x", "--wait"]);
-    expect(r.code).toBe(0);
-    expect(r.stdout).toContain("sandbox feature-x deleted\n");
-  });
-
   it("--wait exits 1 on DeprovisionFailed naming the step, exit code and log tail", async () => {
-    const failed = sandboxView("feature-x", {
-      reason: "DeprovisionFailed",
-      message: "resource db could not be deprovisioned",
-      resources: [resourceView("db", "DeprovisionFailed", [["deprovision", "Failed", 7]], {
-        failure: { step: "deprovision", runId: "r", exitCode: 7, reason: "Error", message: "exit status 7", logTail: "dropping db\npermission denied\n" },
-      }, "delete")],
-    });
-    api.watchPlans = [[deleting([["deprovision", "Running"]]), failed]];
-    const r = await eph(api.address, ["sandbox", "delete", "feature-x", "--wait"]);
+    await applySandbox("feature-x", { params: { refuse: "yes" } });
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("resource db failed at step deprovision");
-    expect(r.stderr).toContain("exit code: 7");
-    expect(r.stderr).toContain("    | permission denied");
-    expect(r.stderr).toContain("error: deleting sandbox feature-x failed: resource db could not be deprovisioned");
+    expect(r.stderr).toContain("db: deprovision failed (exit code 7)\n");
+    expect(r.stderr).toContain("resource db failed at step deprovision (delete)\n  exit code: 7\n  reason:    Error\n");
+    expect(r.stderr).toContain("    | dropping db-42\n    | permission denied\n");
+    expect(r.stderr).toContain("error: deleting sandbox feature-x failed: resource db: step deprovision exited 7 (Error)");
+    const failed = await core().waitForEvent("ephemera.sandbox.resource_deprovision_failed.v1", "feature-x");
+    expect(failed.data).toMatchObject({ resource: "db", failure: { step: "deprovision", exitCode: 7 } });
   });
 
-  it("--wait reconnects when the stream breaks", async () => {
-    api.watchPlans = [
-      [deleting([["deprovision", "Running"]]), { error: new UnavailableError("stream reset") }],
-      [deleting([["deprovision", "Running"]]), sandboxView("feature-x", { reason: "Deleted" })],
-    ];
-    const r = await eph(api.address, ["sandbox", "delete", "feature-x", "--wait"]);
-    expect(r.code).toBe(0);
-    expect(api.watchCalls).toBe(2);
-    expect(r.stderr).toContain("interrupted (stream reset); reconnecting");
-    // Progress already shown is not repeated after reconnecting.
-    expect(r.stderr.match(/db: deprovision running/g)).toHaveLength(1);
+  it("--wait reconnects when the stream breaks, without repeating progress", async () => {
+    await applySandbox("feature-x", { params: { gate: gate() } });
+    expect((await eph(api(), ["sandbox", "delete", "feature-x"])).code).toBe(0);
+    await waitForStep("feature-x", "deprovision=Running");
+    // A stream reset between the CLI and the API: the real core does not reset its own streams.
+    const proxy = await WatchProxy.start(api());
+    try {
+      proxy.faults = [{ after: 1, error: new UnavailableError("stream reset") }];
+      const live: Live = { stdout: "", stderr: "" };
+      const running = eph(proxy.address, ["sandbox", "delete", "feature-x", "--wait"], { live });
+      await waitFor(() => proxy.watchCalls === 2 && proxy.openWatches === 1, { what: "the second watch" });
+      open();
+      const r = await running;
+      expect(r.code).toBe(0);
+      expect(r.stderr).toBe(
+        "db: deprovision running\nwatch on sandbox feature-x interrupted (stream reset); reconnecting\ndb: deprovision succeeded\n",
+      );
+      expect(r.stdout).toBe("sandbox feature-x deleting\nsandbox feature-x deleted\n");
+    } finally {
+      proxy.stop();
+    }
   });
 
   it("--wait-timeout exits 1 saying what it was still waiting for", async () => {
-    api.watchPlans = [[deleting([["deprovision", "Running"]])]];
-    const r = await eph(api.address, ["sandbox", "delete", "feature-x", "--wait", "--wait-timeout", "300ms"]);
+    await applySandbox("feature-x", { params: { gate: gate() } });
+    expect((await eph(api(), ["sandbox", "delete", "feature-x"])).code).toBe(0);
+    await waitForStep("feature-x", "deprovision=Running");
+    // Deleting a sandbox being deleted changes nothing, and waits.
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait", "--wait-timeout", "300ms"]);
     expect(r.code).toBe(1);
+    expect(r.stdout).toBe("sandbox feature-x deleting\n");
     expect(r.stderr).toContain(
       "error: timed out after 300ms waiting for sandbox feature-x to be deleted; still waiting for: db (deprovisioning, deprovision running)",
     );
-    await waitFor(() => api.openWatches === 0, { what: "the watch to be cancelled" });
+    expect((await core().events()).filter((e) => e.type === "ephemera.sandbox.deleting.v1")).toHaveLength(1);
   });
 
-  it("exits 2 on a malformed --wait-timeout, before calling anything", async () => {
-    const r = await eph(api.address, ["sandbox", "delete", "feature-x", "--wait", "--wait-timeout", "soon"]);
+  it("exits 2 on a malformed --wait-timeout, before asking for anything", async () => {
+    await applySandbox("feature-x");
+    const before = await core().store.position();
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait", "--wait-timeout", "soon"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--wait-timeout: "soon" is not a duration');
-    expect(api.received).toEqual([]);
+    expect(await core().store.position()).toBe(before);
+    expect((await core().sandboxes.view("feature-x", false)).status?.reason).toBe("Ready");
   });
 
   it("exits 2 without a name or a file, or with both", async () => {
-    expect((await eph(api.address, ["sandbox", "delete"])).code).toBe(2);
-    expect((await eph(api.address, ["sandbox", "delete", "x", "-f", "sb.yaml"])).code).toBe(2);
-    expect(api.received).toEqual([]);
+    await applySandbox("feature-x");
+    const before = await core().store.position();
+    expect((await eph(api(), ["sandbox", "delete"])).code).toBe(2);
+    expect((await eph(api(), ["sandbox", "delete", "feature-x", "-f", "sb.yaml"])).code).toBe(2);
+    expect(await core().store.position()).toBe(before);
   });
 
   it("exits 1 for an unknown sandbox", async () => {
-    const r = await eph(api.address, ["sandbox", "delete", "nope"]);
+    const r = await eph(api(), ["sandbox", "delete", "nope"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("sandbox nope not found");
   });
 });
 
 describe("a sandbox view's spec", () => {
-  it("round-trips labels and params as the file has them", async () => {
-    api.sandboxes.set("feature-x", sandboxView("feature-x", {
-      reason: "Ready",
-      spec: pb.SandboxSpec.fromPartial({ cluster: "local", labels: { team: "a" }, ttl: { duration: "2d", offsetFrom: "createdAt" } }),
-    }));
-    const r = await eph(api.address, ["sandbox", "get", "feature-x", "-o", "json"]);
-    expect(JSON.parse(r.stdout).spec).toEqual({ cluster: "local", labels: { team: "a" }, ttl: { duration: "2d", offsetFrom: "createdAt" } });
+  it("round-trips labels and ttl as the file has them", async () => {
+    await applySandbox("feature-x", { wait: false, extra: "  labels: {team: a}\n  ttl: {duration: 2d, offsetFrom: createdAt}\n" });
+    const r = await eph(api(), ["sandbox", "get", "feature-x", "-o", "json"]);
+    expect(JSON.parse(r.stdout).spec).toEqual({
+      cluster: "local",
+      labels: { team: "a" },
+      ttl: { duration: "2d", offsetFrom: "createdAt" },
+      resources: [{ name: "db", plugin: "hello-db" }],
+      defaultRouteGroup: { endpoints: [{ name: "web", target: "http://web:8080" }] },
+    });
+  });
+});
+
+describe("eph sandbox retry", () => {
+  it("exits 1 when the sandbox has no failed resource, or does not exist", async () => {
+    await applySandbox("feature-y");
+    const before = await core().store.position();
+    const r = await eph(api(), ["sandbox", "retry", "feature-y"]);
+    expect(r).toMatchObject({ code: 1, stdout: "" });
+    expect(r.stderr).toContain("error: sandbox feature-y has no failed resource to retry");
+    const nope = await eph(api(), ["sandbox", "retry", "nope"]);
+    expect(nope.code).toBe(1);
+    expect(nope.stderr).toContain("sandbox nope is not there: nothing to retry");
+    expect(await core().store.position()).toBe(before);
+  });
+});
+
+// KNOWN BUG (services/runner/src/wanted.ts): the runner drops every dispatch of a retried
+// workflow as Cancelled ("the workflow had ended before the step started"), because it
+// stops reading the workflow's events at `workflow.failed` and never sees the later
+// `workflow.retried`. These tests describe what `eph sandbox retry` must do; they are
+// expected to fail until the runner is fixed, and then `.failing` must go.
+const itOnceTheRunnerRunsRetries = it.failing;
+
+describe("eph sandbox retry after a failed step", () => {
+  const marker = () => join(core().scratch, "marker");
+
+  /** feature-x failed: provision exited 3 because the marker was missing. */
+  beforeEach(async () => {
+    const doc = `
+name: feature-x
+spec:
+  cluster: local
+  resources:
+  - {name: db, plugin: hello-db, params: {marker: "${marker()}"}}
+`;
+    const r = await eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", doc), "--wait"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("db: provision failed (exit code 3)\n");
+    core().file("marker", "");
+  });
+
+  itOnceTheRunnerRunsRetries("runs the failed step again as attempt 2, and the sandbox becomes ready", async () => {
+    const r = await eph(api(), ["sandbox", "retry", "feature-x", "--wait"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("sandbox feature-x: retrying db\nsandbox feature-x ready\n");
+    expect(r.stderr).toContain("db: provision running (attempt 2)\n");
+    expect(r.stderr).toContain("db: provision succeeded (attempt 2)\n");
+    expect(r.stderr).toMatch(/db: ready\n$/);
+    expect((await core().waitForEvent("ephemera.sandbox.retry_requested.v1", "feature-x")).data).toEqual({ resources: ["db"] });
+    await core().waitForEvent("ephemera.steprun.succeeded.v1", `${rk()}.db.create.provision.2`);
+    const doc = JSON.parse((await eph(api(), ["sandbox", "get", "feature-x", "-o", "json"])).stdout);
+    expect(doc.status).toMatchObject({ ready: true, reason: "Ready" });
+    expect(doc.resources[0].steps[0].attempts).toEqual([
+      { attempt: 1, runId: `${rk()}.db.create.provision.1`, status: "Failed", reason: "Error", exitCode: 3 },
+      { attempt: 2, runId: `${rk()}.db.create.provision.2`, status: "Succeeded" },
+    ]);
+  });
+
+  itOnceTheRunnerRunsRetries("eph logs shows the latest attempt, and --attempt 1 the first", async () => {
+    expect((await eph(api(), ["sandbox", "retry", "feature-x", "--wait"])).code).toBe(0);
+    const latest = await eph(api(), ["logs", "--sandbox", "feature-x", "--resource", "db"]);
+    expect(latest).toMatchObject({
+      code: 0, stdout: `creating db in ${rk()}.db.create.provision.2\n`, stderr: "==> provision (create, attempt 2) <==\n",
+    });
+    const first = await eph(api(), ["logs", "--sandbox", "feature-x", "--resource", "db", "--attempt", "1"]);
+    expect(first).toMatchObject({
+      code: 0, stdout: `creating db in ${rk()}.db.create.provision.1\nno marker at ${marker()}\n`, stderr: "==> provision (create) <==\n",
+    });
   });
 });
