@@ -1,123 +1,250 @@
-import { ValidationError, waitFor } from "@ephemera/kit";
-import * as pb from "@ephemera/proto";
-import { FakeApi, eph } from "./fake-api.testkit.js";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { waitFor } from "@ephemera/kit";
+import { startCore, type Core } from "../../../test/support/core.js";
+import { eph, type Live } from "./eph.testkit.js";
 
-let api: FakeApi;
-beforeEach(async () => { api = await FakeApi.start(); });
-afterEach(() => api.stop());
+/** An address nothing listens on: a port taken from the OS and given back. */
+async function closedAddress(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `127.0.0.1:${port}`;
+}
+
+// provision and seed print what `eph logs` must hand back byte for byte (seed's is not
+// UTF-8); flaky fails its first attempt and succeeds on its retry.
+const PLUGIN = `
+name: hello-db@1.0.0
+spec:
+  runner: {image: debian:bookworm-slim}
+  create:
+  - name: provision
+    outputs:
+    - {name: host, valueFromPath: /tmp/host}
+    script: |
+      #!/bin/sh
+      echo "creating db"
+      printf db-42 > /tmp/host
+  - name: seed
+    inputs:
+    - {name: host, valueFromStep: {name: provision, output: host}}
+    script: |
+      #!/bin/sh
+      printf 'ok\\377\\n'
+  - name: flaky
+    retries: 1
+    inputs:
+    - {name: marker, valueFromSandbox: true}
+    script: |
+      #!/bin/sh
+      if [ -n "$MARKER" ] && [ ! -e "$MARKER" ]; then touch "$MARKER"; echo "failing once"; exit 3; fi
+      echo "flaky done"
+`;
+
+const SANDBOX = `
+name: feature-x
+spec:
+  cluster: local
+  resources:
+  - {name: db, plugin: hello-db}
+`;
+
+/** A core with hello-db published and sandbox feature-x ready (`sandbox` may change its file). */
+async function coreWithSandbox(sandbox = (_core: Core) => SANDBOX): Promise<Core> {
+  const core = await startCore();
+  try {
+    for (const [file, args] of [["plugin.yaml", ["plugin", "apply"]], ["sb.yaml", ["sandbox", "apply", "--wait"]]] as const) {
+      const r = await eph(core.address, [...args, "-f", core.file(file, file === "sb.yaml" ? sandbox(core) : PLUGIN)]);
+      if (r.code !== 0) throw new Error(`eph ${args.join(" ")} exited ${r.code}:\n${r.stderr}`);
+    }
+    return core;
+  } catch (err) {
+    await core.stop();
+    throw err;
+  }
+}
 
 describe("eph usage", () => {
+  // Against an address nothing listens on: a command that called the API would exit 1.
+  let nowhere: string;
+  beforeAll(async () => { nowhere = await closedAddress(); });
+
   it("--help describes the commands and exits 0", async () => {
-    const r = await eph(api.address, ["--help"]);
+    const r = await eph(nowhere, ["--help"]);
     expect(r.code).toBe(0);
     for (const word of ["plugin|rp", "sandbox|sb", "logs", "events", "schema", "Exit codes"]) expect(r.stdout).toContain(word);
   });
 
   it("sandbox --help lists its subcommands", async () => {
-    const r = await eph(api.address, ["sandbox", "--help"]);
+    const r = await eph(nowhere, ["sandbox", "--help"]);
     expect(r.code).toBe(0);
-    for (const word of ["apply", "get", "list", "delete"]) expect(r.stdout).toContain(word);
+    for (const word of ["apply", "get", "list", "delete", "retry"]) expect(r.stdout).toContain(word);
   });
 
-  it("exits 2 on an unknown command, an unknown option, or no command", async () => {
+  it("exits 2 on an unknown command, an unknown option, or no command, without calling the API", async () => {
     for (const args of [["frobnicate"], ["sandbox", "frobnicate"], ["sandbox", "list", "--bogus"], []]) {
-      const r = await eph(api.address, args);
+      const r = await eph(nowhere, args);
       expect({ args, code: r.code }).toEqual({ args, code: 2 });
       expect(r.stdout).toBe("");
+      expect(r.stderr).not.toContain("unavailable");
     }
-    expect(api.received).toEqual([]);
   });
 });
 
 describe("an unreachable API", () => {
   it("exits 1 naming the address", async () => {
-    const address = api.address;
-    api.stop();
-    const r = await eph(address, ["sandbox", "list", "-o", "json"]);
+    // A stopped ephemera: nothing answers at its address any more.
+    const core = await startCore();
+    await core.stop();
+    const r = await eph(core.address, ["sandbox", "list", "-o", "json"]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toContain(`error: the ephemera API at ${address} is unavailable`);
+    expect(r.stderr).toContain(`error: the ephemera API at ${core.address} is unavailable`);
   });
 
   it("--api overrides EPHEMERA_API", async () => {
-    const r = await eph("127.0.0.1:1", ["--api", api.address, "sandbox", "list"]);
-    expect(r.code).toBe(0);
-    expect(api.requestsOf("sandbox.list")).toHaveLength(1);
+    const core = await startCore();
+    try {
+      const r = await eph(await closedAddress(), ["--api", core.address, "plugin", "apply", "-f", core.file("plugin.yaml", PLUGIN)]);
+      expect(r).toMatchObject({ code: 0, stdout: "plugin hello-db@1.0.0 created\n" });
+      await core.waitForEvent("ephemera.plugin.published.v1", "hello-db");
+    } finally {
+      await core.stop();
+    }
   });
 });
 
 describe("errors from the server", () => {
-  it("prints every field violation and exits 2", async () => {
-    api.failures.set("sandbox.list", new ValidationError([
-      { field: "spec.cluster", description: "is required", rule: "required" },
-      { field: "spec.resources[0].plugin", description: "plugin nope is not published", rule: "unknown-plugin" },
-    ]));
-    const r = await eph(api.address, ["sandbox", "list"]);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain("  spec.cluster: is required\n");
-    expect(r.stderr).toContain("  spec.resources[0].plugin: plugin nope is not published\n");
+  it("prints every field violation the API finds, exits 2 and writes nothing", async () => {
+    const core = await startCore();
+    try {
+      // Valid as a file; only the API knows that neither plugin is published.
+      const doc = "name: feature-x\nspec:\n  cluster: local\n  resources:\n  - {name: db, plugin: nope}\n  - {name: cache, plugin: nada@1.0.0}\n";
+      const r = await eph(core.address, ["sandbox", "apply", "-f", core.file("sb.yaml", doc)]);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toContain("  spec.resources[0].plugin: plugin nope is not published (no version of it exists)\n");
+      expect(r.stderr).toContain("  spec.resources[1].plugin: plugin nada@1.0.0 is not published\n");
+      expect(await core.events()).toEqual([]);
+    } finally {
+      await core.stop();
+    }
   });
 });
 
 describe("eph logs", () => {
-  beforeEach(() => {
-    api.logChunks = [
-      pb.LogChunk.fromPartial({ step: "provision", phase: "create", runId: "r1", data: Buffer.from("creating db\n") }),
-      pb.LogChunk.fromPartial({ step: "seed", phase: "create", runId: "r2", data: Buffer.from([0x6f, 0x6b, 0xff, 0x0a]) }),
-    ];
-  });
+  let core: Core;
+  beforeEach(async () => { core = await coreWithSandbox(); });
+  afterEach(() => core.stop());
 
   it("streams every step's log to stdout, with step headers on stderr", async () => {
-    const r = await eph(api.address, ["logs", "--sandbox", "sb", "--resource", "db"]);
+    const r = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db"]);
     expect(r.code).toBe(0);
-    expect(r.stdoutBytes).toEqual(Buffer.concat([Buffer.from("creating db\n"), Buffer.from([0x6f, 0x6b, 0xff, 0x0a])]));
-    expect(r.stderr).toBe("==> provision (create) <==\n==> seed (create) <==\n");
-    expect(api.requestsOf("logs.get")).toEqual([{ sandbox: "sb", resource: "db", step: "", phase: "", attempt: 0 }]);
+    expect(r.stdoutBytes).toEqual(Buffer.concat([Buffer.from("creating db\n"), Buffer.from([0x6f, 0x6b, 0xff, 0x0a]), Buffer.from("flaky done\n")]));
+    expect(r.stderr).toBe("==> provision (create) <==\n==> seed (create) <==\n==> flaky (create) <==\n");
   });
 
-  it("passes --step and --phase", async () => {
-    const r = await eph(api.address, ["logs", "--sandbox", "sb", "--resource", "db", "--step", "seed", "--phase", "create"]);
+  it("--step and --phase pick one step's log, without headers", async () => {
+    const r = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db", "--step", "seed", "--phase", "create"]);
     expect(r.code).toBe(0);
-    expect(api.requestsOf("logs.get")).toEqual([{ sandbox: "sb", resource: "db", step: "seed", phase: "create", attempt: 0 }]);
+    expect(r.stdoutBytes).toEqual(Buffer.from([0x6f, 0x6b, 0xff, 0x0a]));
     expect(r.stderr).toBe("");
+    const none = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db", "--phase", "delete"]);
+    expect(none).toMatchObject({ code: 0, stdout: "", stderr: "" });
   });
 
-  it("exits 2 without --resource or with a bad --phase", async () => {
-    expect((await eph(api.address, ["logs", "--sandbox", "sb"])).code).toBe(2);
-    expect((await eph(api.address, ["logs", "--sandbox", "sb", "--resource", "db", "--phase", "update"])).code).toBe(2);
+  it("exits 1 for an unknown sandbox or resource", async () => {
+    const r = await eph(core.address, ["logs", "--sandbox", "nope", "--resource", "db"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("sandbox nope not found");
+    const cache = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "cache"]);
+    expect(cache.code).toBe(1);
+    expect(cache.stderr).toContain("sandbox feature-x has no resource cache");
+  });
+
+  it("exits 2 without --resource, with a bad --phase or a bad --attempt", async () => {
+    expect((await eph(core.address, ["logs", "--sandbox", "feature-x"])).code).toBe(2);
+    expect((await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db", "--phase", "update"])).code).toBe(2);
+    const zero = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db", "--attempt", "0"]);
+    expect(zero.code).toBe(2);
+    expect(zero.stderr).toContain('--attempt must be a positive whole number, not "0"');
+  });
+});
+
+describe("eph logs of a step that ran twice", () => {
+  let core: Core;
+  beforeEach(async () => {
+    // flaky creates the marker on its first attempt and fails; its automatic retry succeeds.
+    core = await coreWithSandbox((c) => SANDBOX.replace("plugin: hello-db}", `plugin: hello-db, params: {marker: "${join(c.scratch, "marker")}"}}`));
+  });
+  afterEach(() => core.stop());
+
+  it("shows the latest attempt, naming it, and --attempt 1 the first", async () => {
+    const latest = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db", "--step", "flaky"]);
+    expect(latest).toMatchObject({ code: 0, stdout: "flaky done\n", stderr: "" });
+    const all = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db"]);
+    expect(all.stderr).toBe("==> provision (create) <==\n==> seed (create) <==\n==> flaky (create, attempt 2) <==\n");
+    const first = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db", "--attempt", "1"]);
+    expect(first.code).toBe(0);
+    expect(first.stdoutBytes).toEqual(Buffer.concat([Buffer.from("creating db\n"), Buffer.from([0x6f, 0x6b, 0xff, 0x0a]), Buffer.from("failing once\n")]));
+    expect(first.stderr).toBe("==> provision (create) <==\n==> seed (create) <==\n==> flaky (create) <==\n");
+    const second = await eph(core.address, ["logs", "--sandbox", "feature-x", "--resource", "db", "--attempt", "2"]);
+    expect(second).toMatchObject({ code: 0, stdout: "flaky done\n", stderr: "==> flaky (create, attempt 2) <==\n" });
   });
 });
 
 describe("eph events", () => {
-  const envelope = (type: string, subject: string) =>
-    JSON.stringify({ id: "01J", type, subject, time: "2026-01-02T03:04:05.000Z", data: { a: 1 } }, null, 2);
-  beforeEach(() => {
-    api.events = [envelope("ephemera.sandbox.created.v1", "feature-x"), envelope("ephemera.sandbox.ready.v1", "feature-x")];
+  let core: Core;
+  beforeEach(async () => { core = await coreWithSandbox(); });
+  afterEach(() => core.stop());
+
+  it("-o json prints one envelope per line, as written, and nothing else", async () => {
+    const r = await eph(core.address, ["events", "-o", "json", "--sandbox", "feature-x", "--type", "ephemera.sandbox.*"]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe("");
+    const lines = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l));
+    const written = (await core.events()).filter((e) => e.aggregate === "sandbox" && e.subject === "feature-x");
+    expect(lines.map((e) => e.type)).toEqual([
+      "ephemera.sandbox.created.v1",
+      "ephemera.sandbox.resource_provision_requested.v1",
+      "ephemera.sandbox.resource_provisioned.v1",
+      "ephemera.sandbox.ready.v1",
+    ]);
+    expect(lines.map((e) => [e.id, e.type, e.time])).toEqual(written.map((e) => [e.id, e.type, e.time]));
   });
 
-  it("-o json prints one envelope per line and nothing else", async () => {
-    const r = await eph(api.address, ["events", "-o", "json", "--sandbox", "feature-x", "--type", "ephemera.sandbox.*"]);
+  it("--sandbox includes its workflows and step runs, with output values left out", async () => {
+    const r = await eph(core.address, ["events", "-o", "json", "--sandbox", "feature-x"]);
     expect(r.code).toBe(0);
-    const lines = r.stdout.trimEnd().split("\n");
-    expect(lines.map((l) => JSON.parse(l).type)).toEqual(["ephemera.sandbox.created.v1", "ephemera.sandbox.ready.v1"]);
-    expect(api.requestsOf("events.watch")).toEqual([{ follow: false, sandbox: "feature-x", typeGlob: "ephemera.sandbox.*" }]);
+    const subjects = new Set(r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l).subject as string));
+    const rk = `${core.tag}00000001`;
+    expect(subjects).toEqual(new Set(["feature-x", `${rk}.db.create`, `${rk}.db.create.provision.1`, `${rk}.db.create.seed.1`,
+      `${rk}.db.create.flaky.1`]));
+    expect(r.stdout).toContain('"name":"host"');
+    expect(r.stdout).not.toContain(Buffer.from("db-42").toString("base64"));
   });
 
   it("prints time, type and subject for people", async () => {
-    const r = await eph(api.address, ["events"]);
-    expect(r.stdout).toBe(
-      "2026-01-02T03:04:05.000Z  ephemera.sandbox.created.v1  feature-x\n2026-01-02T03:04:05.000Z  ephemera.sandbox.ready.v1  feature-x\n",
-    );
+    const r = await eph(core.address, ["events"]);
+    expect(r.code).toBe(0);
+    const written = await core.events();
+    expect(r.stdout).toBe(written.map((e) => `${e.time}  ${e.type}  ${e.subject}\n`).join(""));
   });
 
-  it("--follow keeps printing until interrupted, then exits 0", async () => {
+  it("--follow prints what is written next until interrupted, then exits 0", async () => {
     const abort = new AbortController();
-    const live = { stdout: "", stderr: "" };
-    const running = eph(api.address, ["events", "--follow", "-o", "json"], { signal: abort.signal, live });
-    await waitFor(() => live.stdout.split("\n").length === 3, { what: "the replayed events" });
+    const live: Live = { stdout: "", stderr: "" };
+    const running = eph(core.address, ["events", "--follow", "-o", "json", "--type", "ephemera.sandbox.*"], { signal: abort.signal, live });
+    await waitFor(() => live.stdout.includes("ephemera.sandbox.ready.v1"), { what: "the events so far" });
+    expect((await eph(core.address, ["sandbox", "delete", "feature-x", "--force"])).code).toBe(0);
+    await waitFor(() => live.stdout.includes("ephemera.sandbox.deleted.v1"), { what: "the delete, live" });
     abort.abort();
     const r = await running;
     expect(r.code).toBe(0);
-    expect(api.requestsOf("events.watch")).toEqual([{ follow: true, sandbox: "", typeGlob: "" }]);
+    expect(r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l).type).slice(-2)).toEqual([
+      "ephemera.sandbox.deleting.v1", "ephemera.sandbox.deleted.v1",
+    ]);
   });
 });
