@@ -1,40 +1,106 @@
+// The plugin decider as given-events / when-command / then-events (or then-error): versions
+// are immutable, and deleting one is a process (deleting, then removed once unused).
 import * as pb from "@ephemera/proto";
-import { ev, evolvePlugin, initialPlugin, type DomainEvent } from "@ephemera/events";
+import { ev, evolvePlugin, initialPlugin, type DomainEvent, type PluginState } from "@ephemera/events";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { decidePlugin, type PluginCommand } from "./decide.js";
 
-const given = (events: DomainEvent[]) => events.reduce((s, e) => evolvePlugin(s, e, "2026-01-01T00:00:00Z"), initialPlugin());
+const T0 = "2026-01-01T00:00:00.000Z";
+
+function given(...events: DomainEvent[]) {
+  const state: PluginState = events.reduce((s, e) => evolvePlugin(s, e, T0), initialPlugin());
+  return {
+    state,
+    when(command: PluginCommand) {
+      const decide = () => decidePlugin(command, state);
+      return {
+        events: decide,
+        then: (...expected: DomainEvent[]) => expect(decide()).toEqual(expected),
+        thenNothing: () => expect(decide()).toEqual([]),
+        thenThrows: (error: new (...args: never[]) => Error, message: RegExp) => {
+          expect(decide).toThrow(error);
+          expect(decide).toThrow(message);
+        },
+        /** The state after this decision. */
+        state: () => decide().reduce((s, e) => evolvePlugin(s, e, T0), state),
+      };
+    },
+  };
+}
+
 const spec = pb.ResourcePluginSpec.fromPartial({ runner: { image: "bash" }, create: [{ name: "a", script: "#!/bin/sh\n" }] });
 const publish = (version: string, digest: string): PluginCommand => ({ kind: "publish", name: "db", version, spec, digest });
 const published = (version: string, digest: string) => ev("ephemera.plugin.published.v1", { name: "db", version, spec, digest });
-const del = (versions: string[], usedBy: Record<string, string[]> = {}): PluginCommand =>
-  ({ kind: "delete", name: "db", versions, usedBy: (v) => usedBy[v] ?? [] });
+const del = (...versions: string[]): PluginCommand => ({ kind: "delete", name: "db", versions });
+const removeUnused = (...inUse: string[]): PluginCommand => ({ kind: "remove-unused", inUse });
+const deleteRequested = (version: string) => ev("ephemera.plugin.version_delete_requested.v1", { name: "db", version });
+const versionDeleted = (version: string) => ev("ephemera.plugin.version_deleted.v1", { name: "db", version });
 
-describe("plugin decider", () => {
+const versions = (s: PluginState) => [...s.versions.values()].map((v) => [v.version, v.deleting]);
+
+describe("plugin: publish", () => {
   it("publishes a new version", () => {
-    const out = decidePlugin(publish("1.0.0", "d1"), given([]));
-    expect(out).toEqual([published("1.0.0", "d1")]);
+    given().when(publish("1.0.0", "d1")).then(published("1.0.0", "d1"));
+    given(published("1.0.0", "d1")).when(publish("1.1.0", "d2")).then(published("1.1.0", "d2"));
   });
 
-  it("re-publishing an identical version is a no-op", () => {
-    expect(decidePlugin(publish("1.0.0", "d1"), given([published("1.0.0", "d1")]))).toEqual([]);
+  it("re-publishing an identical version is a no-op, even while it is being deleted", () => {
+    given(published("1.0.0", "d1")).when(publish("1.0.0", "d1")).thenNothing();
+    given(published("1.0.0", "d1"), deleteRequested("1.0.0")).when(publish("1.0.0", "d1")).thenNothing();
   });
 
-  it("re-publishing a version with a different spec is a conflict", () => {
-    expect(() => decidePlugin(publish("1.0.0", "d2"), given([published("1.0.0", "d1")]))).toThrow(ConflictError);
-    expect(() => decidePlugin(publish("1.0.0", "d2"), given([published("1.0.0", "d1")]))).toThrow(/immutable/);
+  it("a published version is immutable: a different spec under its number is a conflict", () => {
+    given(published("1.0.0", "d1")).when(publish("1.0.0", "d2")).thenThrows(ConflictError, /immutable/);
+    given(published("1.0.0", "d1"), deleteRequested("1.0.0")).when(publish("1.0.0", "d2")).thenThrows(ConflictError, /db@1\.0\.0/);
+  });
+});
+
+describe("plugin: delete", () => {
+  const two = [published("1.0.0", "d1"), published("1.1.0", "d2")];
+
+  it("marks the versions deleting, without removing them", () => {
+    const w = given(...two).when(del("1.0.0", "1.1.0"));
+    w.then(deleteRequested("1.0.0"), deleteRequested("1.1.0"));
+    expect(versions(w.state())).toEqual([["1.0.0", true], ["1.1.0", true]]);
   });
 
-  it("a version in use cannot be deleted and the error names the sandboxes", () => {
-    const state = given([published("1.0.0", "d1"), published("1.1.0", "d2")]);
-    expect(() => decidePlugin(del(["1.0.0", "1.1.0"], { "1.1.0": ["sb-a", "sb-b"] }), state))
-      .toThrow("plugin db is in use by sandboxes sb-a (db@1.1.0), sb-b (db@1.1.0)");
+  it("is idempotent: a version already deleting is not asked again", () => {
+    given(...two, deleteRequested("1.0.0")).when(del("1.0.0")).thenNothing();
+    given(...two, deleteRequested("1.0.0")).when(del("1.0.0", "1.1.0")).then(deleteRequested("1.1.0"));
   });
 
-  it("deletes unused versions, and a missing version is not found", () => {
-    const state = given([published("1.0.0", "d1")]);
-    expect(decidePlugin(del(["1.0.0"]), state)).toEqual([ev("ephemera.plugin.version_deleted.v1", { name: "db", version: "1.0.0" })]);
-    expect(() => decidePlugin(del(["2.0.0"]), state)).toThrow(NotFoundError);
-    expect(() => decidePlugin(del([]), given([]))).toThrow(NotFoundError);
+  it("a missing version is not found, and nothing is marked", () => {
+    given(...two).when(del("2.0.0")).thenThrows(NotFoundError, /db@2\.0\.0 not found/);
+    given(...two).when(del("1.0.0", "2.0.0")).thenThrows(NotFoundError, /2\.0\.0/);
+    given(...two, deleteRequested("1.0.0"), versionDeleted("1.0.0")).when(del("1.0.0")).thenThrows(NotFoundError, /not found/);
+  });
+
+  it("a delete naming no version is not found", () => {
+    given().when(del()).thenThrows(NotFoundError, /plugin db not found/);
+  });
+});
+
+describe("plugin: remove unused", () => {
+  const three = [published("1.0.0", "d1"), published("1.1.0", "d2"), published("2.0.0", "d3")];
+
+  it("removes only the versions being deleted that no sandbox uses", () => {
+    const w = given(...three, deleteRequested("1.0.0"), deleteRequested("1.1.0")).when(removeUnused("1.1.0", "2.0.0"));
+    w.then(versionDeleted("1.0.0"));
+    expect(versions(w.state())).toEqual([["1.1.0", true], ["2.0.0", false]]);
+  });
+
+  it("removes a deleting version once its last sandbox is gone", () => {
+    const h = [...three, deleteRequested("1.1.0")];
+    given(...h).when(removeUnused("1.1.0")).thenNothing();
+    given(...h).when(removeUnused()).then(versionDeleted("1.1.0"));
+  });
+
+  it("never removes a version nobody asked to delete, used or not", () => {
+    given(...three).when(removeUnused()).thenNothing();
+    given().when(removeUnused()).thenNothing();
+  });
+
+  it("a removed version is gone: removing again does nothing", () => {
+    given(...three, deleteRequested("1.0.0"), versionDeleted("1.0.0")).when(removeUnused()).thenNothing();
   });
 });

@@ -1,85 +1,275 @@
+// The sandbox decider as given-events / when-command / then-events (or then-error), over
+// the shared fold; each given event carries the time it was appended at.
 import * as pb from "@ephemera/proto";
-import { evolveSandbox, initialSandbox, type DomainEvent } from "@ephemera/events";
+import { ev, evolveSandbox, initialSandbox, type DomainEvent, type SandboxState } from "@ephemera/events";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
-import { decideSandbox, type SandboxCommand } from "./decide.js";
+import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./decide.js";
 import { sandboxStatus } from "./status.js";
 
-const given = (events: DomainEvent[]) => events.reduce((s, e) => evolveSandbox(s, e, "2026-01-01T00:00:00Z"), initialSandbox());
+// --- given / when / then -------------------------------------------------------------
+
+interface Timed { event: DomainEvent; time: string }
+
+const T0 = "2026-01-01T00:00:00.000Z";
+const ms = (iso: string) => Date.parse(iso);
+const iso = (t: number) => new Date(t).toISOString();
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+
+/** Events appended at `time`. */
+const at = (time: string, ...events: DomainEvent[]): Timed[] => events.map((event) => ({ event, time }));
+
+function given(...history: Timed[][]) {
+  const past = history.flat();
+  const state: SandboxState = past.reduce((s, h) => evolveSandbox(s, h.event, h.time), initialSandbox());
+  return {
+    state,
+    when(command: SandboxCommand) {
+      const decide = () => decideSandbox(command, state);
+      return {
+        events: decide,
+        then: (...expected: DomainEvent[]) => expect(decide()).toEqual(expected),
+        thenNothing: () => expect(decide()).toEqual([]),
+        thenThrows: (error: new (...args: never[]) => Error, message: RegExp) => {
+          expect(decide).toThrow(error);
+          expect(decide).toThrow(message);
+        },
+        /** The history with this decision appended at `time`, to go on from. */
+        history: (time: string): Timed[] => [...past, ...at(time, ...decide())],
+      };
+    },
+  };
+}
+
 const types = (events: DomainEvent[]) => events.map((e) => e.type.replace(/^ephemera\.sandbox\.|\.v1$/g, ""));
 
-const sandbox = pb.Sandbox.fromPartial({ name: "feature-x", spec: { cluster: "local", resources: [{ name: "db", plugin: "hello-db" }, { name: "q", plugin: "queue" }] } });
+// --- fixtures ------------------------------------------------------------------------
+
 const resources: pb.ResolvedResource[] = [
   { name: "db", plugin: "hello-db", version: "1.0.0", params: { dbname: "orders" } },
   { name: "q", plugin: "queue", version: "0.0.0", params: {} },
 ];
-const create = (same = false): SandboxCommand => ({ kind: "create", sandbox, resources, routingKey: "rk1", endpoints: [], sameSpec: () => same });
-const created = decideSandbox(create(), given([]));
-const ended = (resource: string, phase: "create" | "delete", outcome: "succeeded" | "failed"): SandboxCommand => ({
-  kind: "workflow-ended", resource, phase, workflowId: `rk1.${resource}.${phase}`, outcome, outputs: [{ key: "provision.host", size: 4 }],
-  failure: outcome === "failed" ? pb.StepFailure.fromPartial({ step: "seed", exitCode: 3, reason: "Error" }) : undefined,
+const specOf = (ttl?: pb.Ttl) => pb.SandboxSpec.fromPartial({
+  cluster: "local", ttl, resources: resources.map((r) => ({ name: r.name, plugin: r.plugin, params: r.params })),
 });
-const apply = (events: DomainEvent[], cmd: SandboxCommand) => [...events, ...decideSandbox(cmd, given(events))];
+const endpoints: pb.EndpointUrl[] = [{ name: "web", target: "svc:80", url: "https://web.rk1.example" }];
 
-describe("sandbox decider", () => {
-  it("creation records the sandbox and requests every resource with its resolved version", () => {
-    expect(types(created)).toEqual(["created", "resource_provision_requested", "resource_provision_requested"]);
-    expect(created[1]!.data).toMatchObject({ sandbox: "feature-x", routingKey: "rk1", cluster: "local", resource: resources[0] });
+function create(opts: { ttl?: pb.Ttl; res?: pb.ResolvedResource[]; canonical?: string; existing?: string; routingKey?: string } = {}): SandboxCommand {
+  return {
+    kind: "create", sandbox: pb.Sandbox.fromPartial({ name: "feature-x", spec: specOf(opts.ttl) }), resources: opts.res ?? resources,
+    routingKey: opts.routingKey ?? "rk1", endpoints, canonicalSpec: opts.canonical ?? "spec-1", existingSpec: opts.existing,
+  };
+}
+
+const created = (ttl?: pb.Ttl, res = resources) => ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: "rk1", spec: specOf(ttl), endpoints, resources: res });
+const provisionRequested = (r: pb.ResolvedResource) => ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "feature-x", routingKey: "rk1", cluster: "local", resource: r });
+const deprovisionRequested = (r: pb.ResolvedResource) => ev("ephemera.sandbox.resource_deprovision_requested.v1", { sandbox: "feature-x", routingKey: "rk1", cluster: "local", resource: r });
+const deleting = (reason: string, force = false) => ev("ephemera.sandbox.deleting.v1", { force, reason });
+const deleted = (forced = false) => ev("ephemera.sandbox.deleted.v1", { forced });
+const seedFailed = pb.StepFailure.fromPartial({ step: "seed", exitCode: 3, reason: "Error" });
+
+const wfId = (resource: string, phase: "create" | "delete") => `rk1.${resource}.${phase}`;
+const ended = (resource: string, phase: "create" | "delete", outcome: "succeeded" | "failed"): SandboxCommand => ({
+  kind: "workflow-ended", resource, phase, workflowId: wfId(resource, phase), outcome, outputs: outcome === "succeeded" ? [{ key: "provision.host", size: 4 }] : [],
+  failure: outcome === "failed" ? seedFailed : undefined,
+});
+const provisioned = (resource: string) => ev("ephemera.sandbox.resource_provisioned.v1", { resource, workflowId: wfId(resource, "create"), outputs: [{ key: "provision.host", size: 4 }] });
+const provisionFailed = (resource: string) => ev("ephemera.sandbox.resource_provision_failed.v1", { resource, workflowId: wfId(resource, "create"), failure: seedFailed });
+const deprovisioned = (resource: string) => ev("ephemera.sandbox.resource_deprovisioned.v1", { resource, workflowId: wfId(resource, "delete") });
+
+/** Created at T0 (with an optional ttl), every resource requested. */
+const requested = (ttl?: pb.Ttl) => at(T0, created(ttl), ...resources.map(provisionRequested));
+const T1 = "2026-01-01T00:10:00.000Z";
+const ready = [...requested(), ...at(T1, provisioned("db"), provisioned("q"), ev("ephemera.sandbox.ready.v1", {}))];
+/** db failed, q ready. */
+const dbFailed = [...requested(), ...at(T1, provisionFailed("db"), provisioned("q"))];
+
+// --- create --------------------------------------------------------------------------
+
+describe("sandbox: create", () => {
+  it("records the sandbox and requests every resource with its resolved version and the cluster", () => {
+    given().when(create()).then(created(), provisionRequested(resources[0]!), provisionRequested(resources[1]!));
   });
 
-  it("re-applying the same spec is a no-op; a different spec is refused while updates are not supported", () => {
-    expect(decideSandbox(create(true), given(created))).toEqual([]);
-    expect(() => decideSandbox(create(false), given(created))).toThrow(ConflictError);
+  it("a sandbox without resources is ready at once", () => {
+    given().when(create({ res: [] })).then(created(undefined, []), ev("ephemera.sandbox.ready.v1", {}));
   });
 
+  it("re-applying the same spec is a no-op", () => {
+    given(requested()).when(create({ canonical: "spec-1", existing: "spec-1" })).thenNothing();
+    given(ready).when(create({ canonical: "spec-1", existing: "spec-1" })).thenNothing();
+  });
+
+  it("applying a different spec to an existing sandbox is a conflict while updates are not supported", () => {
+    given(requested()).when(create({ canonical: "spec-2", existing: "spec-1" })).thenThrows(ConflictError, /different spec/);
+  });
+
+  it("applying while it is being deleted is a conflict; once deleted, the name can be created again", () => {
+    const deletingH = given(ready).when({ kind: "delete", force: false }).history(T1);
+    given(deletingH).when(create({ existing: "spec-1" })).thenThrows(ConflictError, /being deleted/);
+    const gone = given(ready).when({ kind: "delete", force: true }).history(T1);
+    const again = given(gone).when(create({ routingKey: "rk2" })).events();
+    expect(types(again)).toEqual(["created", "resource_provision_requested", "resource_provision_requested"]);
+    expect(again[0]!.data).toMatchObject({ routingKey: "rk2" });
+  });
+});
+
+// --- workflows ending ----------------------------------------------------------------
+
+describe("sandbox: resource outcomes", () => {
   it("is ready once every resource is provisioned", () => {
-    const one = apply(created, ended("db", "create", "succeeded"));
-    expect(types(one.slice(created.length))).toEqual(["resource_provisioned"]);
-    expect(sandboxStatus(given(one)).reason).toBe("Creating");
-    const both = apply(one, ended("q", "create", "succeeded"));
-    expect(types(both.slice(one.length))).toEqual(["resource_provisioned", "ready"]);
-    expect(sandboxStatus(given(both))).toEqual({ ready: true, reason: "Ready", message: "all resources are ready" });
+    const one = given(requested()).when(ended("db", "create", "succeeded"));
+    one.then(provisioned("db"));
+    expect(sandboxStatus(given(one.history(T1)).state).reason).toBe("Creating");
+    const both = given(one.history(T1)).when(ended("q", "create", "succeeded"));
+    both.then(provisioned("q"), ev("ephemera.sandbox.ready.v1", {}));
+    expect(sandboxStatus(given(both.history(T1)).state)).toEqual({ ready: true, reason: "Ready", message: "all resources are ready", scheduledDeleteTime: "" });
   });
 
-  it("a failed create workflow fails the sandbox with the step's reason", () => {
-    const failed = apply(created, ended("db", "create", "failed"));
-    expect(sandboxStatus(given(failed))).toEqual({ ready: false, reason: "ResourceFailed", message: "resource db: step seed exited 3 (Error)" });
+  it("a failed create workflow fails its resource with the step's reason", () => {
+    const w = given(requested()).when(ended("db", "create", "failed"));
+    w.then(provisionFailed("db"));
+    expect(sandboxStatus(given(w.history(T1)).state)).toMatchObject({ ready: false, reason: "ResourceFailed", message: "resource db: step seed exited 3 (Error)" });
   });
 
-  it("deleting requests deprovisioning of every resource, even failed ones, and ends when all are deprovisioned", () => {
-    const failed = apply(created, ended("db", "create", "failed"));
-    const deleting = apply(failed, { kind: "delete", force: false });
-    expect(types(deleting.slice(failed.length))).toEqual(["deleting", "resource_deprovision_requested", "resource_deprovision_requested"]);
-    expect(decideSandbox({ kind: "delete", force: false }, given(deleting))).toEqual([]);
-    const one = apply(deleting, ended("db", "delete", "succeeded"));
-    const all = apply(one, ended("q", "delete", "succeeded"));
-    expect(types(all.slice(one.length))).toEqual(["resource_deprovisioned", "deleted"]);
-    expect(given(all).status).toBe("deleted");
+  it("late or repeated outcomes change nothing", () => {
+    given(ready).when(ended("db", "create", "succeeded")).thenNothing();
+    given(ready).when(ended("db", "create", "failed")).thenNothing();
+    given(ready).when(ended("db", "delete", "succeeded")).thenNothing();
+    given(ready).when(ended("nope", "create", "succeeded")).thenNothing();
+  });
+});
+
+// --- retry ---------------------------------------------------------------------------
+
+describe("sandbox: retry", () => {
+  it("retries only the failed resources", () => {
+    const w = given(dbFailed).when({ kind: "retry" });
+    w.then(ev("ephemera.sandbox.retry_requested.v1", { resources: ["db"] }));
+    const after = given(w.history(T1)).state;
+    expect(after.resources.map((r) => [r.name, r.status, r.failure, r.retries])).toEqual([["db", "Provisioning", undefined, 1], ["q", "Ready", undefined, 0]]);
+    expect(sandboxStatus(after).reason).toBe("Creating");
+    // The retried workflow's success makes the sandbox ready.
+    given(w.history(T1)).when(ended("db", "create", "succeeded")).then(provisioned("db"), ev("ephemera.sandbox.ready.v1", {}));
   });
 
-  it("a failed delete workflow leaves the sandbox DeprovisionFailed; force removes it", () => {
-    const deleting = apply(created, { kind: "delete", force: false });
-    const stuck = apply(apply(deleting, ended("db", "delete", "failed")), ended("q", "delete", "succeeded"));
-    expect(given(stuck).status).toBe("deleting");
-    expect(sandboxStatus(given(stuck)).reason).toBe("DeprovisionFailed");
-    const forced = apply(stuck, { kind: "delete", force: true });
-    expect(types(forced.slice(stuck.length))).toEqual(["deleting", "deleted"]);
+  it("retries every failed resource, in order", () => {
+    const both = [...requested(), ...at(T1, provisionFailed("db"), provisionFailed("q"))];
+    given(both).when({ kind: "retry" }).then(ev("ephemera.sandbox.retry_requested.v1", { resources: ["db", "q"] }));
   });
 
-  it("a sandbox without resources is ready at once and deleted at once", () => {
-    const empty = decideSandbox({ ...create(), resources: [] } as SandboxCommand, given([]));
-    expect(types(empty)).toEqual(["created", "ready"]);
-    expect(types(decideSandbox({ kind: "delete", force: false }, given(empty)))).toEqual(["deleting", "deleted"]);
+  it("is a conflict when no resource failed", () => {
+    given(ready).when({ kind: "retry" }).thenThrows(ConflictError, /no failed resource/);
+    given(requested()).when({ kind: "retry" }).thenThrows(ConflictError, /no failed resource/);
   });
 
-  it("deleting an unknown sandbox is not found; a deleted name can be created again", () => {
-    expect(() => decideSandbox({ kind: "delete", force: false }, given([]))).toThrow(NotFoundError);
-    const gone = apply(created, { kind: "delete", force: true });
-    expect(types(decideSandbox(create(), given(gone)))[0]).toBe("created");
+  it("is a conflict while the sandbox is being deleted, or when it is not there", () => {
+    const deletingH = given(dbFailed).when({ kind: "delete", force: false }).history(T1);
+    given(deletingH).when({ kind: "retry" }).thenThrows(ConflictError, /being deleted/);
+    given().when({ kind: "retry" }).thenThrows(ConflictError, /not there/);
+  });
+});
+
+// --- delete --------------------------------------------------------------------------
+
+describe("sandbox: delete", () => {
+  it("requests deprovisioning of every resource, even failed ones, for the reason 'requested'", () => {
+    const w = given(dbFailed).when({ kind: "delete", force: false });
+    w.then(deleting("requested"), deprovisionRequested(resources[0]!), deprovisionRequested(resources[1]!));
+    expect(given(w.history(T1)).state).toMatchObject({ status: "deleting", deleteReason: "requested", ready: false });
   });
 
-  it("late or repeated workflow outcomes change nothing", () => {
-    const ready = apply(created, ended("db", "create", "succeeded"));
-    expect(decideSandbox(ended("db", "create", "succeeded"), given(ready))).toEqual([]);
-    expect(decideSandbox(ended("db", "delete", "succeeded"), given(ready))).toEqual([]);
+  it("ends deleted once every resource is deprovisioned; deleting again meanwhile changes nothing", () => {
+    const deletingH = given(ready).when({ kind: "delete", force: false }).history(T1);
+    given(deletingH).when({ kind: "delete", force: false }).thenNothing();
+    const one = given(deletingH).when(ended("db", "delete", "succeeded"));
+    one.then(deprovisioned("db"));
+    given(one.history(T1)).when(ended("q", "delete", "succeeded")).then(deprovisioned("q"), deleted());
+  });
+
+  it("a failed delete workflow leaves it DeprovisionFailed; force removes it", () => {
+    const deletingH = given(ready).when({ kind: "delete", force: false }).history(T1);
+    const stuck = given(given(deletingH).when(ended("db", "delete", "failed")).history(T1)).when(ended("q", "delete", "succeeded")).history(T1);
+    expect(given(stuck).state.status).toBe("deleting");
+    expect(sandboxStatus(given(stuck).state).reason).toBe("DeprovisionFailed");
+    given(stuck).when({ kind: "delete", force: true }).then(deleting("requested", true), deleted(true));
+  });
+
+  it("force deletes at once, from any state but gone", () => {
+    const w = given(requested()).when({ kind: "delete", force: true });
+    w.then(deleting("requested", true), deleted(true));
+    expect(given(w.history(T1)).state).toMatchObject({ status: "deleted", forced: true });
+  });
+
+  it("a sandbox without resources is deleted at once", () => {
+    given(at(T0, created(undefined, []), ev("ephemera.sandbox.ready.v1", {}))).when({ kind: "delete", force: false }).then(deleting("requested"), deleted());
+  });
+
+  it("deleting a sandbox that is not there is not found", () => {
+    given().when({ kind: "delete", force: false }).thenThrows(NotFoundError, /not found/);
+    const gone = given(ready).when({ kind: "delete", force: true }).history(T1);
+    given(gone).when({ kind: "delete", force: false }).thenThrows(NotFoundError, /feature-x not found/);
+    given(gone).when({ kind: "delete", force: true }).thenThrows(NotFoundError, /not found/);
+  });
+});
+
+// --- TTL -----------------------------------------------------------------------------
+
+describe("sandbox: TTL", () => {
+  const hour = (offsetFrom = "createdAt"): pb.Ttl => ({ duration: "1h", offsetFrom });
+  const due = ms(T0) + HOUR;
+
+  it("is due ttl after creation; expire before that does nothing", () => {
+    expect(scheduledDeleteTime(given(requested(hour())).state)).toBe(due);
+    given(requested(hour())).when({ kind: "expire", now: due - 1 }).thenNothing();
+  });
+
+  it("expire at or after the due time deletes the sandbox for the reason 'ttl'", () => {
+    for (const now of [due, due + 5 * MIN]) {
+      given(requested(hour())).when({ kind: "expire", now }).then(deleting("ttl"), deprovisionRequested(resources[0]!), deprovisionRequested(resources[1]!));
+    }
+    const w = given(requested(hour())).when({ kind: "expire", now: due });
+    const after = given(w.history(iso(due))).state;
+    expect(after).toMatchObject({ status: "deleting", deleteReason: "ttl" });
+    expect(sandboxStatus(after)).toMatchObject({ reason: "Deleting", message: "the sandbox's TTL expired; deleting it", scheduledDeleteTime: "" });
+  });
+
+  it("the status shows when it is due", () => {
+    expect(sandboxStatus(given(requested(hour())).state).scheduledDeleteTime).toBe(iso(due));
+  });
+
+  it("without a ttl (or with one that does not parse) it never expires", () => {
+    expect(scheduledDeleteTime(given(requested()).state)).toBeUndefined();
+    given(requested()).when({ kind: "expire", now: ms(T0) + 1000 * HOUR }).thenNothing();
+    given(requested({ duration: "soon", offsetFrom: "createdAt" })).when({ kind: "expire", now: ms(T0) + 1000 * HOUR }).thenNothing();
+  });
+
+  it("does nothing once the sandbox is being deleted, or gone", () => {
+    const deletingH = given(requested(hour())).when({ kind: "delete", force: false }).history(T1);
+    given(deletingH).when({ kind: "expire", now: due }).thenNothing();
+    given().when({ kind: "expire", now: due }).thenNothing();
+  });
+
+  it("offsetFrom updatedAt counts from the last spec change, not from later resource events", () => {
+    // Resource events move updatedAt; only a spec change (creation, for now) moves the TTL.
+    const h = [...requested(hour("updatedAt")), ...at(T1, provisioned("db"))];
+    const s = given(h).state;
+    expect(s.updatedAt).toBe(T1);
+    expect(s.specUpdatedAt).toBe(T0);
+    expect(scheduledDeleteTime(s)).toBe(due);
+    given(h).when({ kind: "expire", now: due }).then(deleting("ttl"), deprovisionRequested(resources[0]!), deprovisionRequested(resources[1]!));
+  });
+
+  it("offsetFrom updatedAt follows a later spec change where createdAt does not", () => {
+    const later = "2026-01-01T00:30:00.000Z";
+    const updated = (offsetFrom: string): SandboxState => ({ ...given(requested(hour(offsetFrom))).state, specUpdatedAt: later });
+    expect(scheduledDeleteTime(updated("updatedAt"))).toBe(ms(later) + HOUR);
+    expect(scheduledDeleteTime(updated("createdAt"))).toBe(due);
+    expect(decideSandbox({ kind: "expire", now: due }, updated("updatedAt"))).toEqual([]);
+    expect(types(decideSandbox({ kind: "expire", now: due }, updated("createdAt")))).toEqual(["deleting", "resource_deprovision_requested", "resource_deprovision_requested"]);
+  });
+
+  it("a sandbox without resources expires straight to deleted", () => {
+    given(at(T0, created(hour(), []))).when({ kind: "expire", now: due }).then(deleting("ttl"), deleted());
   });
 });
