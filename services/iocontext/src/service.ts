@@ -1,10 +1,11 @@
 // The IOContext gRPC service: a step's script and resolved inputs for the init agent,
 // its outputs from the sidecar, and those outputs again for the runner to journal.
-// Values are secrets: only names and sizes are logged.
+// Values are secrets: only names and sizes are logged. The output store is a cache of the
+// journal: while it is down, outputs of runs that succeeded are read from their events.
 import type * as pb from "@ephemera/proto";
 import { Aggregates, decode, parseRunId } from "@ephemera/events";
 import type { EventStore } from "@ephemera/eventstore";
-import { ConflictError, NotFoundError, ValidationError, type FieldViolation, type Logger } from "@ephemera/kit";
+import { ConflictError, NotFoundError, UnavailableError, ValidationError, type FieldViolation, type Logger } from "@ephemera/kit";
 import { findStep, planInputs, unresolved, type InputContext, type PlannedInput } from "./inputs.js";
 import type { OutputStore } from "./outputs.js";
 import { dispatched, type Projections, type WorkflowView } from "./state.js";
@@ -43,9 +44,17 @@ export class IOContextHandlers {
       await this.reloadWorkflows(run);
       planned = planInputs(run.step, run.context);
     }
+    // One read per producing run, however many of its outputs are wanted.
+    const runs = new Map<string, Promise<Map<string, Buffer>>>();
+    const outputsOfRun = (runId: string) => {
+      const wanted = planned.flatMap((p) => (p.source.kind === "step" && p.source.runId === runId ? [p.source.output] : []));
+      const known = runs.get(runId) ?? this.outputsOf(runId, wanted);
+      runs.set(runId, known);
+      return known;
+    };
     const inputs: pb.ResolvedInput[] = [];
     for (const p of planned) {
-      const value = await this.valueOf(p);
+      const value = await this.valueOf(p, outputsOfRun);
       inputs.push({ name: p.name, present: value !== undefined, value: value ?? Buffer.alloc(0), env: p.env, path: p.path });
     }
     this.deps.logger.info(
@@ -76,7 +85,13 @@ export class IOContextHandlers {
       }
     });
     if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
-    await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
+    try {
+      await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
+    } catch (err) {
+      // UNAVAILABLE to the sidecar, which retries: nothing else holds these values yet.
+      this.deps.logger.warn({ runId: run.runId, outputs: sizes(req.outputs), err }, "cannot store step outputs");
+      throw err;
+    }
     this.deps.logger.info({ runId: run.runId, outputs: sizes(req.outputs) }, "step outputs stored");
     return {};
   }
@@ -127,27 +142,53 @@ export class IOContextHandlers {
     if (createId) run.context.createWorkflow = (await projections.workflows.reload(store, createId)).state;
   }
 
-  private async valueOf(p: PlannedInput): Promise<Buffer | undefined> {
+  private async valueOf(p: PlannedInput, outputsOfRun: (runId: string) => Promise<Map<string, Buffer>>): Promise<Buffer | undefined> {
     const source = p.source;
     if (source.kind === "param") return source.value === undefined ? undefined : Buffer.from(source.value, "utf8");
-    const value = source.runId ? (await this.outputsOf(source.runId, source.output)).get(source.output) : undefined;
+    const value = source.runId ? (await outputsOfRun(source.runId)).get(source.output) : undefined;
     if (value === undefined && source.required) {
       throw new ConflictError(`input "${p.name}": step "${source.step}" has not produced output "${source.output}"`);
     }
     return value;
   }
 
-  /** The outputs of a run, rehydrated from its `steprun.succeeded` event when Redis lost them. */
-  private async outputsOf(runId: string, wanted?: string): Promise<Map<string, Buffer>> {
-    const cached = await this.deps.outputs.read(runId);
-    if (wanted ? cached.has(wanted) : cached.size > 0) return cached;
+  /**
+   * The outputs of a run. When the cache lacks one that is wanted (or, with nothing named,
+   * holds none), the run's `steprun.succeeded` event answers, and the cache is refilled
+   * from it. While the cache is down the journal alone answers; a run with no journaled
+   * result yet (a step that just ended, read back by the runner) is then UNAVAILABLE.
+   */
+  private async outputsOf(runId: string, wanted: string[] = []): Promise<Map<string, Buffer>> {
+    let cached: Map<string, Buffer> | undefined;
+    let down: UnavailableError | undefined;
+    try {
+      cached = await this.deps.outputs.read(runId);
+      if (wanted.length ? wanted.every((w) => cached?.has(w)) : cached.size > 0) return cached;
+    } catch (err) {
+      if (!(err instanceof UnavailableError)) throw err;
+      down = err;
+      this.deps.logger.warn({ runId, err }, "output store unavailable: reading outputs from the journal");
+    }
     const journaled = await this.journaledOutputs(runId);
-    if (!journaled?.length) return cached;
-    await this.deps.outputs.write(runId, parseRunId(runId)?.routingKey ?? "", journaled);
-    this.deps.logger.info({ runId, outputs: sizes(journaled) }, "outputs rehydrated from the journal");
+    if (!journaled) {
+      if (cached) return cached;
+      throw new UnavailableError(`outputs of ${runId} are not journaled yet and the output store is unavailable`, { cause: down });
+    }
+    if (cached && journaled.length) await this.rehydrate(runId, journaled);
     return new Map(journaled.map((o) => [o.name, o.value]));
   }
 
+  /** Best effort: the values were served from the journal either way. */
+  private async rehydrate(runId: string, journaled: pb.OutputValue[]): Promise<void> {
+    try {
+      await this.deps.outputs.write(runId, parseRunId(runId)?.routingKey ?? "", journaled);
+      this.deps.logger.info({ runId, outputs: sizes(journaled) }, "outputs rehydrated from the journal");
+    } catch (err) {
+      this.deps.logger.warn({ runId, outputs: sizes(journaled), err }, "cannot rehydrate outputs from the journal");
+    }
+  }
+
+  /** The outputs journaled by the run's success; undefined while it has not succeeded. */
   private async journaledOutputs(runId: string): Promise<pb.OutputValue[] | undefined> {
     const { events } = await this.deps.store.read(Aggregates.steprun, runId);
     for (const r of events) {

@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import * as pb from "@ephemera/proto";
 import { Aggregates } from "@ephemera/events";
 import { Feed, type Commit, type EventStore } from "@ephemera/eventstore";
-import { startGrpcServer, unary, type Logger } from "@ephemera/kit";
+import { UnavailableError, delay, startGrpcServer, unary, type Logger } from "@ephemera/kit";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { IOContextHandlers } from "./service.js";
@@ -20,6 +20,9 @@ export interface IOContextConfig {
 /** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
 export type IOContextServiceDeps = { store: EventStore; logger: Logger } & ({ redis: Redis } | { outputs: OutputStore });
 
+/** Attempts at dropping a deleted sandbox's outputs while the store is down (about a minute in all). */
+const DROP_ATTEMPTS = 8;
+
 export interface RunningIOContext {
   port: number;
   stop(): Promise<void>;
@@ -29,12 +32,15 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
   const { store, logger } = deps;
   const projections = makeProjections();
   const outputs = "outputs" in deps ? deps.outputs : new RedisOutputStore(deps.redis, config.prefix);
+  const stopping = new AbortController();
   const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes]);
   const cleanups = new Set<Promise<void>>();
   feed.onCommit((commit) => {
     const routingKey = deletedSandbox(commit, (id) => projections.sandboxes.get(id)?.state.routingKey);
     if (!routingKey) return;
-    const p = outputs.dropSandbox(routingKey).then(
+    const onRetry = (err: unknown, delayMs: number) =>
+      logger.warn({ err, sandbox: commit.aggregateId, routingKey, delayMs }, "cannot drop the outputs of a deleted sandbox yet; retrying");
+    const p = dropWithRetries(outputs, routingKey, stopping.signal, onRetry).then(
       (runs) => { if (runs) logger.info({ sandbox: commit.aggregateId, routingKey, runs }, "outputs of a deleted sandbox dropped"); },
       (err: unknown) => logger.warn({ err, sandbox: commit.aggregateId }, "cannot drop the outputs of a deleted sandbox"),
     ).finally(() => cleanups.delete(p));
@@ -56,9 +62,31 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     stop: async () => {
       await server.shutdown();
       await feed.stop();
+      stopping.abort();
       await Promise.allSettled([...cleanups]);
     },
   };
+}
+
+/**
+ * Values of a deleted sandbox must not outlive it in the cache: a drop that fails while
+ * the store is down is tried again with backoff. (A restart also drops them: the feed
+ * replays every `sandbox.deleted`.) A loop rather than kit's retry(): stop() must be able
+ * to cut a backoff short.
+ */
+async function dropWithRetries(
+  outputs: OutputStore, routingKey: string, stop: AbortSignal, onRetry: (err: unknown, delayMs: number) => void,
+): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await outputs.dropSandbox(routingKey);
+    } catch (err) {
+      if (!(err instanceof UnavailableError) || attempt >= DROP_ATTEMPTS || stop.aborted) throw err;
+      const delayMs = Math.min(30_000, 500 * 2 ** (attempt - 1));
+      onRetry(err, delayMs);
+      await delay(delayMs, stop);
+    }
+  }
 }
 
 function deletedSandbox(commit: Commit, routingKeyOf: (id: string) => string | undefined): string | undefined {
