@@ -1,25 +1,40 @@
-// The agents' side of the IOContext service: fetch a step's inputs, store its outputs.
+// The agents' side of the IOContext service: fetch a step's inputs, store its outputs, and
+// read them back (the runner). Every call has a deadline and is retried while the IO
+// context answers UNAVAILABLE, so an outage of its Redis does not fail the step.
 import { call, grpc } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
+import { DEFAULT_RETRY, withRetries, type RetryNotice, type RetryPolicy } from "./retry.js";
+
+export interface IOCallOptions {
+  /** Deadline of one attempt. */
+  timeoutMs?: number;
+  /** How long to keep retrying while the IO context is unavailable; false: one attempt. */
+  retry?: RetryPolicy | false;
+  onRetry?: (notice: RetryNotice) => void;
+  /** Stops retrying (a stopped step has no use for its outputs). */
+  signal?: AbortSignal;
+}
 
 export function ioContextClient(address: string): pb.IOContextClient {
   return new pb.IOContextClient(address, grpc.credentials.createInsecure());
 }
 
-export function fetchStepInputs(
-  client: pb.IOContextClient, runId: string, token: string, timeoutMs = 15_000,
-): Promise<pb.GetStepInputsResponse> {
-  return call(client.getStepInputs.bind(client), { runId, token }, timeoutMs);
+function withPolicy<T>(fn: (timeoutMs: number) => Promise<T>, options: IOCallOptions): Promise<T> {
+  const { timeoutMs = 15_000, retry = DEFAULT_RETRY, onRetry, signal } = options;
+  if (retry === false) return fn(timeoutMs);
+  return withRetries((remainingMs) => fn(Math.min(timeoutMs, remainingMs)), retry, onRetry, signal);
+}
+
+export function fetchStepInputs(client: pb.IOContextClient, runId: string, token: string, options: IOCallOptions = {}): Promise<pb.GetStepInputsResponse> {
+  return withPolicy((timeoutMs) => call(client.getStepInputs.bind(client), { runId, token }, timeoutMs), options);
 }
 
 export async function storeStepOutputs(
-  client: pb.IOContextClient, runId: string, token: string, outputs: pb.OutputValue[], timeoutMs = 15_000,
+  client: pb.IOContextClient, runId: string, token: string, outputs: pb.OutputValue[], options: IOCallOptions = {},
 ): Promise<void> {
-  await call(client.putStepOutputs.bind(client), { runId, token, outputs }, timeoutMs);
+  await withPolicy((timeoutMs) => call(client.putStepOutputs.bind(client), { runId, token, outputs }, timeoutMs), options);
 }
 
-export async function fetchStepOutputs(
-  client: pb.IOContextClient, runId: string, token: string, timeoutMs = 15_000,
-): Promise<pb.OutputValue[]> {
-  return (await call(client.getStepOutputs.bind(client), { runId, token }, timeoutMs)).outputs;
+export async function fetchStepOutputs(client: pb.IOContextClient, runId: string, token: string, options: IOCallOptions = {}): Promise<pb.OutputValue[]> {
+  return (await withPolicy((timeoutMs) => call(client.getStepOutputs.bind(client), { runId, token }, timeoutMs), options)).outputs;
 }

@@ -1,6 +1,7 @@
 // The init and sidecar agents of a step run: the same code serves the process driver's
 // step program and, later, the init and sidecar containers of a runner pod.
-export { ioContextClient, fetchStepInputs, storeStepOutputs, fetchStepOutputs } from "./client.js";
+export { ioContextClient, fetchStepInputs, storeStepOutputs, fetchStepOutputs, type IOCallOptions } from "./client.js";
+export { DEFAULT_RETRY, withRetries, type RetryPolicy, type RetryNotice } from "./retry.js";
 export { STEP_HOME, planStep, writeStepFiles, absolutePath, type StepPlan, type StepFile } from "./init.js";
 export { collectOutputs, type CollectedOutputs } from "./sidecar.js";
 export { privateViewDirs, mountPrivateViews, PrivateViewError } from "./views.js";

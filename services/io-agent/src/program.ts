@@ -1,4 +1,5 @@
 // The contract between the process driver and the step program it starts (step.ts).
+import type { RetryPolicy } from "./retry.js";
 
 /** Environment variable carrying the JSON-encoded StepProgramConfig. */
 export const STEP_CONFIG_ENV = "EPHEMERA_STEP_CONFIG";
@@ -15,4 +16,6 @@ export interface StepProgramConfig {
   runDir: string;
   /** The script's environment before the inputs are added (PATH, LANG, the default variables). */
   env: Record<string, string>;
+  /** How calls to the IO context are retried while it is unavailable (default: DEFAULT_RETRY, ~60 s). */
+  ioRetry?: Partial<RetryPolicy>;
 }

@@ -6,10 +6,11 @@ import { openSync, writeSync, closeSync } from "node:fs";
 import { constants } from "node:os";
 import { join } from "node:path";
 import { errorMessage } from "@ephemera/kit";
-import { fetchStepInputs, ioContextClient, storeStepOutputs } from "./client.js";
+import { fetchStepInputs, ioContextClient, storeStepOutputs, type IOCallOptions } from "./client.js";
 import { STEP_HOME, planStep, writeStepFiles } from "./init.js";
 import { REPORT_FILE, STEP_CONFIG_ENV, type StepProgramConfig } from "./program.js";
 import { FailureReason, type StepReport } from "./report.js";
+import { DEFAULT_RETRY } from "./retry.js";
 import { collectOutputs } from "./sidecar.js";
 import { mountPrivateViews, privateViewDirs } from "./views.js";
 
@@ -21,9 +22,17 @@ const say = (line: string) => process.stdout.write(`[ephemera] ${line}\n`);
 // too and its grace period to clean up. This program stays to report; it only makes sure
 // a script that was not started yet never starts.
 let terminated = false;
-process.on("SIGTERM", () => { terminated = true; });
+const stopping = new AbortController();
+process.on("SIGTERM", () => { terminated = true; stopping.abort(); });
 const stoppedReport = (exitCode?: number): StepReport => ({
   outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped", ...(exitCode === undefined ? {} : { exitCode }),
+});
+
+/** Retries while the IO context is unavailable, each one said in the step's log (messages name outputs, never values). */
+const retrying = (config: StepProgramConfig, what: string): IOCallOptions => ({
+  retry: { ...DEFAULT_RETRY, ...config.ioRetry },
+  onRetry: (n) => say(`${what}: ${n.error}; retry ${n.attempt} in ${n.delayMs} ms (${Math.round(n.elapsedMs / 1000)} s so far)`),
+  signal: stopping.signal,
 });
 
 async function runStep(config: StepProgramConfig): Promise<StepReport> {
@@ -31,7 +40,7 @@ async function runStep(config: StepProgramConfig): Promise<StepReport> {
   try {
     let plan;
     try {
-      plan = planStep(await fetchStepInputs(client, config.runId, config.token));
+      plan = planStep(await fetchStepInputs(client, config.runId, config.token, retrying(config, "cannot get the step's inputs")));
     } catch (err) {
       return { outcome: "failed", reason: FailureReason.InputUnavailable, message: `cannot get the step's inputs: ${errorMessage(err)}` };
     }
@@ -48,7 +57,7 @@ async function runStep(config: StepProgramConfig): Promise<StepReport> {
     const collected = await collectOutputs(plan.outputs);
     if (!collected.ok) return { outcome: "failed", reason: collected.reason, message: collected.message };
     try {
-      await storeStepOutputs(client, config.runId, config.token, collected.values);
+      await storeStepOutputs(client, config.runId, config.token, collected.values, retrying(config, "cannot store the outputs"));
     } catch (err) {
       return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot store the outputs: ${errorMessage(err)}` };
     }
