@@ -90,6 +90,12 @@ export function evolveWorkflow(state: WorkflowState, event: DomainEvent, time = 
         })),
         failure: state.failure ?? event.data.failure,
       };
+    case "ephemera.workflow.run_stop_requested.v1": {
+      const stopped = new Set(event.data.runIds);
+      return { ...state, steps: state.steps.map((s) => (s.status === "queued" && stopped.has(s.runId!) ? {
+        ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" && stopped.has(a.runId) ? { ...a, status: "cancelled" } : a)),
+      } : s)) };
+    }
     case "ephemera.workflow.cancel_requested.v1":
       return {
         ...state, status: "cancelling",

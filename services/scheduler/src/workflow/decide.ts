@@ -61,6 +61,10 @@ export function decide(command: WorkflowCommand, state: WorkflowState, now: numb
     }
     case "retry": {
       if (state.status !== "failed") return [];
+      // A workflow that failed before it had steps (its plugin version was missing) fails again.
+      if (state.started.failure) {
+        return [ev("ephemera.workflow.retried.v1", { steps: [] }), ev("ephemera.workflow.failed.v1", { failure: state.started.failure })];
+      }
       const steps = state.steps.filter((s) => s.status !== "succeeded").map((s) => s.name);
       const e = ev("ephemera.workflow.retried.v1", { steps });
       return [e, ...advance(evolve(state, e, now), now)];
@@ -71,8 +75,10 @@ export function decide(command: WorkflowCommand, state: WorkflowState, now: numb
 /** When the next timer of this workflow is due (ms since epoch), if any. */
 export function nextDue(state: WorkflowState, policy: Policy = DEFAULT_POLICY): number | undefined {
   if (!isActive(state)) return undefined;
+  // A failing or cancelling workflow makes no more attempts: its retries are not due.
+  const retrying = state.status === "running" && !state.failure;
   const due = state.steps.flatMap((s) => {
-    if (s.status === "retrying" && s.retryAt !== undefined) return [s.retryAt];
+    if (s.status === "retrying" && s.retryAt !== undefined) return retrying ? [s.retryAt] : [];
     if (s.status === "queued" && !s.unclaimed) return [s.since + policy.unclaimedAfterMs];
     if (s.status === "running") return [s.since + s.timeoutMs + policy.deadlineGraceMs];
     return [];
@@ -109,6 +115,8 @@ function tick(state: ActiveWorkflow, now: number, policy: Policy): DomainEvent[]
 /** A failed attempt: another one later (policy permitting), or the step fails. */
 function failStep(state: ActiveWorkflow, step: StepState, failure: pb.StepFailure, now: number, policy: Policy): DomainEvent[] {
   const infra = INFRA_REASONS.has(failure.reason);
+  // A run declared lost may still be alive somewhere (a runner cut off, not dead): stop it.
+  const stopLost = infra ? [ev("ephemera.workflow.run_stop_requested.v1", { runIds: [step.runId!], reason: "declared lost" })] : [];
   const canRetry = state.status === "running" && !state.failure && failure.reason !== "Cancelled" &&
     (infra ? step.infraFailures < policy.infraRetries : step.scriptFailures < step.retries);
   if (canRetry) {
@@ -117,12 +125,10 @@ function failStep(state: ActiveWorkflow, step: StepState, failure: pb.StepFailur
       step: step.name, runId: step.runId!, failure, nextAttempt: step.attempt + 1,
       retryAt: new Date(now + retryDelayMs(failures, step.runId!)).toISOString(), infrastructure: infra,
     });
-    // A run declared lost may still be alive somewhere (a runner cut off, not dead): stop it
-    // before its next attempt starts.
-    return infra ? [ev("ephemera.workflow.run_stop_requested.v1", { runIds: [step.runId!], reason: "declared lost" }), e] : [e];
+    return [...stopLost, e];
   }
   const e = ev("ephemera.workflow.step_failed.v1", { step: step.name, runId: step.runId!, failure });
-  return [e, ...advance(evolve(state, e, now), now)];
+  return [...stopLost, e, ...advance(evolve(state, e, now), now)];
 }
 
 /** What follows from a state: dispatch ready steps, or end the workflow. */

@@ -339,7 +339,8 @@ describe("workflow: retries", () => {
     }
     const last = INFRA_RETRIES + 1;
     const lost = failure("s", "RunnerLost", last);
-    given(h).when(fail("s", lost, last), now).then(stepFailed("s", lost, last), wfFailed(lost));
+    // The last lost run is told to stop too: it may still be alive somewhere.
+    given(h).when(fail("s", lost, last), now).then(stopRequested("declared lost", run("s", last)), stepFailed("s", lost, last), wfFailed(lost));
   });
 
   it("DriverError is an infrastructure failure too", () => {
@@ -367,6 +368,18 @@ describe("workflow: failing with other steps live", () => {
     given(h).when(fail("b", errB), T0 + 3 * SEC).then(stepFailed("b", errB), stopRequested("the workflow failed", run("c")), wfFailed(errB));
   });
 
+  it("a queued run told to stop is stopped once: no second stop request, no unclaimed report", () => {
+    const p = plan(step("x"), step("y"), step("z"));
+    const h = at(T0, startedEv(p), dispatched("x"), dispatched("y"), dispatched("z"), running("x"), running("y"));
+    const errX = failure("x");
+    const w = given(h).when(fail("x", errX), T0 + SEC);
+    w.then(stepFailed("x", errX), stopRequested("the workflow failed", run("z")));
+    // Past the unclaimed wait, y still running: z was stopped, so nothing is reported about it again.
+    given(w.history()).when(tick, T0 + 40 * SEC).thenNothing();
+    const errY = failure("y");
+    given(w.history()).when(fail("y", errY), T0 + 41 * SEC).then(stepFailed("y", errY), wfFailed(errX));
+  });
+
   it("a failure while another step is running waits for it, then fails with the first failure", () => {
     const h = [...fannedOut, ...at(T0 + 2 * SEC, running("b"), running("c"))];
     const w = given(h).when(fail("b", errB), T0 + 3 * SEC);
@@ -381,7 +394,7 @@ describe("workflow: failing with other steps live", () => {
     const w = given(h).when(fail("a", errA), T0 + SEC);
     w.then(stepFailed("a", errA));
     const lost = failure("b", "RunnerLost");
-    given(w.history()).when(fail("b", lost), T0 + 2 * SEC).then(stepFailed("b", lost), wfFailed(errA));
+    given(w.history()).when(fail("b", lost), T0 + 2 * SEC).then(stopRequested("declared lost", run("b")), stepFailed("b", lost), wfFailed(errA));
   });
 
   it("a step waiting to retry is not dispatched once the workflow is failing", () => {
@@ -530,7 +543,7 @@ describe("workflow: policy", () => {
     expect(nextDue(stateOf(runningS), policy)).toBe(T0 + SEC + TIMEOUT);
     expect(types(decide(tick, stateOf(runningS), T0 + SEC + TIMEOUT, policy))).toEqual(["run_stop_requested", "step_failed", "failed"]);
     const lost = failure("s", "RunnerLost");
-    expect(decide(fail("s", lost), stateOf(runningS), T0 + 2 * SEC, policy)).toEqual([stepFailed("s", lost), wfFailed(lost)]);
+    expect(decide(fail("s", lost), stateOf(runningS), T0 + 2 * SEC, policy)).toEqual([stopRequested("declared lost", run("s")), stepFailed("s", lost), wfFailed(lost)]);
   });
 });
 

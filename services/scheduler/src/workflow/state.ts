@@ -82,8 +82,11 @@ export function evolve(state: WorkflowState, event: DomainEvent, time: number): 
       const next = step(event.data.step, (s) => ({ ...s, status: "failed", since: time }));
       return next.status === "none" ? next : { ...next, failure: next.failure ?? event.data.failure };
     }
-    case "ephemera.workflow.run_stop_requested.v1":
-      return state;
+    case "ephemera.workflow.run_stop_requested.v1": {
+      // A queued run told to stop never starts (its runner drops it); a running one reports back.
+      const stopped = new Set(event.data.runIds);
+      return { ...state, steps: state.steps.map((s) => (s.status === "queued" && stopped.has(s.runId!) ? { ...s, status: "cancelled", since: time } : s)) };
+    }
     case "ephemera.workflow.cancel_requested.v1":
       return {
         ...state, status: "cancelling",
