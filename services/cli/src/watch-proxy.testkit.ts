@@ -93,7 +93,7 @@ export class WatchProxy {
       close();
     });
     up.on("error", (err: grpc.ServiceError) => {
-      if (closed || err.code === grpc.status.CANCELLED) return;
+      if (closed || err.code === grpc.status.CANCELLED || (fault && "silent" in fault && views >= fault.after)) return;
       down.emit("error", err);
       close();
     });
