@@ -172,9 +172,6 @@ export function redact<E extends Pick<StoredEvent, "type" | "data">>(e: E): E {
   };
 }
 
-export * from "./plugin.js";
-export * from "./sandbox.js";
-export * from "./workflow.js";
 
 /** A Projection-compatible evolve over recorded events for one of the folds above. */
 export function folding<S>(fold: (state: S, event: DomainEvent, time: string) => S) {

@@ -1,6 +1,5 @@
 import * as pb from "@ephemera/proto";
 import { planInputs, inputEnvName, unresolved, type InputContext } from "./inputs.js";
-import { initialWorkflow } from "@ephemera/events";
 import type { WorkflowView } from "./state.js";
 
 const step = (name: string, inputs: Array<Partial<pb.StepInput>>): pb.Step =>
@@ -12,10 +11,8 @@ const spec = pb.ResourcePluginSpec.fromPartial({
 });
 
 const workflow = (params: Record<string, string>, succeeded: Record<string, string> = {}): WorkflowView => ({
-  ...initialWorkflow(),
-  status: "running",
   started: pb.WorkflowStarted.fromPartial({ params }),
-  steps: Object.entries(succeeded).map(([name, runId]) => ({ name, dependsOn: [], status: "succeeded", attempt: 1, runId, outputs: [], attempts: [] })),
+  steps: Object.entries(succeeded).map(([name, runId]) => ({ name, current: runId, succeeded: runId })),
 });
 
 const create = (w: WorkflowView): InputContext => ({ phase: "create", spec, workflow: w });

@@ -1,25 +1,65 @@
-// What the IO context knows from the event stream: the shared folds of plugins, workflows
-// and sandboxes, and the two questions it asks of a workflow.
-import {
-  Aggregates, evolvePlugin, evolveSandbox, evolveWorkflow, folding, initialPlugin, initialSandbox, initialWorkflow,
-  type PluginState, type SandboxState, type WorkflowState,
-} from "@ephemera/events";
+// What the IO context knows from the event stream, folded into its own shapes: each
+// workflow's runs (which it dispatched, which succeeded), the plugin versions' specs, and
+// the routing key of each sandbox (to drop its outputs when it is deleted).
+import type * as pb from "@ephemera/proto";
+import { Aggregates, folding, type DomainEvent } from "@ephemera/events";
 import { Projection } from "@ephemera/eventstore";
 
-export type WorkflowView = WorkflowState;
+export interface WorkflowView {
+  started?: pb.WorkflowStarted;
+  steps: Array<{ name: string; current?: string; succeeded?: string }>;
+}
 
 /** Whether the workflow dispatched this run (the current attempt of one of its steps). */
-export const dispatched = (w: WorkflowState, runId: string): boolean => w.steps.some((s) => s.runId === runId);
+export const dispatched = (w: WorkflowView, runId: string): boolean => w.steps.some((s) => s.current === runId);
 
 /** The run whose outputs count for a step: the one that succeeded. */
-export const succeededRun = (w: WorkflowState | undefined, step: string): string | undefined =>
-  w?.steps.find((s) => s.name === step && s.status === "succeeded")?.runId;
+export const succeededRun = (w: WorkflowView | undefined, step: string): string | undefined => w?.steps.find((s) => s.name === step)?.succeeded;
+
+export const initialWorkflowView = (): WorkflowView => ({ steps: [] });
+
+export function foldWorkflow(w: WorkflowView, e: DomainEvent): WorkflowView {
+  const step = (name: string, f: (s: WorkflowView["steps"][number]) => WorkflowView["steps"][number]) => ({
+    ...w, steps: w.steps.some((s) => s.name === name) ? w.steps.map((s) => (s.name === name ? f(s) : s)) : [...w.steps, f({ name })],
+  });
+  switch (e.type) {
+    case "ephemera.workflow.started.v1":
+      return { started: e.data, steps: e.data.steps.map((s) => ({ name: s.name })) };
+    case "ephemera.workflow.step_dispatched.v1":
+      return step(e.data.step, (s) => ({ ...s, current: e.data.runId }));
+    case "ephemera.workflow.step_succeeded.v1":
+      return step(e.data.step, (s) => ({ ...s, succeeded: e.data.runId }));
+    case "ephemera.workflow.retried.v1": {
+      // A retried step's earlier success no longer counts (only failed steps are retried, but be exact).
+      const again = new Set(e.data.steps);
+      return { ...w, steps: w.steps.map((s) => (again.has(s.name) ? { name: s.name, ...(s.current ? { current: s.current } : {}) } : s)) };
+    }
+    default:
+      return w;
+  }
+}
+
+export interface PluginSpecs { versions: Map<string, { spec: pb.ResourcePluginSpec }> }
+
+export function foldPlugin(p: PluginSpecs, e: DomainEvent): PluginSpecs {
+  if (e.type === "ephemera.plugin.published.v1") return { versions: new Map(p.versions).set(e.data.version, { spec: e.data.spec! }) };
+  if (e.type === "ephemera.plugin.version_deleted.v1") {
+    const versions = new Map(p.versions);
+    versions.delete(e.data.version);
+    return { versions };
+  }
+  return p;
+}
+
+export function foldSandbox(s: { routingKey: string }, e: DomainEvent): { routingKey: string } {
+  return e.type === "ephemera.sandbox.created.v1" ? { routingKey: e.data.routingKey } : s;
+}
 
 export function projections() {
   return {
-    plugins: new Projection<PluginState>(Aggregates.plugin, initialPlugin, folding(evolvePlugin)),
-    workflows: new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, folding(evolveWorkflow)),
-    sandboxes: new Projection<SandboxState>(Aggregates.sandbox, initialSandbox, folding(evolveSandbox)),
+    plugins: new Projection<PluginSpecs>(Aggregates.plugin, () => ({ versions: new Map() }), folding(foldPlugin)),
+    workflows: new Projection<WorkflowView>(Aggregates.workflow, initialWorkflowView, folding(foldWorkflow)),
+    sandboxes: new Projection<{ routingKey: string }>(Aggregates.sandbox, () => ({ routingKey: "" }), folding(foldSandbox)),
   };
 }
 export type Projections = ReturnType<typeof projections>;

@@ -1,10 +1,10 @@
 // The sandbox service's core: projections of plugins, sandboxes and workflows, the
 // commands behind the public API, and the reaction to workflow outcomes.
 import * as pb from "@ephemera/proto";
-import {
-  Aggregates, decode, encode, evolvePlugin, evolveSandbox, evolveWorkflow, folding, initialPlugin, initialSandbox,
-  initialWorkflow, isTerminal, workflowId, type DomainEvent, type PluginState, type SandboxState, type WorkflowState,
-} from "@ephemera/events";
+import { Aggregates, decode, encode, folding, workflowId, type DomainEvent } from "@ephemera/events";
+import { evolvePlugin, initialPlugin, type PluginState } from "./plugin/state.js";
+import { evolveWorkflow, initialWorkflow, isTerminal, type WorkflowState } from "./progress.js";
+import { evolveSandbox, initialSandbox, type SandboxState } from "./sandbox/state.js";
 import { Feed, Projection, execute, type Commit, type EventStore, type LogStore, type Subscription } from "@ephemera/eventstore";
 import { DueIndex, NotFoundError, ValidationError, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
 import {

@@ -2,7 +2,8 @@
 // a process: it is marked deleting (no new sandbox may use it), and removed once no sandbox
 // uses it — so no interleaving of creates and deletes leaves a sandbox on a deleted version.
 import type * as pb from "@ephemera/proto";
-import { ev, type DomainEvent, type PluginState } from "@ephemera/events";
+import { ev, type DomainEvent } from "@ephemera/events";
+import type { PluginState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 
 export type PluginCommand =

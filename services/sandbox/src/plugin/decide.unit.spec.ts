@@ -1,7 +1,8 @@
 // The plugin decider as given-events / when-command / then-events (or then-error): versions
 // are immutable, and deleting one is a process (deleting, then removed once unused).
 import * as pb from "@ephemera/proto";
-import { ev, evolvePlugin, initialPlugin, type DomainEvent, type PluginState } from "@ephemera/events";
+import { ev, type DomainEvent } from "@ephemera/events";
+import { evolvePlugin, initialPlugin, type PluginState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { decidePlugin, type PluginCommand } from "./decide.js";
 

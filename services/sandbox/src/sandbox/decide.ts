@@ -1,6 +1,7 @@
 // The sandbox decider: create, delete, and the resource outcomes reported by workflows.
 import type * as pb from "@ephemera/proto";
-import { ev, type DomainEvent, type ResourceState, type SandboxState } from "@ephemera/events";
+import { ev, type DomainEvent } from "@ephemera/events";
+import type { ResourceState, SandboxState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { durationMs } from "@ephemera/spec";
 

@@ -1,7 +1,8 @@
 // The sandbox decider as given-events / when-command / then-events (or then-error), over
 // the shared fold; each given event carries the time it was appended at.
 import * as pb from "@ephemera/proto";
-import { ev, evolveSandbox, initialSandbox, type DomainEvent, type SandboxState } from "@ephemera/events";
+import { ev, type DomainEvent } from "@ephemera/events";
+import { evolveSandbox, initialSandbox, type SandboxState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./decide.js";
 import { sandboxStatus } from "./status.js";

@@ -1,6 +1,7 @@
 // The status a user sees, derived from the sandbox's state: never stored, always folded.
 import type * as pb from "@ephemera/proto";
-import type { SandboxState, WorkflowState } from "@ephemera/events";
+import type { WorkflowState } from "../progress.js";
+import type { SandboxState } from "./state.js";
 import { scheduledDeleteTime } from "./decide.js";
 
 /** The status of a sandbox; `workflows` are its resources' workflows (to tell a run no runner took). */

@@ -1,6 +1,8 @@
 // The SandboxView of the API, built from the sandbox and its workflows.
 import * as pb from "@ephemera/proto";
-import { workflowId, type SandboxState, type WorkflowState } from "@ephemera/events";
+import { workflowId } from "@ephemera/events";
+import type { WorkflowState } from "../progress.js";
+import type { SandboxState } from "./state.js";
 import type { Projection } from "@ephemera/eventstore";
 import { sandboxStatus } from "./status.js";
 

@@ -1,6 +1,7 @@
-// The fold of the plugin aggregate (one per plugin name, every version in it).
+// The plugin aggregate's state (one per plugin name, every version in it) and its evolve,
+// beside its decider: the sandbox service owns plugins.
 import type * as pb from "@ephemera/proto";
-import type { DomainEvent } from "./index.js";
+import type { DomainEvent } from "@ephemera/events";
 
 export interface PluginVersionState {
   version: string;

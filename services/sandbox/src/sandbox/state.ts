@@ -1,6 +1,7 @@
-// The fold of the sandbox aggregate, shared by every service that reads sandboxes.
+// The sandbox aggregate's state and its evolve, beside its decider: the sandbox service
+// owns sandboxes; other services fold the published events into their own shapes.
 import type * as pb from "@ephemera/proto";
-import type { DomainEvent } from "./index.js";
+import type { DomainEvent } from "@ephemera/events";
 
 export type ResourceStatus = "Pending" | "Provisioning" | "Ready" | "Failed" | "Deprovisioning" | "Deprovisioned" | "DeprovisionFailed";
 

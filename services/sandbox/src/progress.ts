@@ -1,7 +1,7 @@
-// A reader's fold of the workflow events (the scheduler owns the aggregate and its own
-// decision state): what the sandbox service shows and the IO context checks.
+// The sandbox service's fold of the workflow events it shows (the scheduler owns the
+// workflow aggregate and its decision state): steps, attempts, outcomes.
 import type * as pb from "@ephemera/proto";
-import type { DomainEvent } from "./index.js";
+import type { DomainEvent } from "@ephemera/events";
 
 export type StepStatus = "pending" | "queued" | "running" | "retrying" | "succeeded" | "failed" | "cancelled";
 
