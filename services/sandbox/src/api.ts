@@ -53,7 +53,7 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
           const { sandbox, resource, step, phase, attempt } = call.request;
           for (const run of core.runsOf(sandbox, resource, attempt)) {
             if ((step && run.step !== step) || (phase && run.phase !== phase)) continue;
-            const data = await core.deps.logs.read(run.runId);
+            const data = await core.log(run.runId);
             call.write({ step: run.step, phase: run.phase, runId: run.runId, attempt: run.attempt, data });
           }
           call.end();
@@ -68,7 +68,7 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
       const { follow, sandbox, typeGlob } = call.request;
       const pattern = typeGlob ? new RegExp(`^${typeGlob.split("*").map(escapeRegExp).join(".*")}$`) : undefined;
       const routingKeys = new Set<string>();
-      const sub = core.deps.store.follow({}, (commit) => {
+      const sub = core.followEvents((commit) => {
         for (const e of commit.events) {
           if (sandbox) {
             if (e.aggregate === "sandbox" && e.subject === sandbox && e.type === "ephemera.sandbox.created.v1") {

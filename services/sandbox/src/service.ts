@@ -304,6 +304,16 @@ export class SandboxCore {
       }));
   }
 
+  /** A step run's whole log. */
+  log(runId: string): Promise<Buffer> {
+    return this.deps.logs.read(runId);
+  }
+
+  /** Every commit from the beginning, then live ones (the audit stream of EventService). */
+  followEvents(handler: (commit: Commit) => void): Subscription {
+    return this.deps.store.follow({}, handler);
+  }
+
   // ---- reactions ----
 
   private sandboxOf(c: Commit): string | undefined {
