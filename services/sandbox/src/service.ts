@@ -4,7 +4,7 @@ import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, folding, workflowId, type DomainEvent } from "@ephemera/events";
 import { evolvePlugin, initialPlugin, type PluginState } from "./plugin/state.js";
 import { evolveWorkflow, initialWorkflow, isTerminal, type WorkflowState } from "./progress.js";
-import { evolveSandbox, initialSandbox, type SandboxState } from "./sandbox/state.js";
+import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } from "./sandbox/state.js";
 import { Feed, Projection, execute, type Commit, type EventStore, type LogStore, type Subscription } from "@ephemera/eventstore";
 import { DueIndex, NotFoundError, ValidationError, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
 import {
@@ -72,8 +72,9 @@ export class SandboxCore {
       const first = c.events[0];
       if (name) await this.reconcile(name, first && { correlationId: first.correlationId, causationId: first.id });
       // A sandbox that went away may free a plugin version being deleted.
-      if (c.aggregate === Aggregates.sandbox && this.sandboxes.get(c.aggregateId)?.state.status === "deleted") {
-        for (const r of this.sandboxes.get(c.aggregateId)!.state.resources) await this.removeUnusedVersions(r.plugin);
+      const gone = c.aggregate === Aggregates.sandbox ? this.sandboxes.get(c.aggregateId)?.state : undefined;
+      if (gone?.status === "deleted") {
+        for (const r of gone.resources) await this.removeUnusedVersions(r.plugin);
       }
       if (c.aggregate === Aggregates.plugin) await this.removeUnusedVersions(c.aggregateId);
     });
@@ -225,21 +226,22 @@ export class SandboxCore {
   }
 
   async deleteSandbox(name: string, force: boolean, call: CallContext = {}): Promise<pb.SandboxView> {
-    await this.sandboxCommand(name, { kind: "delete", force }, call, `delete:${force}`);
-    const state = this.sandboxes.get(name)!.state;
+    await this.sandboxCommand(name, { kind: "delete", name, force }, call, `delete:${force}`);
+    const state = this.sandboxes.get(name)?.state;
+    if (!state || state.status === "none") throw new NotFoundError(`sandbox ${name} not found`);
     return buildView(state, this.workflows, undefined);
   }
 
   /** Runs the failed resources' create workflows again; returns their names. */
   async retrySandbox(name: string, call: CallContext = {}): Promise<pb.RetrySandboxResponse> {
     const before = this.sandboxes.get(name)?.state;
-    const failed = before?.resources.filter((r) => r.status === "Failed").map((r) => r.name) ?? [];
-    await this.sandboxCommand(name, { kind: "retry" }, call, "retry");
+    const failed = before?.status === "active" ? before.resources.filter((r) => r.status === "Failed").map((r) => r.name) : [];
+    await this.sandboxCommand(name, { kind: "retry", name }, call, "retry");
     return { sandbox: await this.view(name, false), resources: failed };
   }
 
   private async sandboxCommand(name: string, command: SandboxCommand, call: CallContext, key: string): Promise<void> {
-    await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox(command, { ...state, name }).map(encode), this.meta(call, key));
+    await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox(command, state).map(encode), this.meta(call, key));
   }
 
   private meta(call: CallContext, command: string) {
@@ -273,7 +275,7 @@ export class SandboxCore {
   }
 
   /** Output values live in the step runs' result events (the journal); read them on demand. */
-  private async outputValues(state: SandboxState): Promise<Map<string, Buffer>> {
+  private async outputValues(state: SandboxRecord): Promise<Map<string, Buffer>> {
     const values = new Map<string, Buffer>();
     for (const r of state.resources) {
       const wf = this.workflows.get(workflowId(state.routingKey, r.name, "create"))?.state;
@@ -345,8 +347,8 @@ export class SandboxCore {
 
   private notify(c: Commit): void {
     if (c.aggregate === Aggregates.sandbox) {
-      const rk = this.sandboxes.get(c.aggregateId)?.state.routingKey;
-      if (rk) this.byRoutingKey.set(rk, c.aggregateId);
+      const sb = this.sandboxes.get(c.aggregateId)?.state;
+      if (sb && sb.status !== "none") this.byRoutingKey.set(sb.routingKey, c.aggregateId);
     }
     const name = this.sandboxOf(c);
     const set = name ? this.watchers.get(name) : undefined;

@@ -1,7 +1,7 @@
 // The sandbox decider: create, delete, and the resource outcomes reported by workflows.
 import type * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import type { ResourceState, SandboxState } from "./state.js";
+import type { ResourceState, SandboxRecord, SandboxState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { durationMs } from "@ephemera/spec";
 
@@ -18,10 +18,10 @@ export type SandboxCommand =
       /** The canonical JSON of the spec it exists with, if it does. */
       existingSpec: string | undefined;
     }
-  | { kind: "delete"; force: boolean }
+  | { kind: "delete"; name: string; force: boolean }
   /** TTL: deletes the sandbox if it is due at `now` (ms since epoch). */
   | { kind: "expire"; now: number }
-  | { kind: "retry" }
+  | { kind: "retry"; name: string }
   | { kind: "workflow-ended"; resource: string; phase: "create" | "delete"; workflowId: string; outcome: "succeeded" | "failed"; outputs: pb.OutputRef[]; failure?: pb.StepFailure };
 
 export function decideSandbox(command: SandboxCommand, state: SandboxState): DomainEvent[] {
@@ -49,13 +49,13 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
       return deprovisionAll(state, "ttl");
     }
     case "retry": {
-      if (state.status !== "active") throw new ConflictError(`sandbox ${state.name} is ${state.status === "deleting" ? "being deleted" : "not there"}: nothing to retry`);
+      if (state.status !== "active") throw new ConflictError(`sandbox ${command.name} is ${state.status === "deleting" ? "being deleted" : "not there"}: nothing to retry`);
       const failed = state.resources.filter((r) => r.status === "Failed").map((r) => r.name);
-      if (!failed.length) throw new ConflictError(`sandbox ${state.name} has no failed resource to retry`);
+      if (!failed.length) throw new ConflictError(`sandbox ${command.name} has no failed resource to retry`);
       return [ev("ephemera.sandbox.retry_requested.v1", { resources: failed })];
     }
     case "delete": {
-      if (state.status === "none" || state.status === "deleted") throw new NotFoundError(`sandbox ${state.name || "?"} not found`);
+      if (state.status === "none" || state.status === "deleted") throw new NotFoundError(`sandbox ${command.name} not found`);
       if (command.force) {
         return [ev("ephemera.sandbox.deleting.v1", { force: true, reason: "requested" }), ev("ephemera.sandbox.deleted.v1", { forced: true })];
       }
@@ -63,8 +63,9 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
       return deprovisionAll(state, "requested");
     }
     case "workflow-ended": {
+      if (state.status === "none" || state.status === "deleted") return [];
       const r = state.resources.find((x) => x.name === command.resource);
-      if (!r || state.status === "deleted") return [];
+      if (!r) return [];
       const { resource, workflowId, outputs, failure } = command;
       if (command.phase === "create") {
         if (state.status !== "active" || r.status !== "Provisioning") return [];
@@ -86,7 +87,7 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
   }
 }
 
-function deprovisionAll(state: SandboxState, reason: string): DomainEvent[] {
+function deprovisionAll(state: SandboxRecord, reason: string): DomainEvent[] {
   return [
     ev("ephemera.sandbox.deleting.v1", { force: false, reason }),
     ...state.resources.map((r) => ev("ephemera.sandbox.resource_deprovision_requested.v1", {
@@ -99,9 +100,10 @@ function deprovisionAll(state: SandboxState, reason: string): DomainEvent[] {
 
 /** When TTL expiry deletes the sandbox (ms since epoch); undefined without a ttl. */
 export function scheduledDeleteTime(state: SandboxState): number | undefined {
+  if (state.status === "none") return undefined;
   const ttl = state.spec?.ttl;
   const span = durationMs(ttl?.duration);
-  if (span === undefined || state.status === "none") return undefined;
+  if (span === undefined) return undefined;
   const from = ttl?.offsetFrom === "updatedAt" ? state.specUpdatedAt : state.createdAt;
   return Date.parse(from) + span;
 }

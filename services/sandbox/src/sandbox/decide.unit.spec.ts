@@ -2,7 +2,7 @@
 // the shared fold; each given event carries the time it was appended at.
 import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import { evolveSandbox, initialSandbox, type SandboxState } from "./state.js";
+import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./decide.js";
 import { sandboxStatus } from "./status.js";
@@ -19,6 +19,12 @@ const HOUR = 60 * MIN;
 
 /** Events appended at `time`. */
 const at = (time: string, ...events: DomainEvent[]): Timed[] => events.map((event) => ({ event, time }));
+
+/** The state of a sandbox that exists (the tests below only ask the status of one). */
+function record(s: SandboxState): SandboxRecord {
+  if (s.status === "none") throw new Error("expected a sandbox that exists");
+  return s;
+}
 
 function given(...history: Timed[][]) {
   const past = history.flat();
@@ -106,9 +112,9 @@ describe("sandbox: create", () => {
   });
 
   it("applying while it is being deleted is a conflict; once deleted, the name can be created again", () => {
-    const deletingH = given(ready).when({ kind: "delete", force: false }).history(T1);
+    const deletingH = given(ready).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
     given(deletingH).when(create({ existing: "spec-1" })).thenThrows(ConflictError, /being deleted/);
-    const gone = given(ready).when({ kind: "delete", force: true }).history(T1);
+    const gone = given(ready).when({ kind: "delete", name: "feature-x", force: true }).history(T1);
     const again = given(gone).when(create({ routingKey: "rk2" })).events();
     expect(types(again)).toEqual(["created", "resource_provision_requested", "resource_provision_requested"]);
     expect(again[0]!.data).toMatchObject({ routingKey: "rk2" });
@@ -121,16 +127,16 @@ describe("sandbox: resource outcomes", () => {
   it("is ready once every resource is provisioned", () => {
     const one = given(requested()).when(ended("db", "create", "succeeded"));
     one.then(provisioned("db"));
-    expect(sandboxStatus(given(one.history(T1)).state).reason).toBe("Creating");
+    expect(sandboxStatus(record(given(one.history(T1)).state)).reason).toBe("Creating");
     const both = given(one.history(T1)).when(ended("q", "create", "succeeded"));
     both.then(provisioned("q"), ev("ephemera.sandbox.ready.v1", {}));
-    expect(sandboxStatus(given(both.history(T1)).state)).toEqual({ ready: true, reason: "Ready", message: "all resources are ready", scheduledDeleteTime: "" });
+    expect(sandboxStatus(record(given(both.history(T1)).state))).toEqual({ ready: true, reason: "Ready", message: "all resources are ready", scheduledDeleteTime: "" });
   });
 
   it("a failed create workflow fails its resource with the step's reason", () => {
     const w = given(requested()).when(ended("db", "create", "failed"));
     w.then(provisionFailed("db"));
-    expect(sandboxStatus(given(w.history(T1)).state)).toMatchObject({ ready: false, reason: "ResourceFailed", message: "resource db: step seed exited 3 (Error)" });
+    expect(sandboxStatus(record(given(w.history(T1)).state))).toMatchObject({ ready: false, reason: "ResourceFailed", message: "resource db: step seed exited 3 (Error)" });
   });
 
   it("late or repeated outcomes change nothing", () => {
@@ -145,29 +151,29 @@ describe("sandbox: resource outcomes", () => {
 
 describe("sandbox: retry", () => {
   it("retries only the failed resources", () => {
-    const w = given(dbFailed).when({ kind: "retry" });
+    const w = given(dbFailed).when({ kind: "retry", name: "feature-x" });
     w.then(ev("ephemera.sandbox.retry_requested.v1", { resources: ["db"] }));
-    const after = given(w.history(T1)).state;
+    const after = record(given(w.history(T1)).state);
     expect(after.resources.map((r) => [r.name, r.status, r.failure, r.retries])).toEqual([["db", "Provisioning", undefined, 1], ["q", "Ready", undefined, 0]]);
-    expect(sandboxStatus(after).reason).toBe("Creating");
+    expect(sandboxStatus(record(after)).reason).toBe("Creating");
     // The retried workflow's success makes the sandbox ready.
     given(w.history(T1)).when(ended("db", "create", "succeeded")).then(provisioned("db"), ev("ephemera.sandbox.ready.v1", {}));
   });
 
   it("retries every failed resource, in order", () => {
     const both = [...requested(), ...at(T1, provisionFailed("db"), provisionFailed("q"))];
-    given(both).when({ kind: "retry" }).then(ev("ephemera.sandbox.retry_requested.v1", { resources: ["db", "q"] }));
+    given(both).when({ kind: "retry", name: "feature-x" }).then(ev("ephemera.sandbox.retry_requested.v1", { resources: ["db", "q"] }));
   });
 
   it("is a conflict when no resource failed", () => {
-    given(ready).when({ kind: "retry" }).thenThrows(ConflictError, /no failed resource/);
-    given(requested()).when({ kind: "retry" }).thenThrows(ConflictError, /no failed resource/);
+    given(ready).when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /no failed resource/);
+    given(requested()).when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /no failed resource/);
   });
 
   it("is a conflict while the sandbox is being deleted, or when it is not there", () => {
-    const deletingH = given(dbFailed).when({ kind: "delete", force: false }).history(T1);
-    given(deletingH).when({ kind: "retry" }).thenThrows(ConflictError, /being deleted/);
-    given().when({ kind: "retry" }).thenThrows(ConflictError, /not there/);
+    const deletingH = given(dbFailed).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
+    given(deletingH).when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /being deleted/);
+    given().when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /not there/);
   });
 });
 
@@ -175,42 +181,42 @@ describe("sandbox: retry", () => {
 
 describe("sandbox: delete", () => {
   it("requests deprovisioning of every resource, even failed ones, for the reason 'requested'", () => {
-    const w = given(dbFailed).when({ kind: "delete", force: false });
+    const w = given(dbFailed).when({ kind: "delete", name: "feature-x", force: false });
     w.then(deleting("requested"), deprovisionRequested(resources[0]!), deprovisionRequested(resources[1]!));
     expect(given(w.history(T1)).state).toMatchObject({ status: "deleting", deleteReason: "requested", ready: false });
   });
 
   it("ends deleted once every resource is deprovisioned; deleting again meanwhile changes nothing", () => {
-    const deletingH = given(ready).when({ kind: "delete", force: false }).history(T1);
-    given(deletingH).when({ kind: "delete", force: false }).thenNothing();
+    const deletingH = given(ready).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
+    given(deletingH).when({ kind: "delete", name: "feature-x", force: false }).thenNothing();
     const one = given(deletingH).when(ended("db", "delete", "succeeded"));
     one.then(deprovisioned("db"));
     given(one.history(T1)).when(ended("q", "delete", "succeeded")).then(deprovisioned("q"), deleted());
   });
 
   it("a failed delete workflow leaves it DeprovisionFailed; force removes it", () => {
-    const deletingH = given(ready).when({ kind: "delete", force: false }).history(T1);
+    const deletingH = given(ready).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
     const stuck = given(given(deletingH).when(ended("db", "delete", "failed")).history(T1)).when(ended("q", "delete", "succeeded")).history(T1);
     expect(given(stuck).state.status).toBe("deleting");
-    expect(sandboxStatus(given(stuck).state).reason).toBe("DeprovisionFailed");
-    given(stuck).when({ kind: "delete", force: true }).then(deleting("requested", true), deleted(true));
+    expect(sandboxStatus(record(given(stuck).state)).reason).toBe("DeprovisionFailed");
+    given(stuck).when({ kind: "delete", name: "feature-x", force: true }).then(deleting("requested", true), deleted(true));
   });
 
   it("force deletes at once, from any state but gone", () => {
-    const w = given(requested()).when({ kind: "delete", force: true });
+    const w = given(requested()).when({ kind: "delete", name: "feature-x", force: true });
     w.then(deleting("requested", true), deleted(true));
     expect(given(w.history(T1)).state).toMatchObject({ status: "deleted", forced: true });
   });
 
   it("a sandbox without resources is deleted at once", () => {
-    given(at(T0, created(undefined, []), ev("ephemera.sandbox.ready.v1", {}))).when({ kind: "delete", force: false }).then(deleting("requested"), deleted());
+    given(at(T0, created(undefined, []), ev("ephemera.sandbox.ready.v1", {}))).when({ kind: "delete", name: "feature-x", force: false }).then(deleting("requested"), deleted());
   });
 
   it("deleting a sandbox that is not there is not found", () => {
-    given().when({ kind: "delete", force: false }).thenThrows(NotFoundError, /not found/);
-    const gone = given(ready).when({ kind: "delete", force: true }).history(T1);
-    given(gone).when({ kind: "delete", force: false }).thenThrows(NotFoundError, /feature-x not found/);
-    given(gone).when({ kind: "delete", force: true }).thenThrows(NotFoundError, /not found/);
+    given().when({ kind: "delete", name: "feature-x", force: false }).thenThrows(NotFoundError, /not found/);
+    const gone = given(ready).when({ kind: "delete", name: "feature-x", force: true }).history(T1);
+    given(gone).when({ kind: "delete", name: "feature-x", force: false }).thenThrows(NotFoundError, /feature-x not found/);
+    given(gone).when({ kind: "delete", name: "feature-x", force: true }).thenThrows(NotFoundError, /not found/);
   });
 });
 
@@ -232,11 +238,11 @@ describe("sandbox: TTL", () => {
     const w = given(requested(hour())).when({ kind: "expire", now: due });
     const after = given(w.history(iso(due))).state;
     expect(after).toMatchObject({ status: "deleting", deleteReason: "ttl" });
-    expect(sandboxStatus(after)).toMatchObject({ reason: "Deleting", message: "the sandbox's TTL expired; deleting it", scheduledDeleteTime: "" });
+    expect(sandboxStatus(record(after))).toMatchObject({ reason: "Deleting", message: "the sandbox's TTL expired; deleting it", scheduledDeleteTime: "" });
   });
 
   it("the status shows when it is due", () => {
-    expect(sandboxStatus(given(requested(hour())).state).scheduledDeleteTime).toBe(iso(due));
+    expect(sandboxStatus(record(given(requested(hour())).state)).scheduledDeleteTime).toBe(iso(due));
   });
 
   it("without a ttl (or with one that does not parse) it never expires", () => {
@@ -246,7 +252,7 @@ describe("sandbox: TTL", () => {
   });
 
   it("does nothing once the sandbox is being deleted, or gone", () => {
-    const deletingH = given(requested(hour())).when({ kind: "delete", force: false }).history(T1);
+    const deletingH = given(requested(hour())).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
     given(deletingH).when({ kind: "expire", now: due }).thenNothing();
     given().when({ kind: "expire", now: due }).thenNothing();
   });
@@ -254,7 +260,7 @@ describe("sandbox: TTL", () => {
   it("offsetFrom updatedAt counts from the last spec change, not from later resource events", () => {
     // Resource events move updatedAt; only a spec change (creation, for now) moves the TTL.
     const h = [...requested(hour("updatedAt")), ...at(T1, provisioned("db"))];
-    const s = given(h).state;
+    const s = record(given(h).state);
     expect(s.updatedAt).toBe(T1);
     expect(s.specUpdatedAt).toBe(T0);
     expect(scheduledDeleteTime(s)).toBe(due);
@@ -263,7 +269,7 @@ describe("sandbox: TTL", () => {
 
   it("offsetFrom updatedAt follows a later spec change where createdAt does not", () => {
     const later = "2026-01-01T00:30:00.000Z";
-    const updated = (offsetFrom: string): SandboxState => ({ ...given(requested(hour(offsetFrom))).state, specUpdatedAt: later });
+    const updated = (offsetFrom: string): SandboxState => ({ ...record(given(requested(hour(offsetFrom))).state), specUpdatedAt: later });
     expect(scheduledDeleteTime(updated("updatedAt"))).toBe(ms(later) + HOUR);
     expect(scheduledDeleteTime(updated("createdAt"))).toBe(due);
     expect(decideSandbox({ kind: "expire", now: due }, updated("updatedAt"))).toEqual([]);

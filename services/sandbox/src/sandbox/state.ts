@@ -19,8 +19,9 @@ export interface ResourceState {
 
 export type SandboxLifecycle = "none" | "active" | "deleting" | "deleted";
 
-export interface SandboxState {
-  status: SandboxLifecycle;
+/** A sandbox that exists (or existed): what it was created with and what became of it. */
+export interface SandboxRecord {
+  status: "active" | "deleting" | "deleted";
   name: string;
   routingKey: string;
   cluster: string;
@@ -37,20 +38,13 @@ export interface SandboxState {
   deleteReason: string;
 }
 
-export const initialSandbox = (): SandboxState => ({
-  status: "none", name: "", routingKey: "", cluster: "", endpoints: [], resources: [], ready: false, forced: false, createdAt: "", updatedAt: "", specUpdatedAt: "", deleteReason: "",
-});
+export type SandboxState = { status: "none" } | SandboxRecord;
+
+export const initialSandbox = (): SandboxState => ({ status: "none" });
 
 export function evolveSandbox(state: SandboxState, event: DomainEvent, time: string): SandboxState {
-  const resource = (name: string, f: (r: ResourceState) => ResourceState): SandboxState => ({
-    ...state,
-    updatedAt: time,
-    resources: state.resources.map((r) => (r.name === name ? f(r) : r)),
-  });
-  switch (event.type) {
-    case "ephemera.sandbox.created.v1":
-      return {
-        ...initialSandbox(),
+  if (event.type === "ephemera.sandbox.created.v1") {
+    return {
         status: "active",
         name: event.data.name,
         routingKey: event.data.routingKey,
@@ -60,10 +54,21 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
         resources: event.data.resources.map((r) => ({
           name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [], retries: 0,
         })),
+        ready: false,
+        forced: false,
         createdAt: time,
         updatedAt: time,
         specUpdatedAt: time,
+        deleteReason: "",
       };
+  }
+  if (state.status === "none") return state;
+  const resource = (name: string, f: (r: ResourceState) => ResourceState): SandboxState => ({
+    ...state,
+    updatedAt: time,
+    resources: state.resources.map((r) => (r.name === name ? f(r) : r)),
+  });
+  switch (event.type) {
     case "ephemera.sandbox.resource_provision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Provisioning" }));
     case "ephemera.sandbox.resource_provisioned.v1":

@@ -1,16 +1,16 @@
 // The status a user sees, derived from the sandbox's state: never stored, always folded.
 import type * as pb from "@ephemera/proto";
 import type { WorkflowState } from "../progress.js";
-import type { SandboxState } from "./state.js";
+import type { SandboxRecord } from "./state.js";
 import { scheduledDeleteTime } from "./decide.js";
 
 /** The status of a sandbox; `workflows` are its resources' workflows (to tell a run no runner took). */
-export function sandboxStatus(s: SandboxState, workflows: WorkflowState[] = []): pb.SandboxStatus {
+export function sandboxStatus(s: SandboxRecord, workflows: WorkflowState[] = []): pb.SandboxStatus {
   const due = s.status === "active" ? scheduledDeleteTime(s) : undefined;
   return { ...baseStatus(s, workflows), scheduledDeleteTime: due === undefined ? "" : new Date(due).toISOString() };
 }
 
-function baseStatus(s: SandboxState, workflows: WorkflowState[]): Omit<pb.SandboxStatus, "scheduledDeleteTime"> {
+function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.SandboxStatus, "scheduledDeleteTime"> {
   if (s.status === "deleted") return { ready: false, reason: "Deleted", message: "sandbox deleted" };
   if (s.status === "deleting") {
     if (s.deleteReason === "ttl") {

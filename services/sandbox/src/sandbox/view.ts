@@ -2,7 +2,7 @@
 import * as pb from "@ephemera/proto";
 import { workflowId } from "@ephemera/events";
 import type { WorkflowState } from "../progress.js";
-import type { SandboxState } from "./state.js";
+import type { SandboxRecord } from "./state.js";
 import type { Projection } from "@ephemera/eventstore";
 import { sandboxStatus } from "./status.js";
 
@@ -12,7 +12,7 @@ const STATUS: Record<string, string> = {
 const title = (s: string) => STATUS[s] ?? s;
 
 /** `values` keys are `<resource>/<step>.<output>`; without it, outputs carry names and sizes only. */
-export function buildView(s: SandboxState, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined): pb.SandboxView {
+export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined): pb.SandboxView {
   const mine = s.resources.flatMap((r) => (["create", "delete"] as const)
     .flatMap((phase) => workflows.get(workflowId(s.routingKey, r.name, phase))?.state ?? []));
   return pb.SandboxView.fromPartial({
