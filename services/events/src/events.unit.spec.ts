@@ -1,4 +1,4 @@
-import { EVENT_TYPES, decode, encode, ev, folding, parseRunId, redact, runId, workflowId, type DomainEvent, type StoredEvent } from "./index.js";
+import { EVENT_TYPES, decode, encode, ev, parseRunId, redact, runId, workflowId, type DomainEvent, type StoredEvent } from "./index.js";
 
 const recorded = (e: DomainEvent, time = "2026-01-01T00:00:00.000Z"): StoredEvent => ({ ...encode(e), time });
 
