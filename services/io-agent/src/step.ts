@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { openSync, writeSync, closeSync } from "node:fs";
 import { constants } from "node:os";
 import { join } from "node:path";
-import { errorMessage } from "@ephemera/kit";
+import { errorMessage, isRetryable } from "@ephemera/kit";
 import { fetchStepInputs, ioContextClient, storeStepOutputs, type IOCallOptions } from "./client.js";
 import { STEP_HOME, planStep, writeStepFiles } from "./init.js";
 import { REPORT_FILE, STEP_CONFIG_ENV, type StepProgramConfig } from "./program.js";
@@ -42,7 +42,9 @@ async function runStep(config: StepProgramConfig): Promise<StepReport> {
     try {
       plan = planStep(await fetchStepInputs(client, config.runId, config.token, retrying(config, "cannot get the step's inputs")));
     } catch (err) {
-      return { outcome: "failed", reason: FailureReason.InputUnavailable, message: `cannot get the step's inputs: ${errorMessage(err)}` };
+      // Still unreachable after the retries: the infrastructure's failure (the step runs again), not the plugin's.
+      const reason = isRetryable(err) ? FailureReason.DriverError : FailureReason.InputUnavailable;
+      return { outcome: "failed", reason, message: `cannot get the step's inputs: ${errorMessage(err)}` };
     }
     try {
       await mountPrivateViews(privateViewDirs(plan, config.runDir), config.runDir);

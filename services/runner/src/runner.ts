@@ -210,7 +210,10 @@ export class Runner {
   private async succeeded(runId: string, report: Extract<StepReport, { outcome: "succeeded" }>, stepLog: StepLog, durationMs: number): Promise<StepRunCommand> {
     let outputs: pb.OutputValue[];
     try {
-      outputs = await retry(() => fetchStepOutputs(this.o.iocontext, runId, ""), { attempts: 5, baseMs: 200, retryable: isRetryable });
+      // The client retries while the IO context is unavailable (about a minute); each retry is logged here.
+      outputs = await fetchStepOutputs(this.o.iocontext, runId, "", {
+        onRetry: (n) => this.o.logger.warn({ runId, attempt: n.attempt, delayMs: n.delayMs, error: n.error }, "reading the stored outputs back: retrying"),
+      });
     } catch (err) {
       return fail({ reason: FailureReason.DriverError, message: `cannot read the stored outputs back: ${errorMessage(err)}` }, stepLog.tail(), durationMs);
     }
