@@ -4,7 +4,7 @@ import { REDIS_URL, uniquePrefix } from "../../../test/support/servers.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { outputStoreContract } from "./outputs-contract.testkit.js";
 import { openRedis } from "./redis.js";
-import { tcpProxy } from "./tcp-proxy.testkit.js";
+import { tcpProxy } from "../../../test/support/tcp-proxy.js";
 
 const TIMEOUT_MS = 500;
 
