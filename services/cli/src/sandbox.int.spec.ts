@@ -305,13 +305,6 @@ describe("eph sandbox retry", () => {
   });
 });
 
-// KNOWN BUG (services/runner/src/wanted.ts): the runner drops every dispatch of a retried
-// workflow as Cancelled ("the workflow had ended before the step started"), because it
-// stops reading the workflow's events at `workflow.failed` and never sees the later
-// `workflow.retried`. These tests describe what `eph sandbox retry` must do; they are
-// expected to fail until the runner is fixed, and then `.failing` must go.
-const itOnceTheRunnerRunsRetries = it.failing;
-
 describe("eph sandbox retry after a failed step", () => {
   const marker = () => join(core().scratch, "marker");
 
@@ -330,7 +323,7 @@ spec:
     core().file("marker", "");
   });
 
-  itOnceTheRunnerRunsRetries("runs the failed step again as attempt 2, and the sandbox becomes ready", async () => {
+  it("runs the failed step again as attempt 2, and the sandbox becomes ready", async () => {
     const r = await eph(api(), ["sandbox", "retry", "feature-x", "--wait"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("sandbox feature-x: retrying db\nsandbox feature-x ready\n");
@@ -347,7 +340,7 @@ spec:
     ]);
   });
 
-  itOnceTheRunnerRunsRetries("eph logs shows the latest attempt, and --attempt 1 the first", async () => {
+  it("eph logs shows the latest attempt, and --attempt 1 the first", async () => {
     expect((await eph(api(), ["sandbox", "retry", "feature-x", "--wait"])).code).toBe(0);
     const latest = await eph(api(), ["logs", "--sandbox", "feature-x", "--resource", "db"]);
     expect(latest).toMatchObject({

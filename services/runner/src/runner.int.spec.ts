@@ -292,6 +292,22 @@ describe("runner with the process driver, against NATS and Redis", () => {
     expect(await readFile(join(scratchDir, "count-rkm"), "utf8")).toBe("started\n");
   });
 
+  it("runs a dispatch of a workflow retried after it failed", async () => {
+    const first = await dispatch("rkn", "fail");
+    await result(first.runId);
+    await append(Aggregates.workflow, first.workflowId,
+      ev("ephemera.workflow.step_failed.v1", { step: "fail", runId: first.runId }),
+      ev("ephemera.workflow.failed.v1", {}),
+      ev("ephemera.workflow.retried.v1", { steps: ["fail"] }),
+      ev("ephemera.workflow.step_dispatched.v1", { step: "fail", runId: makeRunId(first.workflowId, "fail", 2), attempt: 2 }));
+    const again = pb.StepDispatch.fromPartial({ ...first, runId: makeRunId(first.workflowId, "fail", 2), attempt: 2 });
+    await queue.publish("local", again.runId, again);
+    // It ran (and failed as its script does), rather than being dropped as Cancelled.
+    const e = await result(again.runId);
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "Error", exitCode: 3 });
+    expect((await stepRunEvents(again.runId)).map((x) => x.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.failed.v1"]);
+  });
+
   it("records a run that a lost runner started as RunnerLost without running it", async () => {
     const wf = workflowId("rke", "db", "create");
     const run = makeRunId(wf, "provision", 1);

@@ -1,6 +1,6 @@
 // Whether a dispatched run is still wanted, read from its workflow's published events:
-// the run must be its step's current attempt and the workflow neither ended nor
-// cancelled, nor this run told to stop.
+// the run must be its step's current attempt, the workflow neither cancelled nor ended
+// (a retry after failing opens it again), and this run not told to stop.
 import { Aggregates, decode } from "@ephemera/events";
 import type { EventStore } from "@ephemera/eventstore";
 
@@ -8,6 +8,7 @@ import type { EventStore } from "@ephemera/eventstore";
 export async function unwantedBecause(store: EventStore, workflowId: string, step: string, runId: string): Promise<string | undefined> {
   const { events } = await store.read(Aggregates.workflow, workflowId);
   let current: string | undefined;
+  let ended = false;
   for (const r of events) {
     const e = decode(r);
     switch (e?.type) {
@@ -22,9 +23,14 @@ export async function unwantedBecause(store: EventStore, workflowId: string, ste
       case "ephemera.workflow.succeeded.v1":
       case "ephemera.workflow.failed.v1":
       case "ephemera.workflow.cancelled.v1":
-        return "the workflow had ended before the step started";
+        ended = true;
+        break;
+      case "ephemera.workflow.retried.v1":
+        ended = false;
+        break;
     }
   }
+  if (ended) return "the workflow had ended before the step started";
   if (current === undefined) return "its workflow never dispatched it";
   return current === runId ? undefined : `it is not its step's current attempt (that is ${current})`;
 }
