@@ -127,9 +127,11 @@ describe("eph plugin delete", () => {
 
   it("removes a version in use only once its last sandbox is gone, and lets no new sandbox use it meanwhile", async () => {
     // Deleting a version is a process (docs/architecture.md): the API accepts the delete and
-    // marks the version; the CLI says "deleted" although the version stays until a and b go.
+    // marks the version, and the CLI says it stays until a and b go.
     const r = await eph(api(), ["plugin", "delete", "hello-db@1.2.0"]);
     expect(r.code).toBe(0);
+    expect(r.stdout).toBe("plugin hello-db@1.2.0 deleting: still used by a, b; it goes once they are deleted\n");
+    expect(JSON.parse(await ok(["plugin", "get", "hello-db@1.2.0", "-o", "json"]))).toMatchObject({ deleting: true, sandboxes: ["a", "b"] });
     expect((await core().waitForEvent("ephemera.plugin.version_delete_requested.v1", "hello-db")).data)
       .toEqual({ name: "hello-db", version: "1.2.0" });
     expect(await versions()).toEqual(["cache@0.0.0", "hello-db@1.10.0", "hello-db@1.2.0"]);

@@ -39,7 +39,7 @@ export function registerPlugin(program: Command, ctx: Context): void {
       if (opts.output) return ctx.out(formatDoc(all.map(pluginSummary), opts.output));
       ctx.out(table(
         ["NAME", "VERSION", "SANDBOXES", "CREATED"],
-        all.map((p) => [p.name, p.version, String(p.sandboxes.length), shortTime(p.createdAt)]),
+        all.map((p) => [p.name, p.version, `${p.sandboxes.length}${p.deleting ? " (deleting)" : ""}`, shortTime(p.createdAt)]),
       ));
     });
 
@@ -64,7 +64,15 @@ export function registerPlugin(program: Command, ctx: Context): void {
     const target = ref ?? publishedRef(await readName({ file: opts.file!, sets: opts.set, stdin: ctx.io.stdin }));
     const deleted = await ctx.api().deletePlugin(target);
     if (!deleted.length) throw new NotFoundError(`plugin ${target} not found`);
-    for (const d of deleted) ctx.out(`plugin ${d} deleted\n`);
+    for (const d of deleted) {
+      // A version still in use goes with its last sandbox; say so rather than claim it is gone.
+      const left = await ctx.api().getPlugin(d).catch((err: unknown) => {
+        if (err instanceof NotFoundError) return undefined;
+        throw err;
+      });
+      if (left?.sandboxes.length) ctx.out(`plugin ${d} deleting: still used by ${left.sandboxes.join(", ")}; it goes once they are deleted\n`);
+      else ctx.out(`plugin ${d} deleted\n`);
+    }
   });
 }
 

@@ -57,13 +57,14 @@ export function pluginDoc(p: pb.ResourcePluginVersion): Record<string, unknown> 
     digest: p.digest,
     createdAt: p.createdAt,
     sandboxes: p.sandboxes,
+    deleting: p.deleting,
     spec: p.spec ? pb.ResourcePluginSpec.toJSON(p.spec) : {},
   };
 }
 
 /** The entries of `eph plugin list -o json` / `versions -o json` (without the specs). */
 export function pluginSummary(p: pb.ResourcePluginVersion): Record<string, unknown> {
-  return { name: p.name, version: p.version, digest: p.digest, createdAt: p.createdAt, sandboxes: p.sandboxes };
+  return { name: p.name, version: p.version, digest: p.digest, createdAt: p.createdAt, sandboxes: p.sandboxes, deleting: p.deleting };
 }
 
 export function formatDoc(doc: unknown, format: OutputFormat): string {

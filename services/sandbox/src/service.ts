@@ -157,7 +157,7 @@ export class SandboxCore {
   private pluginVersion(name: string, version: string): pb.ResourcePluginVersion {
     const v = this.plugins.get(name)?.state.versions.get(version);
     if (!v) throw new NotFoundError(`plugin ${name}@${version} not found`);
-    return { name, version, spec: v.spec, digest: v.digest, createdAt: v.createdAt, sandboxes: this.sandboxesUsing(name, version) };
+    return { name, version, spec: v.spec, digest: v.digest, createdAt: v.createdAt, sandboxes: this.sandboxesUsing(name, version), deleting: v.deleting };
   }
 
   /** A published version not being deleted: what a new sandbox may use. */
