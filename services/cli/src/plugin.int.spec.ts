@@ -48,7 +48,7 @@ async function published(): Promise<Map<string, RecordedEvent>> {
 /** The entry `plugin list -o json` has for a published version. */
 const summary = (e: RecordedEvent, sandboxes: string[]) => {
   const data = e.data as { name: string; version: string; digest: string };
-  return { name: data.name, version: data.version, digest: data.digest, createdAt: e.time, sandboxes };
+  return { name: data.name, version: data.version, digest: data.digest, createdAt: e.time, sandboxes, deleting: false };
 };
 
 const seconds = (e: RecordedEvent | undefined) => e?.time.replace(/\.\d+Z$/, "Z");
