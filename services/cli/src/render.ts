@@ -41,7 +41,10 @@ export function sandboxDoc(v: pb.SandboxView, showOutputs: boolean): Record<stri
     name: v.name,
     routingKey: v.routingKey,
     spec: v.spec ? pb.SandboxSpec.toJSON(v.spec) : {},
-    status: { ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "" },
+    status: {
+      ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "",
+      ...(v.status?.scheduledDeleteTime ? { scheduledDeleteTime: v.status.scheduledDeleteTime } : {}),
+    },
     endpoints: v.endpoints.map((e) => ({ name: e.name, url: e.url })),
     resources: v.resources.map((r) => resourceDoc(r, showOutputs)),
     createdAt: v.createdAt,

@@ -288,6 +288,9 @@ describe("a sandbox view's spec", () => {
       resources: [{ name: "db", plugin: "hello-db" }],
       defaultRouteGroup: { endpoints: [{ name: "web", target: "http://web:8080" }] },
     });
+    // The TTL shows when the sandbox will be deleted: two days after its creation.
+    const doc = JSON.parse(r.stdout);
+    expect(Date.parse(doc.status.scheduledDeleteTime) - Date.parse(doc.createdAt)).toBe(2 * 24 * 3600 * 1000);
   });
 });
 
