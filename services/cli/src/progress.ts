@@ -14,7 +14,9 @@ function stepState(s: pb.StepView): string {
   const status = words(s.status);
   const attempt = s.attempt > 1 ? ` (attempt ${s.attempt})` : "";
   const exit = s.status === "Failed" && s.exitCode !== undefined ? ` (exit code ${s.exitCode})` : "";
-  return `${status}${attempt}${exit}`;
+  // Why a step waits: a retry's backoff, or no runner taking it.
+  const note = (s.status === "Retrying" || s.status === "Queued") && s.message ? `: ${s.message}` : "";
+  return `${status}${attempt}${exit}${note}`;
 }
 
 /**

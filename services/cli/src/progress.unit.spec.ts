@@ -38,6 +38,18 @@ describe("progress", () => {
     expect(lines).toEqual(["db: deprovision running"]);
   });
 
+  it("says why a step waits: a retry's backoff, or no runner taking it", () => {
+    const first = progress(new Map(), view([{ name: "db", status: "Provisioning", steps: [step("provision", "Running")] }]));
+    const retrying = progress(first.seen, view([{ name: "db", status: "Provisioning", steps: [
+      step("provision", "Retrying", { message: "attempt 1 failed (Error); next attempt at 2026-01-01T00:00:02.000Z" }),
+    ] }]));
+    expect(retrying.lines).toEqual(["db: provision retrying: attempt 1 failed (Error); next attempt at 2026-01-01T00:00:02.000Z"]);
+    const unclaimed = progress(retrying.seen, view([{ name: "db", status: "Provisioning", steps: [
+      step("provision", "Queued", { attempt: 2, message: "no runner for cluster far has taken it" }),
+    ] }]));
+    expect(unclaimed.lines).toEqual(["db: provision queued (attempt 2): no runner for cluster far has taken it"]);
+  });
+
   it("names the exit code of a failed step", () => {
     const { lines } = progress(new Map([["db", "Provisioning"]]), view([{ name: "db", status: "Failed", steps: [step("seed", "Failed", { exitCode: 3 })] }]));
     expect(lines).toEqual(["db: seed failed (exit code 3)", "db: failed"]);
