@@ -4,7 +4,7 @@
 // being asked is recorded as a crash and started again (as any supervisor would), so the
 // test sees both the crash and whether the system recovers from it.
 import { join } from "node:path";
-import { grpc, waitFor } from "@ephemera/kit";
+import { checkHealth, waitFor } from "@ephemera/kit";
 import { ManagedProcess, RingBuffer, describeExit } from "./processes.js";
 
 export const SERVICE_NAMES = ["iocontext", "scheduler", "runner", "sandbox"] as const;
@@ -198,25 +198,10 @@ function listeningPort(log: RingBuffer, pid: number): number | undefined {
   return undefined;
 }
 
-const HealthClient = grpc.makeGenericClientConstructor({
-  check: {
-    path: "/grpc.health.v1.Health/Check",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (v: Buffer) => v,
-    requestDeserialize: (v: Buffer) => v,
-    responseSerialize: (v: Buffer) => v,
-    responseDeserialize: (v: Buffer) => v,
-  },
-}, "Health");
 
 /** One health check with a 1 s deadline: true when the server reports SERVING (field 1 = 1). */
 export function servingHealth(address: string): Promise<boolean> {
-  const client = new HealthClient(address, grpc.credentials.createInsecure());
-  return new Promise<boolean>((resolve) => {
-    client.makeUnaryRequest("/grpc.health.v1.Health/Check", (v: Buffer) => v, (v: Buffer) => v, Buffer.alloc(0),
-      { deadline: Date.now() + 1000 }, (err, res?: Buffer) => resolve(!err && !!res && res[0] === 0x08 && res[1] === 0x01));
-  }).finally(() => client.close());
+  return checkHealth(address);
 }
 
 const LEVELS: Record<number, string> = { 10: "TRACE", 20: "DEBUG", 30: "INFO", 40: "WARN", 50: "ERROR", 60: "FATAL" };

@@ -138,4 +138,25 @@ export function call<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, time
   });
 }
 
+const HealthClient = grpc.makeGenericClientConstructor({
+  check: {
+    path: "/grpc.health.v1.Health/Check",
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: (v: Buffer) => v,
+    requestDeserialize: (v: Buffer) => v,
+    responseSerialize: (v: Buffer) => v,
+    responseDeserialize: (v: Buffer) => v,
+  },
+}, "Health");
+
+/** One gRPC health check of the whole server: true when it answers SERVING (field 1 = 1) within the deadline. */
+export function checkHealth(address: string, deadlineMs = 1000): Promise<boolean> {
+  const client = new HealthClient(address, grpc.credentials.createInsecure());
+  return new Promise<boolean>((resolve) => {
+    client.makeUnaryRequest("/grpc.health.v1.Health/Check", (v: Buffer) => v, (v: Buffer) => v, Buffer.alloc(0),
+      { deadline: Date.now() + deadlineMs }, (err, res?: Buffer) => resolve(!err && !!res && res[0] === 0x08 && res[1] === 0x01));
+  }).finally(() => client.close());
+}
+
 export { grpc };

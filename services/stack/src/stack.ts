@@ -4,7 +4,7 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import {
-  DEFAULT_API_LISTEN, DEFAULT_IOCONTEXT_LISTEN, EphemeraError, envString, errorMessage, grpc, waitFor, type Env,
+  DEFAULT_API_LISTEN, DEFAULT_IOCONTEXT_LISTEN, EphemeraError, envString, checkHealth, errorMessage, waitFor, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
 import { Supervisor, type Death, type Exit } from "./supervise.js";
@@ -149,31 +149,12 @@ function describeExit({ code, signal }: Exit): string {
   return signal ? `was killed by ${signal}` : code === null ? "could not start" : `exited with code ${code}`;
 }
 
-const HealthClient = grpc.makeGenericClientConstructor({
-  check: {
-    path: "/grpc.health.v1.Health/Check",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (v: Buffer) => v,
-    requestDeserialize: (v: Buffer) => v,
-    responseSerialize: (v: Buffer) => v,
-    responseDeserialize: (v: Buffer) => v,
-  },
-}, "Health");
 
 /**
  * Waits until the gRPC server at `address` reports SERVING (status field 1 = SERVING).
  * Rejects once `signal` is aborted.
  */
 export async function healthy(address: string, timeoutMs = 30_000, signal?: AbortSignal): Promise<void> {
-  const client = new HealthClient(address, grpc.credentials.createInsecure());
-  try {
-    await waitFor(() => signal?.aborted || new Promise<boolean>((resolve) => {
-      client.makeUnaryRequest("/grpc.health.v1.Health/Check", (v: Buffer) => v, (v: Buffer) => v, Buffer.alloc(0),
-        { deadline: Date.now() + 1000 }, (err, res?: Buffer) => resolve(!err && !!res && res[0] === 0x08 && res[1] === 0x01));
-    }), { timeoutMs, intervalMs: 100, what: `gRPC health of ${address}` });
-    if (signal?.aborted) throw new Error(`stopped waiting for gRPC health of ${address}`, { cause: signal.reason });
-  } finally {
-    client.close();
-  }
+  await waitFor(async () => signal?.aborted || checkHealth(address), { timeoutMs, intervalMs: 100, what: `gRPC health of ${address}` });
+  if (signal?.aborted) throw new Error(`stopped waiting for gRPC health of ${address}`, { cause: signal.reason });
 }
