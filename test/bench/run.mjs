@@ -62,7 +62,7 @@ async function workflowRun(store) {
   const scheduler = new Scheduler({ store, queue, logger: createLogger("bench", "silent") });
   await scheduler.start();
   // A runner that answers at once: what is measured is scheduling and persistence.
-  queue.consume("c", 64, async ({ data: d }) => {
+  const consumer = queue.consume("c", { concurrency: 64 }, async ({ data: d }) => {
     await store.append(Aggregates.steprun, d.runId, NO_AGGREGATE, [encode(ev("ephemera.steprun.succeeded.v1", {
       runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "join" ? [] : [{ name: "o", value: Buffer.from("v") }],
     }))], { source: "bench" });
@@ -79,6 +79,7 @@ async function workflowRun(store) {
       await new Promise((r) => setTimeout(r, 2));
     }
   });
+  await consumer.stop();
   await scheduler.stop();
   return ms;
 }
