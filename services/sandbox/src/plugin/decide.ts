@@ -3,7 +3,7 @@
 // uses it — so no interleaving of creates and deletes leaves a sandbox on a deleted version.
 import type * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import type { PluginState } from "./state.js";
+import { evolvePlugin, initialPlugin, type PluginState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 
 export type PluginCommand =
@@ -11,6 +11,13 @@ export type PluginCommand =
   | { kind: "delete"; name: string; versions: string[] }
   /** Removes the versions being deleted that no sandbox uses (`inUse`: the versions some sandbox still uses). */
   | { kind: "remove-unused"; inUse: string[] };
+
+/** The plugin aggregate as one value: its initial state, evolve and decide. */
+export const pluginDecider = {
+  initialState: initialPlugin,
+  evolve: evolvePlugin,
+  decide: (command: PluginCommand, state: PluginState, _now: string) => decidePlugin(command, state),
+};
 
 export function decidePlugin(command: PluginCommand, state: PluginState): DomainEvent[] {
   switch (command.kind) {

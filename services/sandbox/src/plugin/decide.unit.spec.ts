@@ -2,32 +2,16 @@
 // are immutable, and deleting one is a process (deleting, then removed once unused).
 import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import { evolvePlugin, initialPlugin, type PluginState } from "./state.js";
+import type { PluginState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
-import { decidePlugin, type PluginCommand } from "./decide.js";
+import { pluginDecider, type PluginCommand } from "./decide.js";
+import { deciderSpec } from "../../../../test/support/decider.js";
 
 const T0 = "2026-01-01T00:00:00.000Z";
 
-function given(...events: DomainEvent[]) {
-  const state: PluginState = events.reduce((s, e) => evolvePlugin(s, e, T0), initialPlugin());
-  return {
-    state,
-    when(command: PluginCommand) {
-      const decide = () => decidePlugin(command, state);
-      return {
-        events: decide,
-        then: (...expected: DomainEvent[]) => expect(decide()).toEqual(expected),
-        thenNothing: () => expect(decide()).toEqual([]),
-        thenThrows: (error: new (...args: never[]) => Error, message: RegExp) => {
-          expect(decide).toThrow(error);
-          expect(decide).toThrow(message);
-        },
-        /** The state after this decision. */
-        state: () => decide().reduce((s, e) => evolvePlugin(s, e, T0), state),
-      };
-    },
-  };
-}
+const { at, given: givenTimed } = deciderSpec(pluginDecider, T0);
+/** The plugin decider never looks at time: every given event is appended at T0. */
+const given = (...events: DomainEvent[]) => givenTimed(at(T0, ...events));
 
 const spec = pb.ResourcePluginSpec.fromPartial({ runner: { image: "bash" }, create: [{ name: "a", script: "#!/bin/sh\n" }] });
 const publish = (version: string, digest: string): PluginCommand => ({ kind: "publish", name: "db", version, spec, digest });

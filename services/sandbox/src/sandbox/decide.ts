@@ -1,7 +1,7 @@
 // The sandbox decider: create, delete, and the resource outcomes reported by workflows.
 import type * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import type { ResourceState, SandboxRecord, SandboxState } from "./state.js";
+import { evolveSandbox, initialSandbox, type ResourceState, type SandboxRecord, type SandboxState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
 import { durationMs } from "@ephemera/spec";
 
@@ -23,6 +23,13 @@ export type SandboxCommand =
   | { kind: "expire"; now: number }
   | { kind: "retry"; name: string }
   | { kind: "workflow-ended"; resource: string; phase: "create" | "delete"; workflowId: string; outcome: "succeeded" | "failed"; outputs: pb.OutputRef[]; failure?: pb.StepFailure };
+
+/** The sandbox aggregate as one value: its initial state, evolve and decide. */
+export const sandboxDecider = {
+  initialState: initialSandbox,
+  evolve: evolveSandbox,
+  decide: (command: SandboxCommand, state: SandboxState, _now: string) => decideSandbox(command, state),
+};
 
 export function decideSandbox(command: SandboxCommand, state: SandboxState): DomainEvent[] {
   switch (command.kind) {

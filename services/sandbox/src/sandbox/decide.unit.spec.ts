@@ -2,14 +2,14 @@
 // the shared fold; each given event carries the time it was appended at.
 import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } from "./state.js";
+import type { SandboxRecord, SandboxState } from "./state.js";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
-import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./decide.js";
+import { decideSandbox, sandboxDecider, scheduledDeleteTime, type SandboxCommand } from "./decide.js";
+import { deciderSpec } from "../../../../test/support/decider.js";
 import { sandboxStatus } from "./status.js";
 
 // --- given / when / then -------------------------------------------------------------
 
-interface Timed { event: DomainEvent; time: string }
 
 const T0 = "2026-01-01T00:00:00.000Z";
 const ms = (iso: string) => Date.parse(iso);
@@ -17,8 +17,7 @@ const iso = (t: number) => new Date(t).toISOString();
 const MIN = 60_000;
 const HOUR = 60 * MIN;
 
-/** Events appended at `time`. */
-const at = (time: string, ...events: DomainEvent[]): Timed[] => events.map((event) => ({ event, time }));
+const { at, given } = deciderSpec(sandboxDecider, T0);
 
 /** The state of a sandbox that exists (the tests below only ask the status of one). */
 function record(s: SandboxState): SandboxRecord {
@@ -26,27 +25,6 @@ function record(s: SandboxState): SandboxRecord {
   return s;
 }
 
-function given(...history: Timed[][]) {
-  const past = history.flat();
-  const state: SandboxState = past.reduce((s, h) => evolveSandbox(s, h.event, h.time), initialSandbox());
-  return {
-    state,
-    when(command: SandboxCommand) {
-      const decide = () => decideSandbox(command, state);
-      return {
-        events: decide,
-        then: (...expected: DomainEvent[]) => expect(decide()).toEqual(expected),
-        thenNothing: () => expect(decide()).toEqual([]),
-        thenThrows: (error: new (...args: never[]) => Error, message: RegExp) => {
-          expect(decide).toThrow(error);
-          expect(decide).toThrow(message);
-        },
-        /** The history with this decision appended at `time`, to go on from. */
-        history: (time: string): Timed[] => [...past, ...at(time, ...decide())],
-      };
-    },
-  };
-}
 
 const types = (events: DomainEvent[]) => events.map((e) => e.type.replace(/^ephemera\.sandbox\.|\.v1$/g, ""));
 
@@ -115,7 +93,7 @@ describe("sandbox: create", () => {
     const deletingH = given(ready).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
     given(deletingH).when(create({ existing: "spec-1" })).thenThrows(ConflictError, /being deleted/);
     const gone = given(ready).when({ kind: "delete", name: "feature-x", force: true }).history(T1);
-    const again = given(gone).when(create({ routingKey: "rk2" })).events();
+    const again = given(gone).when(create({ routingKey: "rk2" })).events;
     expect(types(again)).toEqual(["created", "resource_provision_requested", "resource_provision_requested"]);
     expect(again[0]!.data).toMatchObject({ routingKey: "rk2" });
   });

@@ -5,7 +5,7 @@ import type * as pb from "@ephemera/proto";
 import { ev, runId, type DomainEvent } from "@ephemera/events";
 import { ConflictError } from "@ephemera/kit";
 import { DEFAULT_POLICY, INFRA_REASONS, retryDelayMs, type Policy } from "./policy.js";
-import { evolve, isActive, isLive, type ActiveWorkflow, type StepState, type WorkflowState } from "./state.js";
+import { evolve, initialWorkflow, isActive, isLive, type ActiveWorkflow, type StepState, type WorkflowState } from "./state.js";
 
 export type WorkflowCommand =
   | { kind: "start"; started: pb.WorkflowStarted }
@@ -15,6 +15,13 @@ export type WorkflowCommand =
   | { kind: "tick" }
   | { kind: "cancel"; reason: string }
   | { kind: "retry" };
+
+/** The workflow aggregate as one value: its initial state, evolve and decide. */
+export const workflowDecider = {
+  initialState: initialWorkflow,
+  evolve,
+  decide: (command: WorkflowCommand, state: WorkflowState, now: number) => decide(command, state, now),
+};
 
 /** The key of a command for deterministic commit ids: the same command on the same state dedupes. */
 export function commandKey(c: WorkflowCommand): string {

@@ -3,37 +3,16 @@
 import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
 import { ConflictError } from "@ephemera/kit";
-import { commandKey, decide, nextDue, type WorkflowCommand } from "./decide.js";
+import { commandKey, decide, nextDue, workflowDecider, type WorkflowCommand } from "./decide.js";
+import { deciderSpec } from "../../../../test/support/decider.js";
 import { planSteps } from "./plan.js";
 import { DEADLINE_GRACE_MS, DEFAULT_POLICY, DEFAULT_STEP_TIMEOUT_MS, INFRA_RETRIES, UNCLAIMED_AFTER_MS, retryDelayMs, type Policy } from "./policy.js";
-import { evolve, initialWorkflow, type WorkflowState } from "./state.js";
+import type { WorkflowState } from "./state.js";
 
 // --- given / when / then -------------------------------------------------------------
 
-interface Timed { event: DomainEvent; time: number }
+const { at, given, stateOf } = deciderSpec(workflowDecider, 0);
 
-/** Events appended at `time` (ms since epoch): the envelope time `evolve` starts timers from. */
-const at = (time: number, ...events: DomainEvent[]): Timed[] => events.map((event) => ({ event, time }));
-
-function given(...history: Timed[][]) {
-  const past = history.flat();
-  const state: WorkflowState = past.reduce((s, h) => evolve(s, h.event, h.time), initialWorkflow());
-  return {
-    state,
-    when(command: WorkflowCommand, now: number) {
-      const events = decide(command, state, now);
-      return {
-        events,
-        then: (...expected: DomainEvent[]) => expect(events).toEqual(expected),
-        thenNothing: () => expect(events).toEqual([]),
-        /** The history with this decision appended at `now`, to go on from. */
-        history: (): Timed[] => [...past, ...at(now, ...events)],
-      };
-    },
-  };
-}
-
-const stateOf = (history: Timed[]) => given(history).state;
 const stepsOf = (state: WorkflowState) => (state.status === "none" ? [] : state.steps);
 const types = (events: DomainEvent[]) => events.map((e) => e.type.replace(/^ephemera\.workflow\.|\.v1$/g, ""));
 const iso = (ms: number) => new Date(ms).toISOString();
