@@ -38,6 +38,13 @@ export class StepRunNotStartedError extends ConflictError {
   }
 }
 
+/** The step-run aggregate as one value: its initial state, evolve and decide. */
+export const stepRunDecider = {
+  initialState: initialStepRun,
+  evolve: (state: StepRunState, event: DomainEvent) => evolve(state, event),
+  decide: (command: StepRunCommand, state: StepRunState, _now: number): DomainEvent[] => decide(command, state),
+};
+
 export function decide(command: StepRunCommand, state: StepRunState): StepRunEvent[] {
   switch (command.type) {
     case "start": {

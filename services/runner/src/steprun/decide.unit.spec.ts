@@ -1,6 +1,7 @@
 import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import { StepRunNotStartedError, decide, evolve, initialStepRun, type StepRunCommand } from "./decide.js";
+import { StepRunNotStartedError, stepRunDecider, type StepRunCommand } from "./decide.js";
+import { deciderSpec } from "../../../../test/support/decider.js";
 
 const RUN = "rk1.db.create.provision.1";
 const dispatch = pb.StepDispatch.fromPartial({ runId: RUN, workflowId: "rk1.db.create", step: "provision", attempt: 1, cluster: "local" });
@@ -10,8 +11,13 @@ const started = ev("ephemera.steprun.started.v1", { ...run, attempt: 1, driver: 
 const succeeded = ev("ephemera.steprun.succeeded.v1", { ...run, outputs: [{ name: "host", value: Buffer.from("db") }], durationMs: 5 });
 const failedLost = ev("ephemera.steprun.failed.v1", { ...run, failure: { ...run, reason: "RunnerLost", message: "", logTail: "" } });
 
+const spec = deciderSpec(stepRunDecider, 0);
+/** A step run never looks at time. */
 const given = (...events: DomainEvent[]) => ({
-  when: (command: StepRunCommand) => decide(command, events.reduce(evolve, initialStepRun())),
+  when: (command: StepRunCommand) => {
+    const w = spec.given(spec.at(0, ...events)).when(command);
+    return w.events;
+  },
 });
 
 const start: StepRunCommand = { type: "start", dispatch, driver: "process", runner: "host-2" };
@@ -54,6 +60,19 @@ describe("StepRun decider", () => {
 
   it("keeps the first recorded result", () => {
     expect(given(started, failedLost).when({ type: "succeed", outputs: [], durationMs: 1 })).toEqual([]);
+  });
+
+  it("lets the runner incarnation that started a run resume it without a second start", () => {
+    const mine: StepRunCommand = { type: "start", dispatch, driver: "process", runner: "host-1" };
+    expect(given(started).when(mine)).toEqual([]);
+  });
+
+  it("drops a dispatch no longer wanted, recording why, without a start", () => {
+    expect(given().when({ type: "drop", dispatch, message: "dropped: the workflow was cancelled" })).toEqual([
+      ev("ephemera.steprun.failed.v1", { ...run, failure: { ...run, reason: "Cancelled", message: "dropped: the workflow was cancelled", logTail: "" } }),
+    ]);
+    // A run that started is not dropped: it ends with its result.
+    expect(given(started).when({ type: "drop", dispatch, message: "x" })).toEqual([]);
   });
 
   it("refuses a result for a run that never started", () => {
