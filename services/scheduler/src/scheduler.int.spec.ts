@@ -188,4 +188,19 @@ describe("scheduler on JetStream", () => {
     expect(failed?.data).toMatchObject({ failure: { reason: "PluginVersionMissing", message: expect.stringContaining("ghost@9.9.9") } });
     expect(queue.published).toHaveLength(0);
   });
+  it("carries the correlation of the sandbox's events through its workflow events and dispatches", async () => {
+    await startScheduler();
+    const cur = await store.read(Aggregates.sandbox, "sb");
+    const appended = await store.append(Aggregates.sandbox, "sb", cur, [
+      ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk1", spec: { cluster: "c1" }, resources: [resource] }),
+      ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
+    ].map(encode), { source: "sandbox", correlationId: "call-42", actor: "alice" });
+    await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+    const wf = (await store.read(Aggregates.workflow, "rk1.db.create")).events;
+    expect(wf.map((e) => e.correlationId)).toEqual(wf.map(() => "call-42"));
+    expect(wf[0]!.causationId).toBe(appended.events[0]!.id);
+    const dispatch = queue.published[0]!.data;
+    expect(dispatch.correlationId).toBe("call-42");
+    expect(dispatch.causationId).toBe(wf.find((e) => e.type === "ephemera.workflow.step_dispatched.v1")!.id);
+  });
 });
