@@ -3,6 +3,8 @@
 import { randomBytes } from "node:crypto";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { connectNats } from "@ephemera/eventstore";
+import { Redis } from "ioredis";
 
 export const NATS_URL = process.env["NATS_URL"] ?? "nats://127.0.0.1:4222";
 export const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
@@ -22,4 +24,21 @@ export async function deleteStreams(nc: NatsConnection, prefix: string): Promise
 export function testNats(tag = "t") {
   const prefix = uniquePrefix(tag);
   return { url: NATS_URL, prefix, cleanup: (nc: NatsConnection) => deleteStreams(nc, prefix) };
+}
+
+/** Removes everything a stack under `prefix` left on the shared servers: its streams and its Redis keys. */
+export async function removePrefix(prefix: string): Promise<void> {
+  const nc = await connectNats(NATS_URL, "cleanup");
+  try {
+    await deleteStreams(nc, prefix);
+  } finally {
+    await nc.close();
+  }
+  const redis = new Redis(REDIS_URL);
+  try {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length) await redis.del(...keys);
+  } finally {
+    redis.disconnect();
+  }
 }

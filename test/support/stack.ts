@@ -5,10 +5,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
 import { connectNats, JetStreamEventStore, type RecordedEvent } from "@ephemera/eventstore";
 import { waitFor } from "@ephemera/kit";
-import { NATS_URL, REDIS_URL, deleteStreams, uniquePrefix } from "./servers.js";
+import { NATS_URL, REDIS_URL, removePrefix, uniquePrefix } from "./servers.js";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -100,13 +99,7 @@ export async function startTestStack(tag = "e2e"): Promise<TestStack> {
     stop: async () => {
       child.kill("SIGTERM");
       await exited;
-      const nc = await connectNats(NATS_URL, "e2e-cleanup");
-      await deleteStreams(nc, prefix);
-      await nc.close();
-      const redis = new Redis(REDIS_URL);
-      const keys = await redis.keys(`${prefix}:*`);
-      if (keys.length) await redis.del(...keys);
-      redis.disconnect();
+      await removePrefix(prefix);
       rmSync(scratch, { recursive: true, force: true });
     },
   };

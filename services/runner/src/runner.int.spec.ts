@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -100,6 +100,8 @@ describe("runner with the process driver, against NATS and Redis", () => {
     // The process driver runs io-agent's built step program, and one test runs the built
     // runner as a process: make sure both match the sources.
     execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-b", join(ROOT, "services/runner")], { stdio: "inherit" });
+    // These host paths belong to this file: a run interrupted half-way may have left them.
+    for (const dir of [SHARED_OUT, NESTED]) rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 
   beforeEach(async () => {

@@ -5,10 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { Redis } from "ioredis";
-import { connectNats } from "@ephemera/eventstore";
 import { waitFor } from "@ephemera/kit";
-import { NATS_URL, REDIS_URL, deleteStreams, uniquePrefix } from "../../../test/support/servers.js";
+import { NATS_URL, REDIS_URL, removePrefix, uniquePrefix } from "../../../test/support/servers.js";
 import { freePort } from "../../../test/support/stack.js";
 import {
   SERVICES, StackInterruptedError, StackNotReadyError, healthy, startStack,
@@ -161,13 +159,7 @@ describe("stack supervision with the built services", () => {
   const scratch = mkdtempSync(join(tmpdir(), `${prefix}-`));
 
   afterAll(async () => {
-    const nc = await connectNats(NATS_URL, "stack-supervise-cleanup");
-    await deleteStreams(nc, prefix);
-    await nc.close();
-    const redis = new Redis(REDIS_URL);
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length) await redis.del(...keys);
-    redis.disconnect();
+    await removePrefix(prefix);
     rmSync(scratch, { recursive: true, force: true });
   });
 
