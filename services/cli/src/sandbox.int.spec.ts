@@ -1,10 +1,12 @@
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { UnavailableError, waitFor } from "@ephemera/kit";
 import { eph, useCore, type Live } from "./eph.testkit.js";
 import { WatchProxy } from "./watch-proxy.testkit.js";
 
 // provision fails (exit 3) while the file $MARKER names is missing, then writes a text and a
-// binary output; deprovision waits for $GATE and fails (exit 7) when $REFUSE is set.
+// binary output; deprovision waits for $GATE and fails (exit 7) when $REFUSE is "yes" or names
+// a file that exists.
 const PLUGIN = `
 name: hello-db@1.0.0
 spec:
@@ -32,7 +34,7 @@ spec:
       #!/bin/sh
       echo "dropping $HOST"
       if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
-      if [ -n "$REFUSE" ]; then echo "permission denied"; exit 7; fi
+      if [ "$REFUSE" = yes ] || { [ -n "$REFUSE" ] && [ -e "$REFUSE" ]; }; then echo "permission denied"; exit 7; fi
 `;
 
 const core = useCore();
@@ -213,6 +215,28 @@ describe("eph sandbox delete", () => {
     expect(r.stderr).toContain("error: deleting sandbox feature-x failed: resource db: step deprovision exited 7 (Error)");
     const failed = await core().waitForEvent("ephemera.sandbox.resource_deprovision_failed.v1", "feature-x");
     expect(failed.data).toMatchObject({ resource: "db", failure: { step: "deprovision", exitCode: 7 } });
+  });
+
+  it("deleting again after a failed delete runs the failed teardown again, as a new attempt", async () => {
+    const refuse = core().file("refuse", "");
+    await applySandbox("feature-x", { params: { refuse } });
+    expect((await eph(api(), ["sandbox", "delete", "feature-x", "--wait"])).code).toBe(1);
+    rmSync(refuse);
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("sandbox feature-x deleting\nsandbox feature-x deleted\n");
+    expect(r.stderr).toContain("db: deprovision succeeded (attempt 2)\n");
+    await core().waitForEvent("ephemera.sandbox.deprovision_retry_requested.v1", "feature-x");
+    await core().waitForEvent("ephemera.sandbox.deleted.v1", "feature-x");
+  });
+
+  it("--force says which teardowns it skips", async () => {
+    await applySandbox("feature-x", { params: { refuse: "yes" } });
+    expect((await eph(api(), ["sandbox", "delete", "feature-x", "--wait"])).code).toBe(1);
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--force"]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe("--force skips the delete workflow of resource db (deprovision failed): what it created is not cleaned up\n");
+    expect(r.stdout).toBe("sandbox feature-x deleted\n");
   });
 
   it("--wait reconnects when the stream breaks, without repeating progress", async () => {

@@ -54,7 +54,13 @@ export function registerSandbox(program: Command, ctx: Context): void {
     nameOrFile(name, opts.file, "sandbox");
     const limit = timeoutMs(opts.waitTimeout);
     const target = name ?? (await readName({ file: opts.file!, sets: opts.set, stdin: ctx.io.stdin }));
+    // --force is the last resort: say which teardowns it skips (what they would have removed may remain).
+    const before = opts.force ? await ctx.api().getSandbox(target).catch(() => undefined) : undefined;
     const view = await ctx.api().deleteSandbox(target, opts.force ?? false);
+    for (const r of before?.resources ?? []) {
+      if (r.status === "Deprovisioned") continue;
+      ctx.err(`--force skips the delete workflow of resource ${r.name} (${words(r.status)}): what it created is not cleaned up`);
+    }
     if (view.status?.reason === "Deleted") return ctx.out(`sandbox ${target} deleted\n`);
     ctx.out(`sandbox ${target} deleting\n`);
     if (opts.wait) await waitUntilGone(ctx, target, limit, opts.waitTimeout);

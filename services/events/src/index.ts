@@ -33,6 +33,7 @@ export interface EventPayloads {
   "ephemera.sandbox.ready.v1": pb.SandboxReady;
   "ephemera.sandbox.deleting.v1": pb.SandboxDeleting;
   "ephemera.sandbox.retry_requested.v1": pb.SandboxRetryRequested;
+  "ephemera.sandbox.deprovision_retry_requested.v1": pb.SandboxDeprovisionRetryRequested;
   "ephemera.sandbox.resource_deprovision_requested.v1": pb.ResourceDeprovisionRequested;
   "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned;
   "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed;
@@ -67,6 +68,7 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.sandbox.ready.v1": pb.SandboxReady,
   "ephemera.sandbox.deleting.v1": pb.SandboxDeleting,
   "ephemera.sandbox.retry_requested.v1": pb.SandboxRetryRequested,
+  "ephemera.sandbox.deprovision_retry_requested.v1": pb.SandboxDeprovisionRetryRequested,
   "ephemera.sandbox.resource_deprovision_requested.v1": pb.ResourceDeprovisionRequested,
   "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned,
   "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed,

@@ -335,6 +335,7 @@ export class SandboxCore {
         if (!wf || !isTerminal(wf.status) || wf.status === "cancelled") continue;
         // After a retry, only the outcome of the retried workflow counts.
         if (phase === "create" && wf.retried < r.retries) continue;
+        if (phase === "delete" && wf.retried < r.deprovisionRetries) continue;
         await execute(this.deps.store, this.sandboxes, name, (s) => decideSandbox({
           kind: "workflow-ended", resource: r.name, phase, workflowId: id,
           outcome: wf.status === "succeeded" ? "succeeded" : "failed",

@@ -13,6 +13,8 @@ export interface RequestedResource {
   deprovision: boolean;
   /** How many times a retry of its create workflow was asked for. */
   retries: number;
+  /** How many times a retry of its delete workflow was asked for (deleting again after a failed delete). */
+  deprovisionRetries: number;
 }
 
 export interface SandboxFacts {
@@ -35,7 +37,7 @@ export function foldSandbox(state: SandboxFacts | undefined, e: DomainEvent): Sa
       return {
         name: e.data.name, routingKey: e.data.routingKey, cluster: e.data.spec?.cluster ?? "", deleting: false, deleted: false,
         forced: false,
-        resources: e.data.resources.map((r) => ({ ...r, provision: false, deprovision: false, retries: 0 })),
+        resources: e.data.resources.map((r) => ({ ...r, provision: false, deprovision: false, retries: 0, deprovisionRetries: 0 })),
       };
     case "ephemera.sandbox.resource_provision_requested.v1":
       return resource(e.data.resource!.name, (r) => ({ ...r, provision: true }));
@@ -45,6 +47,10 @@ export function foldSandbox(state: SandboxFacts | undefined, e: DomainEvent): Sa
       return state && { ...state, deleting: true, forced: state.forced || e.data.force };
     case "ephemera.sandbox.deleted.v1":
       return state && { ...state, deleting: true, deleted: true, forced: state.forced || e.data.forced };
+    case "ephemera.sandbox.deprovision_retry_requested.v1": {
+      const again = new Set(e.data.resources);
+      return state && { ...state, resources: state.resources.map((r) => (again.has(r.name) ? { ...r, deprovisionRetries: r.deprovisionRetries + 1 } : r)) };
+    }
     case "ephemera.sandbox.retry_requested.v1": {
       const again = new Set(e.data.resources);
       return state && { ...state, resources: state.resources.map((r) => (again.has(r.name) ? { ...r, retries: r.retries + 1 } : r)) };

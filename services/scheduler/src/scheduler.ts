@@ -140,7 +140,13 @@ export class Scheduler {
         await this.command(createId, { kind: "cancel", reason }, cause);
         return; // the delete workflow starts once the create workflow has ended
       }
-      if (!resource.deprovision || sandbox.forced || this.workflows.getOrEmpty(deleteId).state.status !== "none") return;
+      if (!resource.deprovision || sandbox.forced) return;
+      const del = this.workflows.getOrEmpty(deleteId).state;
+      if (del.status === "failed" && resource.deprovisionRetries > del.retried) {
+        await this.command(deleteId, { kind: "retry" }, cause);
+        return;
+      }
+      if (del.status !== "none") return;
       // Nothing to undo when no create step ever started: the delete workflow ends at once,
       // without needing a runner (e.g. a cluster that never had one).
       const skip = !(await this.anyRunStarted(create)) ? "no create step ever started: nothing to delete" : "";

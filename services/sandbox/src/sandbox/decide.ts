@@ -66,7 +66,13 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
       if (command.force) {
         return [ev("ephemera.sandbox.deleting.v1", { force: true, reason: "requested" }), ev("ephemera.sandbox.deleted.v1", { forced: true })];
       }
-      if (state.status === "deleting") return [];
+      if (state.status === "deleting") {
+        // Deleting again after a failed delete runs the failed delete workflows again; while
+        // one still runs there is nothing to do.
+        const failed = state.resources.filter((r) => r.status === "DeprovisionFailed").map((r) => r.name);
+        const running = state.resources.some((r) => r.status === "Deprovisioning");
+        return failed.length && !running ? [ev("ephemera.sandbox.deprovision_retry_requested.v1", { resources: failed })] : [];
+      }
       return deprovisionAll(state, "requested");
     }
     case "workflow-ended": {

@@ -180,6 +180,19 @@ describe("sandbox: delete", () => {
     given(stuck).when({ kind: "delete", name: "feature-x", force: true }).then(deleting("requested", true), deleted(true));
   });
 
+  it("deleting again after a failed delete asks for the failed teardowns again, and only those", () => {
+    const deletingH = given(ready).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
+    // While a teardown still runs, a second delete has nothing to add.
+    given(deletingH).when({ kind: "delete", name: "feature-x", force: false }).thenNothing();
+    const stuck = given(given(deletingH).when(ended("db", "delete", "failed")).history(T1)).when(ended("q", "delete", "succeeded")).history(T1);
+    const again = given(stuck).when({ kind: "delete", name: "feature-x", force: false });
+    again.then(ev("ephemera.sandbox.deprovision_retry_requested.v1", { resources: ["db"] }));
+    const after = record(again.state());
+    expect(after.resources.map((r) => [r.name, r.status, r.deprovisionRetries])).toEqual([["db", "Deprovisioning", 1], ["q", "Deprovisioned", 0]]);
+    expect(sandboxStatus(after).reason).toBe("Deleting");
+    given(again.history()).when(ended("db", "delete", "succeeded")).then(deprovisioned("db"), deleted());
+  });
+
   it("force deletes at once, from any state but gone", () => {
     const w = given(requested()).when({ kind: "delete", name: "feature-x", force: true });
     w.then(deleting("requested", true), deleted(true));

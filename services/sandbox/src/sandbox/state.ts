@@ -15,6 +15,8 @@ export interface ResourceState {
   failure?: pb.StepFailure;
   /** Retries asked for (eph sandbox retry): an outcome of an earlier try no longer counts. */
   retries: number;
+  /** The same for the delete workflow (deleting again after a failed delete). */
+  deprovisionRetries: number;
 }
 
 export type SandboxLifecycle = "none" | "active" | "deleting" | "deleted";
@@ -52,7 +54,7 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
         spec: event.data.spec,
         endpoints: event.data.endpoints,
         resources: event.data.resources.map((r) => ({
-          name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [], retries: 0,
+          name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [], retries: 0, deprovisionRetries: 0,
         })),
         ready: false,
         forced: false,
@@ -87,6 +89,17 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
           if (!again.has(r.name)) return r;
           const { failure: _f, ...rest } = r;
           return { ...rest, status: "Provisioning", retries: r.retries + 1 };
+        }),
+      };
+    }
+    case "ephemera.sandbox.deprovision_retry_requested.v1": {
+      const again = new Set(event.data.resources);
+      return {
+        ...state, updatedAt: time,
+        resources: state.resources.map((r) => {
+          if (!again.has(r.name)) return r;
+          const { failure: _f, ...rest } = r;
+          return { ...rest, status: "Deprovisioning", deprovisionRetries: r.deprovisionRetries + 1 };
         }),
       };
     }
