@@ -22,7 +22,11 @@ function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.Sandb
     const failed = s.resources.filter((r) => r.status === "DeprovisionFailed");
     const pending = s.resources.filter((r) => r.status === "Deprovisioning");
     if (failed.length && !pending.length) {
-      return { ready: false, reason: "DeprovisionFailed", message: failed.map((r) => `resource ${r.name}: ${describeFailure(r.failure)}`).join("; ") };
+      return {
+        ready: false, reason: "DeprovisionFailed",
+        message: `${failed.map((r) => `resource ${r.name}: ${describeFailure(r.failure)}`).join("; ")} ` +
+          "(delete it again to retry, or with --force to skip the teardown)",
+      };
     }
     return { ready: false, reason: "Deleting", message: pending.length ? `deprovisioning ${pending.map((r) => r.name).join(", ")}` : "deleting" };
   }
