@@ -11,9 +11,14 @@ export const FailureReason = {
 } as const;
 export type FailureReason = (typeof FailureReason)[keyof typeof FailureReason];
 
-/** Values are secrets: a report carries output names and sizes only. */
+/**
+ * What the step program leaves in its run directory (a private file, mode 0600) for the
+ * runner: on success, the outputs themselves (base64), which the runner journals in the
+ * result event. Nothing is read back from Redis to record a result: the IO context's copy
+ * is a cache for the steps that read them. Logs never carry the values.
+ */
 export type StepReport =
-  | { outcome: "succeeded"; outputs: Array<{ name: string; size: number }> }
+  | { outcome: "succeeded"; outputs: Array<{ name: string; size: number; base64: string }> }
   | { outcome: "failed"; reason: FailureReason; exitCode?: number; message: string };
 
 /** Outputs are stored in Redis and journaled in events: each is bounded. */

@@ -207,6 +207,19 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await waitFor(() => handled.includes(d.runId), { what: "the dispatch to be acknowledged" });
   });
 
+  it("journals a step's outputs from its own report while its Redis keys vanish every 100 ms", async () => {
+    // Redis is only a cache: wiping this test's keys over and over cannot lose an output.
+    const wipe = setInterval(() => {
+      void redis.keys(`${prefix}:*`).then((keys) => (keys.length ? redis.del(...keys) : 0)).catch(() => undefined);
+    }, 100);
+    try {
+      const d = await dispatch("rkw", "provision", { "db-name": "orders", config: "5432" });
+      expect(outputsOf(await result(d.runId))).toEqual({ host: "db-rkw", port: "5432" });
+    } finally {
+      clearInterval(wipe);
+    }
+  });
+
   it("records a non-zero exit as failed with the exit code, reason Error and the log tail; the whole log is stored", async () => {
     const d = await dispatch("rkb", "fail");
     const e = await result(d.runId);

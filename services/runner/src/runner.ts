@@ -3,7 +3,7 @@
 // log, records the result, and only then lets the item be acknowledged.
 import * as pb from "@ephemera/proto";
 import { recordDeadLetter, deadLetter, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer } from "@ephemera/eventstore";
-import { fetchStepOutputs, FailureReason, type StepReport } from "@ephemera/io-agent";
+import { FailureReason, type StepReport } from "@ephemera/io-agent";
 import { errorMessage, isRetryable, retry, type Logger } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { StepLog } from "./log.js";
@@ -24,7 +24,6 @@ export interface RunnerOptions {
   store: EventStore;
   queue: WorkQueue<pb.StepDispatch>;
   logs: LogStore;
-  iocontext: pb.IOContextClient;
   logger: Logger;
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
   cancelGraceMs: number;
@@ -179,7 +178,7 @@ export class Runner {
     if (!report) return undefined;
     log.info({ outcome: report.outcome }, "found the result of a run that ended unrecorded");
     if (report.outcome === "failed") return fail(report, "", 0);
-    return this.succeeded(d.runId, report, new StepLog(), 0);
+    return this.succeeded(report, new StepLog(), 0);
   }
 
   private async execute(item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger): Promise<StepRunCommand> {
@@ -203,27 +202,16 @@ export class Runner {
     await this.o.logs.append(d.runId, stepLog.contents()).catch((err: unknown) => log.warn({ err }, "cannot store the step's log"));
     if (run.stopped) return fail(run.stopped, stepLog.tail(), durationMs);
     if (report.outcome === "failed") return fail(report, stepLog.tail(), durationMs);
-    return this.succeeded(d.runId, report, stepLog, durationMs);
+    return this.succeeded(report, stepLog, durationMs);
   }
 
-  /** Reads the stored outputs back, to journal them in the result event. */
-  private async succeeded(runId: string, report: Extract<StepReport, { outcome: "succeeded" }>, stepLog: StepLog, durationMs: number): Promise<StepRunCommand> {
-    let outputs: pb.OutputValue[];
-    try {
-      // The client retries while the IO context is unavailable (about a minute); each retry is logged here.
-      outputs = await fetchStepOutputs(this.o.iocontext, runId, "", {
-        onRetry: (n) => this.o.logger.warn({ runId, attempt: n.attempt, delayMs: n.delayMs, error: n.error }, "reading the stored outputs back: retrying"),
-      });
-    } catch (err) {
-      return fail({ reason: FailureReason.DriverError, message: `cannot read the stored outputs back: ${errorMessage(err)}` }, stepLog.tail(), durationMs);
+  /** The outputs come from the step's own report, to be journaled in the result event (Redis is only a cache). */
+  private succeeded(report: Extract<StepReport, { outcome: "succeeded" }>, stepLog: StepLog, durationMs: number): StepRunCommand {
+    const kept: pb.OutputValue[] = report.outputs.map((o) => ({ name: o.name, value: Buffer.from(o.base64 ?? "", "base64") }));
+    const damaged = report.outputs.filter((o, i) => kept[i]!.value.length !== o.size).map((o) => o.name);
+    if (damaged.length) {
+      return fail({ reason: FailureReason.DriverError, message: `the step's report is damaged (outputs ${damaged.join(", ")})` }, stepLog.tail(), durationMs);
     }
-    const stored = new Set(outputs.map((o) => o.name));
-    const lost = report.outputs.filter((o) => !stored.has(o.name)).map((o) => o.name);
-    if (lost.length) {
-      return fail({ reason: FailureReason.DriverError, message: `outputs stored but not found again: ${lost.join(", ")}` }, stepLog.tail(), durationMs);
-    }
-    const reported = new Set(report.outputs.map((o) => o.name));
-    const kept = outputs.filter((o) => reported.has(o.name));
     // The outputs are journaled base64-encoded in one event; one that cannot be stored must
     // fail the step with a reason, not fail the append over and over.
     const encoded = kept.reduce((n, o) => n + Math.ceil(o.value.length / 3) * 4 + o.name.length + 32, 0);

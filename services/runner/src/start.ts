@@ -1,9 +1,9 @@
 // Composition of the runner service: the process driver (probed before any work is
-// taken), the IO context client, the work-queue consumer and a gRPC health endpoint.
+// taken), the work-queue consumer and a gRPC health endpoint.
 import { access, mkdir } from "node:fs/promises";
-import * as pb from "@ephemera/proto";
+import type * as pb from "@ephemera/proto";
 import type { EventStore, LogStore, WorkQueue } from "@ephemera/eventstore";
-import { grpc, startGrpcServer, type Logger } from "@ephemera/kit";
+import { startGrpcServer, type Logger } from "@ephemera/kit";
 import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
 import { ProcessDriver } from "./driver/process.js";
@@ -37,7 +37,6 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   const driver = new ProcessDriver({
     workdir: config.workdir, iocontext: config.iocontextAddr, stepProgram: config.stepProgram, isolation, hostEnv: config.hostEnv, logger,
   });
-  const iocontext = new pb.IOContextClient(config.iocontextAddr, grpc.credentials.createInsecure());
   const runner = new Runner({
     cluster: config.cluster,
     concurrency: config.concurrency,
@@ -46,7 +45,6 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     store: deps.store,
     queue: deps.queue,
     logs: deps.logs,
-    iocontext,
     logger,
     cancelGraceMs: config.cancelGraceMs ?? 10_000,
     heartbeatMs: config.heartbeatMs ?? 5_000,
@@ -64,7 +62,6 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
       server.health.setStatus("", "NOT_SERVING");
       await runner.stop(config.shutdownGraceMs ?? 30_000);
       await server.shutdown();
-      iocontext.close();
     })()),
   };
 }

@@ -1,0 +1,62 @@
+// The runner on the in-memory ports with a driver twin whose steps end as told: what it
+// journals comes from the step's report, never from the IO context (it has no client of it).
+import * as pb from "@ephemera/proto";
+import { Aggregates, decode, encode, ev, runId, workflowId } from "@ephemera/events";
+import { InMemoryEventStore, InMemoryLogStore, InMemoryWorkQueue, NO_AGGREGATE } from "@ephemera/eventstore";
+import type { StepReport } from "@ephemera/io-agent";
+import { createLogger, waitFor } from "@ephemera/kit";
+import type { StepDriver } from "./driver/driver.js";
+import { Runner } from "./runner.js";
+
+/** A driver whose every step ends at once with the given report. */
+const ending = (report: StepReport): StepDriver => ({
+  name: "twin",
+  run: () => ({ result: Promise.resolve(report), stop: () => undefined }),
+});
+
+async function runOne(report: StepReport, maxResultBytes = 1024 * 1024) {
+  const store = new InMemoryEventStore();
+  const queue = new InMemoryWorkQueue<pb.StepDispatch>();
+  const runner = new Runner({
+    cluster: "c", concurrency: 1, runnerId: "r1", driver: ending(report), store, queue, logs: new InMemoryLogStore(),
+    logger: createLogger("test", "silent"), cancelGraceMs: 100, heartbeatMs: 1000, maxResultBytes, now: () => performance.now(),
+  });
+  const wf = workflowId("rk", "db", "create");
+  const run = runId(wf, "a", 1);
+  await store.append(Aggregates.workflow, wf, NO_AGGREGATE, [
+    ev("ephemera.workflow.started.v1", { workflowId: wf, steps: [{ name: "a" }] }),
+    ev("ephemera.workflow.step_dispatched.v1", { step: "a", runId: run, attempt: 1 }),
+  ].map(encode), { source: "test" });
+  runner.start();
+  await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c" }));
+  const last = await waitFor(async () => {
+    const events = (await store.read(Aggregates.steprun, run)).events.map(decode);
+    const e = events.at(-1);
+    return e && e.type !== "ephemera.steprun.started.v1" ? e : undefined;
+  }, { what: "the result" });
+  await runner.stop(100);
+  return last;
+}
+
+describe("runner: results from the step's report", () => {
+  it("journals the outputs the report carries", async () => {
+    const e = await runOne({ outcome: "succeeded", outputs: [
+      { name: "host", size: 5, base64: Buffer.from("db-42").toString("base64") },
+      { name: "key", size: 2, base64: Buffer.from([0xff, 0xfe]).toString("base64") },
+    ] });
+    expect(e?.type).toBe("ephemera.steprun.succeeded.v1");
+    if (e?.type !== "ephemera.steprun.succeeded.v1") return;
+    expect(e.data.outputs.map((o) => [o.name, [...o.value]])).toEqual([["host", [...Buffer.from("db-42")]], ["key", [0xff, 0xfe]]]);
+  });
+
+  it("fails a step whose report does not hold what it says (DriverError)", async () => {
+    const e = await runOne({ outcome: "succeeded", outputs: [{ name: "host", size: 9, base64: Buffer.from("db").toString("base64") }] });
+    expect(e?.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "DriverError", message: expect.stringContaining("host") });
+  });
+
+  it("fails a step whose outputs cannot fit one result event (OutputTooLarge)", async () => {
+    const big = Buffer.alloc(6000, 1);
+    const e = await runOne({ outcome: "succeeded", outputs: [{ name: "blob", size: big.length, base64: big.toString("base64") }] }, 8 * 1024);
+    expect(e?.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "OutputTooLarge" });
+  });
+});
