@@ -1,6 +1,6 @@
 // The public API as the command line sees it: the four gRPC clients on one channel, every
 // unary call bound by a deadline and every stream cancellable and bounded.
-import { call, fromServiceError, grpc } from "@ephemera/kit";
+import { call, clientOptions, fromServiceError, grpc } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
 
 export const DEFAULT_API = "127.0.0.1:7400";
@@ -27,7 +27,7 @@ export class Api {
     private readonly actor = process.env["EPHEMERA_ACTOR"] ?? process.env["USER"] ?? "",
   ) {
     const credentials = grpc.credentials.createInsecure();
-    this.plugins = new pb.ResourcePluginServiceClient(address, credentials);
+    this.plugins = new pb.ResourcePluginServiceClient(address, credentials, clientOptions);
     const shared = { channelOverride: this.plugins.getChannel() };
     this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
     this.logs = new pb.LogServiceClient(address, credentials, shared);
@@ -42,9 +42,18 @@ export class Api {
     return call(this.plugins.get.bind(this.plugins), { ref }, this.timeoutMs);
   }
 
-  async listPlugins(): Promise<pb.ResourcePluginVersion[]> {
-    return (await call(this.plugins.list.bind(this.plugins), {}, this.timeoutMs)).plugins;
+  /** Every version's summary (no spec), fetched a page at a time. */
+  async listPlugins(name = ""): Promise<pb.ResourcePluginVersion[]> {
+    const out: pb.ResourcePluginVersion[] = [];
+    let pageToken = "";
+    do {
+      const page = await call(this.plugins.list.bind(this.plugins), { pageSize: 500, pageToken, name }, this.timeoutMs);
+      out.push(...page.plugins);
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return out;
   }
+
 
   async deletePlugin(ref: string): Promise<string[]> {
     return (await call(this.plugins.delete.bind(this.plugins), { ref }, this.timeoutMs, this.who())).deleted;

@@ -45,7 +45,7 @@ export function registerPlugin(program: Command, ctx: Context): void {
 
   outputOption(plugin.command("versions").description("the published versions of one plugin, newest first").argument("<name>"))
     .action(async (name: string, opts: OutputOpts) => {
-      const versions = sortVersions((await ctx.api().listPlugins()).filter((p) => p.name === name));
+      const versions = sortVersions(await ctx.api().listPlugins(name));
       if (!versions.length) throw new NotFoundError(`plugin ${name} not found`);
       if (opts.output) return ctx.out(formatDoc(versions.map(pluginSummary), opts.output));
       ctx.out(table(

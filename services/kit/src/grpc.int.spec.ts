@@ -27,6 +27,19 @@ describe("gRPC server plumbing", () => {
   });
   afterAll(async () => { await server.shutdown(); });
 
+  it("answers a request it cannot decode with INVALID_ARGUMENT, not INTERNAL", async () => {
+    // Bytes that are not a GetResourcePluginRequest (a length-delimited field running past the end).
+    const garbage = Buffer.from([0x0a, 0xff, 0x01, 0x02]);
+    const client = new grpc.Client(address(), grpc.credentials.createInsecure());
+    const err = await new Promise<grpc.ServiceError>((resolve, reject) => client.makeUnaryRequest(
+      "/ephemera.v1.ResourcePluginService/Get", (b: Buffer) => b, (b: Buffer) => b, garbage, { deadline: Date.now() + 2000 },
+      (e) => (e ? resolve(e) : reject(new Error("a malformed request was accepted"))),
+    ));
+    client.close();
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain("malformed get request");
+  });
+
   it("answers health checks with the status the service sets", async () => {
     const Health = load(healthProto)["grpc"]["health"]["v1"]["Health"];
     const client = new Health(address(), grpc.credentials.createInsecure());

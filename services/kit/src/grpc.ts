@@ -6,12 +6,25 @@ import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation } from "grpc-health-check";
 import { Any, BadRequest, RpcStatus, descriptorSetBase64 } from "@ephemera/proto";
 import type { Logger } from "./logger.js";
+import { tolerateMalformed } from "./malformed.js";
 import {
   ConflictError, EphemeraError, NotFoundError, UnavailableError, ValidationError,
   errorMessage, type FieldViolation,
 } from "./errors.js";
 
 const STATUS_DETAILS = "grpc-status-details-bin";
+
+/**
+ * The largest request a server takes (a plugin file is at most 1 MiB, checked with a clear
+ * error by validation; this bound is for the transport) and the largest answer it sends.
+ * Clients set the same receive bound (see `clientOptions`).
+ */
+export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+export const clientOptions: grpc.ClientOptions = {
+  "grpc.max_receive_message_length": MAX_RESPONSE_BYTES,
+  "grpc.max_send_message_length": MAX_REQUEST_BYTES,
+};
 const BAD_REQUEST_URL = "type.googleapis.com/google.rpc.BadRequest";
 
 export interface ServiceBinding {
@@ -31,8 +44,11 @@ export async function startGrpcServer(
   services: ServiceBinding[],
   logger: Logger,
 ): Promise<RunningServer> {
-  const server = new grpc.Server();
-  for (const s of services) server.addService(s.definition, s.implementation);
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": MAX_REQUEST_BYTES,
+    "grpc.max_send_message_length": MAX_RESPONSE_BYTES,
+  });
+  for (const s of services.map(tolerateMalformed)) server.addService(s.definition, s.implementation);
   const health = new HealthImplementation({ "": "SERVING" });
   health.addToServer(server);
   const descriptors = loadFileDescriptorSetFromBuffer(Buffer.from(descriptorSetBase64, "base64"));

@@ -40,7 +40,8 @@ async function startApi() {
     sandboxes,
     applyPlugin: (doc: Doc) => call(plugins.apply.bind(plugins), { plugin: pb.ResourcePlugin.fromJSON(doc) }),
     getPlugin: (ref: string) => call(plugins.get.bind(plugins), { ref }),
-    listPlugins: async () => (await call(plugins.list.bind(plugins), {})).plugins,
+    listPlugins: async () => (await call(plugins.list.bind(plugins), { pageSize: 0, pageToken: "", name: "" })).plugins,
+    listPage: (pageSize: number, pageToken = "", name = "") => call(plugins.list.bind(plugins), { pageSize, pageToken, name }),
     deletePlugin: async (ref: string) => (await call(plugins.delete.bind(plugins), { ref })).deleted,
     applySandbox: (doc: Doc) => call(sandboxes.apply.bind(sandboxes), { sandbox: pb.Sandbox.fromJSON(doc) }),
     getSandbox: (name: string) => call(sandboxes.get.bind(sandboxes), { name, showOutputs: false }),
@@ -284,6 +285,28 @@ describe("the plugin registry", () => {
       { ref: "db@2.0.0", sandboxes: ["c-sandbox"] },
     ]);
     expect((await api.getPlugin("db@1.0.0")).sandboxes).toEqual(["a-sandbox", "b-sandbox"]);
+  });
+
+  it("lists summaries without specs, a page at a time, and refuses an unknown page token", async () => {
+    for (const v of ["1.0.0", "1.1.0", "2.0.0"]) await api.applyPlugin(plugin(`db@${v}`));
+    for (const v of ["0.1.0", "0.2.0"]) await api.applyPlugin(plugin(`cache@${v}`));
+    const seen: string[] = [];
+    let token = "";
+    let pages = 0;
+    do {
+      const page = await api.listPage(2, token);
+      expect(page.plugins.length).toBeLessThanOrEqual(2);
+      expect(page.plugins.every((p) => p.spec === undefined)).toBe(true);
+      seen.push(...page.plugins.map((p) => `${p.name}@${p.version}`));
+      token = page.nextPageToken;
+      pages++;
+    } while (token);
+    expect(pages).toBe(3);
+    expect(seen).toEqual(["cache@0.1.0", "cache@0.2.0", "db@1.0.0", "db@1.1.0", "db@2.0.0"]);
+    expect((await api.listPage(10, "", "db")).plugins.map((p) => p.version)).toEqual(["1.0.0", "1.1.0", "2.0.0"]);
+    const bad = await errorOf(api.listPage(2, "nope@9.9.9"));
+    expect(bad).toBeInstanceOf(ValidationError);
+    expect((bad as ValidationError).violations[0]).toMatchObject({ field: "page_token", rule: "page-token" });
   });
 
   it("deletes a version in use as a process: no new sandbox may use it, and it goes with its last sandbox", async () => {

@@ -14,7 +14,7 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
   const plugins: pb.ResourcePluginServiceServer = {
     apply: unary(async (req: pb.ApplyResourcePluginRequest, call) => core.applyPlugin(req.plugin, caller(call)), logger),
     get: unary(async (req: pb.GetResourcePluginRequest) => core.getPlugin(req.ref), logger),
-    list: unary(async () => ({ plugins: core.listPlugins() }), logger),
+    list: unary(async (req: pb.ListResourcePluginsRequest) => core.listPlugins(req), logger),
     delete: unary(async (req: pb.DeleteResourcePluginRequest, call) => ({ deleted: await core.deletePlugin(req.ref, caller(call)) }), logger),
   };
   const sandboxes: pb.SandboxServiceServer = {

@@ -16,6 +16,9 @@ import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandb
 import { KeyedLock } from "./lock.js";
 import { buildView } from "./sandbox/view.js";
 
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 500;
+
 export interface SandboxServiceDeps {
   store: EventStore;
   logs: LogStore;
@@ -132,12 +135,28 @@ export class SandboxCore {
     return this.pluginVersion(ref.name, version);
   }
 
-  listPlugins(): pb.ResourcePluginVersion[] {
-    const out: pb.ResourcePluginVersion[] = [];
+  /**
+   * Version summaries (no spec: a spec may be large, a listing must stay small), ordered by
+   * name then version, a page at a time. The page token is the last `name@version` returned.
+   */
+  listPlugins(request: Partial<pb.ListResourcePluginsRequest> = {}): pb.ListResourcePluginsResponse {
+    const size = Math.min(MAX_PAGE, request.pageSize || DEFAULT_PAGE);
+    const all: Array<{ name: string; version: string }> = [];
     for (const [name, { state }] of this.plugins.entries()) {
-      for (const v of [...state.versions.keys()].sort(semver.compare)) out.push(this.pluginVersion(name, v));
+      if (request.name && name !== request.name) continue;
+      for (const version of [...state.versions.keys()].sort(semver.compare)) all.push({ name, version });
     }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
+    all.sort((a, b) => a.name.localeCompare(b.name) || semver.compare(a.version, b.version));
+    const start = request.pageToken ? all.findIndex((v) => `${v.name}@${v.version}` === request.pageToken) + 1 : 0;
+    if (request.pageToken && start === 0) {
+      throw new ValidationError([{ field: "page_token", description: `page token "${request.pageToken}" is not a listed version (it may have been deleted): list again from the start`, rule: "page-token" }]);
+    }
+    const page = all.slice(start, start + size);
+    const last = page.at(-1);
+    return {
+      plugins: page.map((v) => ({ ...this.pluginVersion(v.name, v.version), spec: undefined })),
+      nextPageToken: start + size < all.length && last ? `${last.name}@${last.version}` : "",
+    };
   }
 
   async deletePlugin(refText: string, call: CallContext = {}): Promise<string[]> {
