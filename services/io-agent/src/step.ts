@@ -12,6 +12,7 @@ import { REPORT_FILE, STEP_CONFIG_ENV, type StepProgramConfig } from "./program.
 import { FailureReason, type StepReport } from "./report.js";
 import { DEFAULT_RETRY } from "./retry.js";
 import { collectOutputs } from "./sidecar.js";
+import { chownTree, fullViews, mib, type StepSandbox } from "./sandbox.js";
 import { mountPrivateViews, privateViewDirs } from "./views.js";
 
 const SCRIPT_PATH = join(STEP_HOME, ".ephemera", "script");
@@ -35,7 +36,11 @@ const retrying = (config: StepProgramConfig, what: string): IOCallOptions => ({
   signal: stopping.signal,
 });
 
-async function runStep(config: StepProgramConfig): Promise<StepReport> {
+/** What the process driver sends: the contract (program.ts) plus the script's confinement. */
+type Config = StepProgramConfig & { sandbox?: StepSandbox };
+
+async function runStep(config: Config): Promise<StepReport> {
+  const sandbox = config.sandbox ?? {};
   const client = ioContextClient(config.iocontext);
   try {
     let plan;
@@ -46,16 +51,20 @@ async function runStep(config: StepProgramConfig): Promise<StepReport> {
       const reason = isRetryable(err) ? FailureReason.DriverError : FailureReason.InputUnavailable;
       return { outcome: "failed", reason, message: `cannot get the step's inputs: ${errorMessage(err)}` };
     }
+    let views: string[];
     try {
-      await mountPrivateViews(privateViewDirs(plan, config.runDir), config.runDir);
+      views = privateViewDirs(plan, config.runDir);
+      await mountPrivateViews(views, config.runDir, sandbox);
       await writeStepFiles(plan, SCRIPT_PATH);
+      // The script's user owns its views (so it can write its outputs and /tmp) and its input files.
+      if (sandbox.uid !== undefined) for (const dir of views) await chownTree(dir, sandbox.uid, sandbox.gid ?? sandbox.uid);
     } catch (err) {
       return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
     }
     if (terminated) return stoppedReport();
-    const exit = await runScript({ ...config.env, HOME: STEP_HOME, ...plan.env });
+    const exit = await runScript({ ...config.env, HOME: STEP_HOME, ...plan.env }, sandbox);
     if (terminated) return stoppedReport(exit.code);
-    if (exit.code !== 0) return { outcome: "failed", reason: FailureReason.Error, exitCode: exit.code, message: exit.message };
+    if (exit.code !== 0) return { outcome: "failed", reason: FailureReason.Error, exitCode: exit.code, message: exit.message + await quotaNote(views, sandbox) };
     const collected = await collectOutputs(plan.outputs);
     if (!collected.ok) return { outcome: "failed", reason: collected.reason, message: collected.message };
     try {
@@ -75,9 +84,10 @@ async function runStep(config: StepProgramConfig): Promise<StepReport> {
 }
 
 /** Runs the script through its #! line; stdout and stderr share one pipe so the log keeps their order. */
-function runScript(env: Record<string, string>): Promise<{ code: number; message: string }> {
+function runScript(env: Record<string, string>, sandbox: StepSandbox): Promise<{ code: number; message: string }> {
+  const user = sandbox.uid === undefined ? {} : { uid: sandbox.uid, gid: sandbox.gid ?? sandbox.uid };
   return new Promise((resolve) => {
-    const child = spawn(SCRIPT_PATH, [], { cwd: STEP_HOME, env, stdio: ["ignore", 1, 1] });
+    const child = spawn(SCRIPT_PATH, [], { cwd: STEP_HOME, env, stdio: ["ignore", 1, 1], ...user });
     child.on("error", (err: NodeJS.ErrnoException) => {
       // Shell conventions: 127 for a missing interpreter, 126 for a file that cannot be executed.
       const code = err.code === "ENOENT" ? 127 : 126;
@@ -90,13 +100,19 @@ function runScript(env: Record<string, string>): Promise<{ code: number; message
   });
 }
 
+/** A failed script that filled a view most likely failed of it: say so, since it only saw ENOSPC. */
+async function quotaNote(views: string[], sandbox: StepSandbox): Promise<string> {
+  const full = await fullViews(views, sandbox);
+  return full.length ? ` (${full.join(", ")} full: the step's ${mib(sandbox.tmpSizeBytes ?? 0)} quota per private view, EPHEMERA_STEP_TMP_SIZE)` : "";
+}
+
 async function main(): Promise<void> {
   const raw = process.env[STEP_CONFIG_ENV];
   if (!raw) {
     process.stderr.write(`${STEP_CONFIG_ENV} is not set: this program is started by the ephemera runner\n`);
     process.exit(2);
   }
-  const config = JSON.parse(raw) as StepProgramConfig;
+  const config = JSON.parse(raw) as Config;
   // Opened before the private views hide the run directory (it may live under /tmp).
   const reportFd = openSync(join(config.runDir, REPORT_FILE), "w", 0o600);
   let report: StepReport;

@@ -1,11 +1,13 @@
 // Private views for the process driver: inside the step's own mount namespace, a fresh
 // per-run directory is bind-mounted over /tmp and over every directory that holds a
 // declared input or output path, so two runs of one plugin never see each other's files.
+// With a quota, each view is a tmpfs of that size instead, owned by the script's user.
 import { execFile } from "node:child_process";
 import { mkdir } from "node:fs/promises";
 import { join, posix } from "node:path";
 import { promisify } from "node:util";
 import type { StepPlan } from "./init.js";
+import type { StepSandbox } from "./sandbox.js";
 
 const run = promisify(execFile);
 
@@ -34,13 +36,21 @@ export function privateViewDirs(plan: Pick<StepPlan, "files" | "outputs">, runDi
 }
 
 /** Mounts the views; must run inside a private mount namespace (the process driver's `unshare`). */
-export async function mountPrivateViews(dirs: string[], runDir: string): Promise<void> {
+export async function mountPrivateViews(dirs: string[], runDir: string, sandbox: StepSandbox = {}): Promise<void> {
   for (const [i, dir] of dirs.entries()) {
-    const source = join(runDir, `view-${i}`);
-    await mkdir(source, { recursive: true });
     await mkdir(dir, { recursive: true });
+    let argv: string[];
+    if (sandbox.tmpSizeBytes) {
+      const owner = sandbox.uid === undefined ? [] : [`uid=${sandbox.uid}`, `gid=${sandbox.gid ?? sandbox.uid}`];
+      const options = [`size=${sandbox.tmpSizeBytes}`, `mode=${dir === "/tmp" ? "1777" : "0755"}`, ...owner, "nosuid", "nodev"];
+      argv = ["-t", "tmpfs", "-o", options.join(","), "ephemera-step", dir];
+    } else {
+      const source = join(runDir, `view-${i}`);
+      await mkdir(source, { recursive: true });
+      argv = ["--bind", source, dir];
+    }
     try {
-      await run("mount", ["--bind", source, dir]);
+      await run("mount", argv);
     } catch (err) {
       const stderr = (err as { stderr?: string }).stderr?.trim();
       throw new PrivateViewError(`cannot mount a private view over ${dir}: ${stderr || String(err)}`, { cause: err });

@@ -1,6 +1,7 @@
 // The runner's configuration, read from environment variables.
 import { join } from "node:path";
 import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, envInt, envString, type Env } from "@ephemera/kit";
+import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
 
 export const DEFAULT_RUNNER_LISTEN = "127.0.0.1:7403";
 
@@ -20,8 +21,14 @@ export interface RunnerConfig {
   runnerId: string;
   /** io-agent's step program, run by the process driver. */
   stepProgram: string;
-  /** Variables passed through to every script (PATH, LANG). */
+  /** Variables passed through to every script: PATH and LANG, nothing else of the runner's. */
   hostEnv: Record<string, string>;
+  /**
+   * The scripts' user and quota. runnerConfig: uid/gid EPHEMERA_STEP_UID/GID (default
+   * 65534, nobody/nogroup, when the runner is root; unchanged otherwise), each private view
+   * and /tmp a tmpfs of EPHEMERA_STEP_TMP_SIZE bytes (default 256 MiB). Absent: as the runner, no quota.
+   */
+  stepSandbox?: StepSandbox;
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
   cancelGraceMs?: number;
   /** How long running steps may go on after SIGTERM to the runner. */
@@ -38,6 +45,26 @@ export interface ConfigDefaults {
   stepProgram: string;
   tmpdir: string;
   runnerId: string;
+  /** The runner's own uid (process.getuid()): steps leave root by default. */
+  uid?: number;
+}
+
+export const NOBODY = 65534;
+export const DEFAULT_STEP_TMP_SIZE = 256 * 1024 * 1024;
+
+/** The scripts' user (see RunnerConfig.stepSandbox) and quota; a uid is only changed by root. */
+export function stepSandboxConfig(env: Env, runnerUid: number | undefined): StepSandbox {
+  const root = runnerUid === 0;
+  const uid = root ? envInt(env, "EPHEMERA_STEP_UID", NOBODY) : undefined;
+  if (!root && (env["EPHEMERA_STEP_UID"] || env["EPHEMERA_STEP_GID"])) {
+    throw new Error("EPHEMERA_STEP_UID/EPHEMERA_STEP_GID need the runner to run as root");
+  }
+  const tmpSizeBytes = envInt(env, "EPHEMERA_STEP_TMP_SIZE", DEFAULT_STEP_TMP_SIZE);
+  if (tmpSizeBytes < 1024 * 1024) throw new Error(`EPHEMERA_STEP_TMP_SIZE must be at least 1 MiB (1048576 bytes), got ${tmpSizeBytes}`);
+  return {
+    ...(uid === undefined ? {} : { uid, gid: envInt(env, "EPHEMERA_STEP_GID", uid === NOBODY ? NOBODY : uid) }),
+    tmpSizeBytes,
+  };
 }
 
 export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
@@ -45,7 +72,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
   const driver = envString(env, "EPHEMERA_RUNNER_DRIVER", "process");
   if (driver !== "process") throw new Error(`EPHEMERA_RUNNER_DRIVER "${driver}" is not available (drivers: process)`);
   const hostEnv: Record<string, string> = {};
-  for (const name of ["PATH", "LANG"]) if (env[name]) hostEnv[name] = env[name];
+  for (const name of HOST_ENV_PASSED) if (env[name]) hostEnv[name] = env[name];
   return {
     natsUrl,
     prefix,
@@ -58,6 +85,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     runnerId: defaults.runnerId,
     stepProgram: defaults.stepProgram,
     hostEnv,
+    stepSandbox: stepSandboxConfig(env, defaults.uid ?? process.getuid?.()),
     shutdownGraceMs: envInt(env, "EPHEMERA_RUNNER_SHUTDOWN_GRACE_MS", 30_000),
   };
 }

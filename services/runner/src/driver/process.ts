@@ -8,6 +8,7 @@ import { FailureReason, REPORT_FILE, STEP_CONFIG_ENV, parseStepReport, type Step
 import type { Logger } from "@ephemera/kit";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
+import { hostEnvForSteps, stepEnv, type StepSandbox } from "./step-env.js";
 
 export interface ProcessDriverOptions {
   /** Per-run directories live under `<workdir>/runs`. */
@@ -18,8 +19,10 @@ export interface ProcessDriverOptions {
   stepProgram: string;
   /** From detectIsolation(). */
   isolation: Isolation;
-  /** Passed through to the script (PATH, LANG). */
+  /** Of it, PATH and LANG only reach the step program and the script. */
   hostEnv: Record<string, string>;
+  /** The script's user and quota (runnerConfig's stepSandbox); absent = as the runner, no quota. */
+  sandbox?: StepSandbox;
   logger: Logger;
   node?: string;
 }
@@ -58,18 +61,19 @@ export class ProcessDriver implements StepDriver {
       await rm(runDir, { recursive: true, force: true });
       await mkdir(runDir, { recursive: true });
       if (stopped) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" };
-      const config: StepProgramConfig = {
+      const config: StepProgramConfig & { sandbox?: StepSandbox } = {
         runId: dispatch.runId,
         token: request.token,
         iocontext: this.options.iocontext,
         runDir,
-        env: { ...this.options.hostEnv, ...request.env },
+        env: stepEnv(this.options.hostEnv, request.env),
+        ...(this.options.sandbox ? { sandbox: this.options.sandbox } : {}),
       };
       const [command, ...args] = this.options.isolation.command;
       const child = spawn(command!, [...args, "--", this.options.node ?? process.execPath, this.options.stepProgram], {
         detached: true, // its own process group: stopping the step reaches every process of it
         stdio: ["ignore", "pipe", "pipe"],
-        env: { ...this.options.hostEnv, [STEP_CONFIG_ENV]: JSON.stringify(config) },
+        env: { ...hostEnvForSteps(this.options.hostEnv), [STEP_CONFIG_ENV]: JSON.stringify(config) },
       });
       pgid = child.pid;
       const streamsClosed = Promise.all([child.stdout, child.stderr].map((s) => new Promise<void>((resolve) => {

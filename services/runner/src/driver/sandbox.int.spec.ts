@@ -1,0 +1,185 @@
+// The process driver's step sandbox, with real steps against this machine's NATS and Redis:
+// the script runs as nobody, sees none of the runner's variables, can write its declared
+// paths and /tmp only, and /tmp is a small tmpfs it can fill.
+import { execFileSync } from "node:child_process";
+import { existsSync, rmSync } from "node:fs";
+import { mkdir, mkdtemp, rm, rmdir } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import * as pb from "@ephemera/proto";
+import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
+import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue, type EventStore, type WorkQueue } from "@ephemera/eventstore";
+import { createLogger, waitFor } from "@ephemera/kit";
+import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
+import { Runner } from "../runner.js";
+import { detectIsolation } from "./isolation.js";
+import { ProcessDriver } from "./process.js";
+import { testNats } from "../../../../test/support/servers.js";
+
+type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
+
+const ROOT = resolve(__dirname, "..", "..", "..", "..");
+const STEP_PROGRAM = join(ROOT, "services/io-agent/dist/step.js");
+const OUT = "/work/sandbox-out";
+const IN = "/work/sandbox-in";
+const MiB = 1024 * 1024;
+
+const step = (name: string, script: string, inputs: Array<Partial<pb.StepInput>>, outputs: Array<[string, string]> = []) => ({
+  name, script, inputs: inputs as pb.StepInput[], outputs: outputs.map(([n, valueFromPath]) => ({ name: n, valueFromPath })),
+});
+
+const spec = pb.ResourcePluginSpec.fromPartial({
+  create: [
+    step("env", `#!/bin/sh
+env > /tmp/env
+if cat /proc/1/environ > /dev/null 2>&1; then echo readable; else echo unreadable; fi > /tmp/peek
+`, [], [["env", "/tmp/env"], ["peek", "/tmp/peek"]]),
+    step("who", "#!/bin/sh\nprintf '%s:%s' \"$(id -u)\" \"$(id -g)\" > /tmp/id\n", [], [["id", "/tmp/id"]]),
+    step("confined", `#!/bin/bash
+try() { if ( : > "$1" ) 2>/dev/null; then echo -n "$2:written "; else echo -n "$2:denied "; fi; }
+{
+  try /etc/ephemera-escape etc
+  try "$RUNNER_WORKDIR/escape" workdir
+  try /tmp/mine tmp
+  try ${OUT}/deeper-file out
+} > /tmp/result
+cat ${IN}/config > ${OUT}/value
+`, [{ name: "runner-workdir", valueFromSandbox: true }, { name: "config", valueFromSandbox: true, as: { env: "", path: `${IN}/config` } }],
+    [["result", "/tmp/result"], ["value", `${OUT}/value`]]),
+    step("fill", "#!/bin/sh\nhead -c 2097152 /dev/zero > /tmp/big\n", []),
+    step("fill-out", `#!/bin/sh\nhead -c 2097152 /dev/zero > ${OUT}/big\n`, [], [["big", `${OUT}/big`]]),
+  ],
+});
+
+describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB views)", () => {
+  let nc: NatsConnection;
+  let store: EventStore;
+  let queue: WorkQueue<pb.StepDispatch>;
+  let redis: Redis;
+  let prefix: string;
+  let cleanupStreams: (nc: NatsConnection) => Promise<void>;
+  let io: RunningIOContext;
+  let runner: Runner;
+  let workdir: string;
+
+  beforeAll(() => {
+    execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-b", join(ROOT, "services/io-agent")], { stdio: "inherit" });
+    for (const dir of [OUT, IN]) rmSync(dir, { recursive: true, force: true });
+  }, 120_000);
+
+  beforeEach(async () => {
+    const t = testNats("sbx");
+    prefix = t.prefix;
+    cleanupStreams = t.cleanup;
+    nc = await connectNats(t.url, "sandbox-test");
+    store = await JetStreamEventStore.open(nc, { prefix });
+    queue = await JetStreamWorkQueue.open(nc, prefix, dispatchCodec);
+    redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
+    // Outside /tmp (which the step sees as its own tmpfs), so a write there would be a real escape.
+    workdir = await mkdtemp(join("/var/tmp", `${prefix}-work-`));
+    const logger = createLogger("test", "silent");
+    io = await startIOContext({ listen: "127.0.0.1:0", prefix }, { store, redis, logger });
+    const driver = new ProcessDriver({
+      workdir, iocontext: `127.0.0.1:${io.port}`, stepProgram: STEP_PROGRAM, isolation: await detectIsolation(workdir), logger,
+      // As a careless composition might hand it: the driver must pass PATH and LANG only.
+      hostEnv: {
+        PATH: process.env["PATH"] ?? "/usr/bin:/bin", NATS_URL: "nats://user:secret@127.0.0.1:4222",
+        REDIS_URL: "redis://:secret@127.0.0.1:6379", NATS_PASSWORD: "secret", EPHEMERA_PREFIX: prefix,
+      },
+      sandbox: { uid: 65534, gid: 65534, tmpSizeBytes: MiB },
+    });
+    runner = new Runner({
+      cluster: "local", concurrency: 4, runnerId: "sandbox-runner", driver, store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger,
+      cancelGraceMs: 2000, heartbeatMs: 5000, maxResultBytes: 1024 * 1024, now: () => performance.now(),
+    });
+    runner.start();
+    await append(Aggregates.plugin, "sandboxed", ev("ephemera.plugin.published.v1", { name: "sandboxed", version: "1.0.0", spec }));
+  });
+
+  afterEach(async () => {
+    await runner.stop(1000);
+    await io.stop();
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length) await redis.del(...keys);
+    await redis.quit();
+    await cleanupStreams(nc);
+    await nc.close();
+    await rm(workdir, { recursive: true, force: true });
+  });
+
+  afterAll(async () => {
+    for (const dir of [OUT, IN]) await rmdir(dir).catch(() => undefined);
+  });
+
+  const append = async (aggregate: string, id: string, ...events: DomainEvent[]) => {
+    const current = await store.read(aggregate, id);
+    await store.append(aggregate, id, current, events.map(encode), { source: "test" });
+  };
+
+  const run = async (routingKey: string, stepName: string, params: Record<string, string> = {}) => {
+    const wf = workflowId(routingKey, "db", "create");
+    const id = makeRunId(wf, stepName, 1);
+    const d = pb.StepDispatch.fromPartial({
+      runId: id, workflowId: wf, sandbox: `sb-${routingKey}`, routingKey, resource: "db", phase: "create", step: stepName,
+      attempt: 1, cluster: "local", plugin: "sandboxed", version: "1.0.0",
+    });
+    await append(Aggregates.workflow, wf, ev("ephemera.workflow.started.v1", {
+      workflowId: wf, sandbox: d.sandbox, routingKey, resource: "db", phase: "create", plugin: "sandboxed", version: "1.0.0", cluster: "local", params,
+    }), ev("ephemera.workflow.step_dispatched.v1", { step: stepName, runId: id, attempt: 1 }));
+    await queue.publish("local", id, d);
+    return waitFor(async () => {
+      const last = (await store.read(Aggregates.steprun, id)).events.map(decode).filter((e): e is DomainEvent => !!e).at(-1);
+      return last && last.type !== "ephemera.steprun.started.v1" ? last : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 50, what: `the result of ${id}` });
+  };
+
+  const outputsOf = (e: DomainEvent) => {
+    if (e.type !== "ephemera.steprun.succeeded.v1") throw new Error(`expected success, got ${JSON.stringify(e)}`);
+    return Object.fromEntries(e.data.outputs.map((o) => [o.name, o.value.toString()]));
+  };
+
+  it("gives the script PATH, LANG and its own variables only: no NATS/Redis URL, no credentials, no step config", async () => {
+    const previous = process.env["NATS_PASSWORD"];
+    process.env["NATS_PASSWORD"] = "inherited-secret"; // not inherited from the runner's environment either
+    try {
+      const outputs = outputsOf(await run("sa", "env"));
+      const shells = new Set(["PWD", "OLDPWD", "SHLVL", "_"]);
+      const names = outputs["env"]!.split("\n").filter(Boolean).map((l) => l.split("=")[0]!).filter((n) => !shells.has(n));
+      expect(names.sort()).toEqual([
+        "EPHEMERA_PHASE", "EPHEMERA_RESOURCE_NAME", "EPHEMERA_ROUTING_KEY", "EPHEMERA_RUN_ID", "EPHEMERA_SANDBOX_NAME", "EPHEMERA_STEP_NAME",
+        "HOME", "PATH", "SIGNADOT_RESOURCE_NAME", "SIGNADOT_SANDBOX_ID", "SIGNADOT_SANDBOX_NAME", "SIGNADOT_SANDBOX_ROUTING_KEY",
+      ]);
+      expect(outputs["env"]).not.toContain("secret");
+      // The step program's own environment (which holds the run's IO-context token) is not the script's to read.
+      expect(outputs["peek"]).toBe("unreadable\n");
+    } finally {
+      if (previous === undefined) delete process.env["NATS_PASSWORD"];
+      else process.env["NATS_PASSWORD"] = previous;
+    }
+  });
+
+  it("runs the script as the configured user and group", async () => {
+    expect(outputsOf(await run("sb", "who"))).toEqual({ id: "65534:65534" });
+  });
+
+  it("lets the script write its declared paths and /tmp, and read its input file; not /etc nor the runner's workdir", async () => {
+    await mkdir(IN, { recursive: true });
+    const outputs = outputsOf(await run("sc", "confined", { "runner-workdir": workdir, config: "5432" }));
+    expect(outputs).toEqual({ result: "etc:denied workdir:denied tmp:written out:written ", value: "5432" });
+    expect(existsSync("/etc/ephemera-escape")).toBe(false);
+    expect(existsSync(join(workdir, "escape"))).toBe(false);
+  });
+
+  it("fails a script that fills its /tmp past the quota, naming the quota", async () => {
+    const e = await run("sd", "fill");
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+      reason: "Error", exitCode: 1, message: expect.stringMatching(/\/tmp full: the step's 1 MiB quota per private view, EPHEMERA_STEP_TMP_SIZE/),
+    });
+  });
+
+  it("bounds a declared output directory by the same quota", async () => {
+    const e = await run("se", "fill-out");
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+      reason: "Error", message: expect.stringContaining(`${OUT} full`),
+    });
+  });
+});
