@@ -125,6 +125,16 @@ export const pluginRows: Row[] = [
     "spec.create[0].outputs[1].valueFromPath", "duplicate-path"],
   ["script without #!", (d) => { create(0)(d).script = "echo hello"; }, "spec.create[0].script", "script-shebang"],
   ["script missing", (d) => { delete d.spec.delete[0].script; }, "spec.delete[0].script", "required"],
+  ["script over 256 KiB", (d) => { create(0)(d).script = `#!/bin/sh\n${"#".repeat(256 * 1024)}`; }, "spec.create[0].script", "too-long",
+    "over the 262144-byte limit"],
+  ["overlay over 64 KiB", overlay(`metadata:\n  annotations:\n    big: "${"x".repeat(64 * 1024)}"\n`), "spec.runner.podTemplateOverlay", "too-long",
+    "over the 65536-byte limit"],
+  ["a spec over 900 KiB in all, each script within its limit", (d) => {
+    for (let i = 0; i < 4; i++) d.spec.create.push({ name: `big${i}`, script: `#!/bin/sh\n${"#".repeat(250 * 1024)}` });
+  }, "spec", "too-long", "over the 921600-byte limit"],
+  ["65 create steps", (d) => {
+    for (let i = 0; d.spec.create.length < 65; i++) d.spec.create.push({ name: `extra${i}`, script: "#!/bin/sh\n" });
+  }, "spec.create", "too-many", "more than the 64 allowed"],
   ["timeout without a unit", (d) => { create(0)(d).timeout = "600"; }, "spec.create[0].timeout", "timeout-format"],
   ["timeout in words", (d) => { create(0)(d).timeout = "10 minutes"; }, "spec.create[0].timeout", "timeout-format"],
   ["retries above 10", (d) => { create(0)(d).retries = 11; }, "spec.create[0].retries", "retries-range"],
@@ -154,6 +164,15 @@ export const sandboxRows: Row[] = [
   ["misspelt field", (d) => { d.spec.forks[0].customisations = d.spec.forks[0].customizations; delete d.spec.forks[0].customizations; },
     "spec.forks[0].customisations", "unknown-field", 'did you mean "customizations"'],
   ["labels as a list", (d) => { d.spec.labels = ["a"]; }, "spec.labels", "type"],
+  ["label value over 255 bytes", (d) => { d.spec.labels = { team: "t".repeat(256) }; }, "spec.labels.team", "too-long", "256 bytes"],
+  ["65 labels", (d) => { d.spec.labels = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`l${i}`, "v"])); }, "spec.labels", "too-many",
+    "65 labels, more than the 64 allowed"],
+  ["a spec over 256 KiB in all, each param within its limit", (d) => {
+    d.spec.resources[0].params = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`p${i}`, "v".repeat(60 * 1024)]));
+  }, "spec", "too-long", "over the 262144-byte limit"],
+  ["33 resources", (d) => {
+    for (let i = 0; d.spec.resources.length < 33; i++) d.spec.resources.push({ name: `r${i}`, plugin: "pg" });
+  }, "spec.resources", "too-many", "33 resources"],
   ["ttl in words", (d) => { d.spec.ttl.duration = "2 days"; }, "spec.ttl.duration", "ttl-duration"],
   ["ttl of zero", (d) => { d.spec.ttl.duration = "0d"; }, "spec.ttl.duration", "ttl-duration"],
   ["ttl in years", (d) => { d.spec.ttl.duration = "1y"; }, "spec.ttl.duration", "ttl-duration"],

@@ -3,7 +3,7 @@
 // plugin-rules.ts and sandbox-rules.ts. The same schemas produce the JSON Schemas.
 import * as z from "zod";
 import {
-  byteLength, CLUSTER_NAME, ENV_NAME, ENV_OPERATIONS, isReservedEnv, LABEL_NAME, MAX_BYTES, MAX_RETRIES, STEP_NAME,
+  byteLength, CLUSTER_NAME, ENV_NAME, ENV_OPERATIONS, isReservedEnv, LABEL_NAME, MAX_BYTES, MAX_COUNT, MAX_RETRIES, STEP_NAME,
   STEP_TIMEOUT, TTL_DURATION, TTL_OFFSETS, WORKLOAD_ENV_NAME,
 } from "./names.js";
 import { checkPath } from "./paths.js";
@@ -36,7 +36,17 @@ const STEP_RULE = "must start with a letter and contain only letters, digits, '_
 const stepName = (what: string, description: string) => named(what, STEP_NAME, MAX_BYTES.stepName, STEP_RULE, description);
 
 const maxBytes = (s: z.ZodString, max: number, what: string) =>
-  s.refine((v) => byteLength(v) <= max, broken("too-long", () => `${what} is longer than ${max} bytes`)).meta({ maxLength: max });
+  s.refine((v) => byteLength(v) <= max, broken("too-long", (v) => `${what} is ${byteLength(v)} bytes, over the ${max}-byte limit`)).meta({ maxLength: max });
+
+/** At most `max` entries, or the list is refused with its size and the limit. */
+const atMost = <T extends z.ZodArray<z.ZodType>>(list: T, max: number, what: string) =>
+  list.refine((a) => a.length <= max, { error: (iss: { input: unknown }) => `${(iss.input as unknown[]).length} ${what}, more than the ${max} allowed`, params: { rule: "too-many" } })
+    .meta({ maxItems: max });
+
+const atMostKeys = <T extends z.ZodType>(rec: T, max: number, what: string) =>
+  rec.refine((r) => Object.keys(r as object).length <= max, {
+    error: (iss: { input: unknown }) => `${Object.keys(iss.input as object).length} ${what}, more than the ${max} allowed`, params: { rule: "too-many" },
+  });
 
 function filePath(description: string, required: boolean) {
   return text(description, required)
@@ -91,11 +101,11 @@ const StepOutput = z.strictObject({
 
 const Step = z.strictObject({
   name: stepName("step", "Step name, unique across the create and delete phases."),
-  inputs: z.array(StepInput).optional().meta({ description: "Values the step reads." }),
-  outputs: z.array(StepOutput).optional().meta({ description: "Values the step produces." }),
-  script: text("The program the step runs in the `main` container; its first line is `#!` naming the interpreter.", true)
+  inputs: atMost(z.array(StepInput), MAX_COUNT.inputs, "inputs").optional().meta({ description: `Values the step reads (at most ${MAX_COUNT.inputs}).` }),
+  outputs: atMost(z.array(StepOutput), MAX_COUNT.outputs, "outputs").optional().meta({ description: `Values the step produces (at most ${MAX_COUNT.outputs}).` }),
+  script: maxBytes(text(`The program the step runs in the \`main\` container; its first line is \`#!\` naming the interpreter. At most ${MAX_BYTES.script / 1024} KiB.`, true)
     .refine((v) => v === "" || v.startsWith("#!"),
-      broken("script-shebang", () => "script must start with a '#!' line naming its interpreter (e.g. #!/usr/bin/env bash)"))
+      broken("script-shebang", () => "script must start with a '#!' line naming its interpreter (e.g. #!/usr/bin/env bash)")), MAX_BYTES.script, "script")
     .meta({ pattern: "^#!" }),
   timeout: text(`${OURS} How long one attempt may run, e.g. "90s", "10m", "1h". Empty: the runner's default.`, false)
     .refine((v) => v === "" || STEP_TIMEOUT.test(v),
@@ -116,14 +126,14 @@ const Runner = z.strictObject({
       broken("name-format", (v) => `namespace "${v}" must be a lower-case DNS label`))
     .refine((v) => byteLength(v) <= 63, broken("too-long", () => "namespace is longer than 63 bytes"))
     .optional(),
-  podTemplateOverlay: text("A YAML pod template (`metadata`, `spec`) merged into each runner pod, containers by name (the script runs in `main`). It may add env, volumes, a service account, annotations; it may not change restartPolicy from Never, the runner image or namespace, or use the containers `ephemera-init` and `ephemera-sidecar`.", false).optional(),
+  podTemplateOverlay: maxBytes(text("A YAML pod template (`metadata`, `spec`) merged into each runner pod, containers by name (the script runs in `main`). It may add env, volumes, a service account, annotations; it may not change restartPolicy from Never, the runner image or namespace, or use the containers `ephemera-init` and `ephemera-sidecar`.", false), MAX_BYTES.podTemplateOverlay, "podTemplateOverlay").optional(),
 }).meta({ description: "Where and how the steps run." });
 
 const PluginSpec = z.strictObject({
   description: maxBytes(text("What the plugin provides.", false), MAX_BYTES.description, "description").optional(),
   runner: Runner,
-  create: z.array(Step).optional().meta({ description: "Steps run when a sandbox using the plugin is created." }),
-  delete: z.array(Step).optional().meta({ description: "Steps run when the sandbox is deleted; they may read outputs of create steps." }),
+  create: atMost(z.array(Step), MAX_COUNT.stepsPerPhase, "create steps").optional().meta({ description: `Steps run when a sandbox using the plugin is created (at most ${MAX_COUNT.stepsPerPhase}).` }),
+  delete: atMost(z.array(Step), MAX_COUNT.stepsPerPhase, "delete steps").optional().meta({ description: `Steps run when the sandbox is deleted; they may read outputs of create steps (at most ${MAX_COUNT.stepsPerPhase}).` }),
 });
 
 export const PluginDoc = z.strictObject({
@@ -199,23 +209,27 @@ const Endpoint = z.strictObject({
 const SandboxSpec = z.strictObject({
   cluster: named("cluster", CLUSTER_NAME, MAX_BYTES.clusterName, "must contain only letters, digits, '_' and '-' (it is part of queue subjects)", "The cluster whose runner executes the sandbox's resources (e.g. `local`)."),
   description: text("What the sandbox is for.", false).optional(),
-  labels: z.record(z.string(), scalarText("Label value.")).optional().meta({ description: "Free-form labels (values given as numbers or booleans are turned into strings)." }),
+  labels: atMostKeys(z.record(
+    maxBytes(z.string(), MAX_BYTES.labelKey, "label key"),
+    scalarText("Label value.").pipe(maxBytes(z.string(), MAX_BYTES.labelValue, "label value")),
+  ), MAX_COUNT.labels, "labels").optional()
+    .meta({ description: `Free-form labels (values given as numbers or booleans are turned into strings); at most ${MAX_COUNT.labels}, keys ${MAX_BYTES.labelKey} bytes, values ${MAX_BYTES.labelValue} bytes.` }),
   ttl: z.strictObject({
     duration: text(`How long the sandbox lives: a positive number and a unit m, h, d, w (and s, ${OURS}).`, true)
       .refine((v) => v === "" || TTL_DURATION.test(v), broken("ttl-duration", (v) => `duration "${v}" must be a positive number followed by s, m, h, d or w (e.g. 2d)`))
       .meta({ pattern: TTL_DURATION.source }),
     offsetFrom: oneOf(TTL_OFFSETS, "ttl-offset-from", "offsetFrom", "Counted from createdAt (default) or updatedAt.").optional(),
   }).optional().meta({ description: "Delete the sandbox automatically after this time." }),
-  resources: z.array(z.strictObject({
+  resources: atMost(z.array(z.strictObject({
     name: named("resource name", LABEL_NAME, MAX_BYTES.resourceName, LABEL_RULE, "Resource name, unique in the sandbox (it appears in subjects and pod labels)."),
     plugin: text("The plugin: name (the highest version when the sandbox is created), name@1.2.3 or name@latest.", true)
       .superRefine((v, ctx) => {
         if (v === "") return;
         for (const p of pluginRefProblems(v)) ctx.addIssue({ code: "custom", message: p.message, params: { rule: p.rule }, input: v });
       }),
-    params: z.record(z.string(), scalarText("Param value.")).optional()
+    params: atMostKeys(z.record(z.string(), scalarText("Param value.").pipe(maxBytes(z.string(), MAX_BYTES.paramValue, "param value"))), MAX_COUNT.params, "params").optional()
       .meta({ description: "Values for the plugin's `valueFromSandbox` inputs, by input name. Numbers and booleans are turned into strings. Params the plugin reads but the sandbox does not set stay unset." }),
-  })).optional().meta({ description: "Ephemeral resources created before the sandbox's workloads." }),
+  })), MAX_COUNT.resources, "resources").optional().meta({ description: `Ephemeral resources created before the sandbox's workloads (at most ${MAX_COUNT.resources}).` }),
   forks: z.array(Fork).optional().meta({ description: "Workloads forked from a baseline." }),
   local: z.array(Local).optional().meta({ description: "Baseline workloads whose traffic goes to a local machine." }),
   defaultRouteGroup: z.strictObject({

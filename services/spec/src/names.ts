@@ -25,6 +25,28 @@ export const MAX_BYTES = {
   stepName: 63,
   clusterName: 63,
   description: 255,
+  /** A step's script: a program, not a payload. */
+  script: 256 * 1024,
+  podTemplateOverlay: 64 * 1024,
+  labelKey: 63,
+  labelValue: 255,
+  paramValue: 64 * 1024,
+} as const;
+
+/**
+ * A whole spec, as JSON: it travels in one event (NATS takes 1 MiB a message by default),
+ * and a sandbox's params travel twice (its spec and its resolved resources).
+ */
+export const MAX_SPEC_BYTES = { plugin: 900 * 1024, sandbox: 256 * 1024 } as const;
+
+/** How many of each a file may list (the events that carry them must fit one message). */
+export const MAX_COUNT = {
+  resources: 32,
+  stepsPerPhase: 64,
+  inputs: 64,
+  outputs: 64,
+  labels: 64,
+  params: 64,
 } as const;
 
 export const MAX_RETRIES = 10;
@@ -57,4 +79,10 @@ export function isReservedEnv(name: string): boolean {
 /** Env var for an input without `as`: upper-cased, `-` → `_`. */
 export function stepEnvName(input: string): string {
   return input.toUpperCase().replaceAll("-", "_");
+}
+
+/** A spec over its size limit is refused as a whole (its parts may each be within theirs). */
+export function checkSpecSize(spec: unknown, max: number, what: string, out: { add(path: readonly (string | number)[], rule: "too-long", message: string): void }): void {
+  const size = byteLength(JSON.stringify(spec) ?? "");
+  if (size > max) out.add(["spec"], "too-long", `the ${what} spec is ${size} bytes as JSON, over the ${max}-byte limit`);
 }

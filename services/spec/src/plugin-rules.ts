@@ -2,7 +2,7 @@
 // steps, cycles, env vars and paths per step, the pod template overlay. They read the raw
 // document tolerantly, so they still report when some field has the wrong shape.
 import { findCycles } from "./graph.js";
-import { isReservedEnv, stepEnvName, STEP_NAME } from "./names.js";
+import { MAX_SPEC_BYTES, checkSpecSize, isReservedEnv, stepEnvName, STEP_NAME } from "./names.js";
 import { checkOverlay } from "./overlay.js";
 import { fieldPath, type Path, type Violations } from "./violations.js";
 
@@ -37,6 +37,7 @@ const nonEmpty = (v: unknown): string | undefined => (typeof v === "string" && v
 
 export function checkPluginRules(doc: unknown, out: Violations): void {
   const spec = isObj(doc) && isObj(doc.spec) ? doc.spec : {};
+  checkSpecSize(spec, MAX_SPEC_BYTES.plugin, "plugin", out);
   const steps = [...viewSteps(spec, "create"), ...viewSteps(spec, "delete")];
   uniqueStepNames(steps, out);
   for (const step of steps) {

@@ -3,6 +3,7 @@
 import type { FieldViolation } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { isOutputKey } from "./model.js";
+import { MAX_SPEC_BYTES, checkSpecSize } from "./names.js";
 import { fieldPath, type Path, Violations } from "./violations.js";
 
 type Obj = Record<string, unknown>;
@@ -12,6 +13,7 @@ const nonEmpty = (v: unknown): string | undefined => (typeof v === "string" && v
 
 export function checkSandboxRules(doc: unknown, out: Violations): void {
   const spec = isObj(doc) && isObj(doc.spec) ? doc.spec : {};
+  checkSpecSize(spec, MAX_SPEC_BYTES.sandbox, "sandbox", out);
   const resources = unique(list(spec.resources), ["spec", "resources"], "duplicate-resource", "resource", out);
   unique(list(spec.local), ["spec", "local"], "duplicate-local", "local workload", out);
   const routeGroup = isObj(spec.defaultRouteGroup) ? spec.defaultRouteGroup : {};

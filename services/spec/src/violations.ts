@@ -14,7 +14,7 @@ export const RULES = [
   "overlay-namespace", "overlay-reserved-container", "duplicate-resource", "duplicate-local",
   "duplicate-endpoint", "duplicate-baseline", "duplicate-container", "env-value-conflict",
   "env-operation", "unknown-resource", "output-key-format", "ttl-duration", "ttl-offset-from",
-  "port-range", "local-address", "endpoint-target",
+  "port-range", "local-address", "endpoint-target", "too-many",
 ] as const;
 export type Rule = (typeof RULES)[number];
 
