@@ -1,0 +1,72 @@
+// Start-up cleanup against real processes and directories (no servers needed).
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { REPORT_FILE, STEP_CONFIG_ENV } from "@ephemera/io-agent";
+import { createLogger, waitFor } from "@ephemera/kit";
+import { cleanupLeftovers } from "./leftovers.js";
+
+/** Host pids whose environment carries `marker` (a leftover step and the children of its script). */
+function processesWith(marker: string): number[] {
+  return readdirSync("/proc").filter((p) => /^\d+$/.test(p)).map(Number).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/environ`, "latin1").includes(marker) && !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+    } catch {
+      return false;
+    }
+  });
+}
+
+describe("cleanupLeftovers at runner start-up", () => {
+  let base: string;
+  let started: ChildProcess[];
+
+  beforeEach(async () => {
+    base = await mkdtemp("/var/tmp/leftovers-");
+    started = [];
+  });
+
+  afterEach(async () => {
+    for (const c of started) {
+      try { process.kill(-c.pid!, "SIGKILL"); } catch { /* gone */ }
+    }
+    await rm(base, { recursive: true, force: true });
+  });
+
+  /** A step as the process driver starts one: its own group, the step config in its environment, a script child. */
+  const fakeStep = (runDir: string, marker: string) => {
+    const child = spawn("sh", ["-c", "sleep 300 & sleep 300 & wait"], {
+      detached: true, stdio: "ignore",
+      env: { PATH: process.env["PATH"], MARKER: marker, [STEP_CONFIG_ENV]: JSON.stringify({ runId: "r", runDir, token: "t" }) },
+    });
+    started.push(child);
+    return child;
+  };
+
+  it("kills the steps of its workdir, keeps run directories holding a report and removes the others", async () => {
+    const workdir = join(base, "work");
+    const runs = join(workdir, "runs");
+    for (const r of ["reported", "unreported", "running"]) await mkdir(join(runs, r, "view-0"), { recursive: true });
+    await writeFile(join(runs, "reported", REPORT_FILE), JSON.stringify({ outcome: "failed", reason: "Error", exitCode: 7, message: "x" }));
+    await mkdir(join(workdir, "probe-abc"));
+    fakeStep(join(runs, "running"), "mine-1");
+    fakeStep(join(base, "other", "runs", "x"), "theirs-1"); // another runner's workdir: not ours to touch
+    await waitFor(() => processesWith("MARKER=mine-1").length === 3 && processesWith("MARKER=theirs-1").length === 3, { what: "the fake steps" });
+
+    const result = await cleanupLeftovers(workdir, createLogger("test", "silent"));
+
+    expect(processesWith("MARKER=mine-1")).toEqual([]);
+    expect(processesWith("MARKER=theirs-1")).toHaveLength(3);
+    expect(result.killed).toHaveLength(3);
+    expect(result.kept).toEqual(["reported"]);
+    expect(result.removed.sort()).toEqual(["running", "unreported"]);
+    expect(readdirSync(runs)).toEqual(["reported"]);
+    expect(existsSync(join(runs, "reported", REPORT_FILE))).toBe(true);
+    expect(existsSync(join(workdir, "probe-abc"))).toBe(false);
+  });
+
+  it("does nothing on a fresh workdir", async () => {
+    expect(await cleanupLeftovers(join(base, "new"), createLogger("test", "silent"))).toEqual({ killed: [], removed: [], kept: [] });
+  });
+});
