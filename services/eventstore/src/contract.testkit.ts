@@ -1,6 +1,6 @@
 // One contract for every EventStore implementation: the in-memory twin and JetStream
 // must behave the same for appends, conflicts, duplicates, reads and subscriptions.
-import { ConcurrencyError, ConflictError, UnavailableError, waitFor } from "@ephemera/kit";
+import { ConcurrencyError, ConflictError, TooLargeError, UnavailableError, waitFor } from "@ephemera/kit";
 import { DEAD_LETTER_AGGREGATE, DEAD_LETTER_TYPE, NO_AGGREGATE, type Commit, type EventStore } from "./types.js";
 import { Projection, execute } from "./projection.js";
 
@@ -61,6 +61,14 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       await expect(fx.store.append("counter", "a", first, [{ type: "t", data: { by: 1 } }], meta))
         .rejects.toBeInstanceOf(ConcurrencyError);
       expect((await fx.store.read("counter", "a")).version).toBe(2);
+    });
+
+    it("refuses a commit over the server's max payload as too large (not retryable), writing nothing", async () => {
+      const err = await fx.store.append("counter", "huge", NO_AGGREGATE, [{ type: "t", data: { by: "x".repeat(2 * 1024 * 1024) } }], meta)
+        .then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(TooLargeError);
+      expect((err as Error).message).toMatch(/counter\.huge is \d+ bytes, over the server's max_payload of \d+ bytes/);
+      expect(await fx.store.read("counter", "huge")).toEqual({ events: [], revision: 0, version: 0 });
     });
 
     it("drops a duplicate publish of the same commit id", async () => {

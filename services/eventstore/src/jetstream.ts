@@ -3,12 +3,12 @@
 // Nats-Expected-Last-Subject-Sequence, deduplication through Nats-Msg-Id.
 import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/nats-core";
-import { headers as natsHeaders } from "@nats-io/nats-core";
+import { InvalidArgumentError, headers as natsHeaders } from "@nats-io/nats-core";
 import {
   AckPolicy, DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
   type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg,
 } from "@nats-io/jetstream";
-import { ConcurrencyError, UnavailableError, delay, isRetryable, ulidGen, type Logger } from "@ephemera/kit";
+import { ConcurrencyError, TooLargeError, UnavailableError, delay, errorMessage, isRetryable, ulidGen, type Logger } from "@ephemera/kit";
 import { deadLetter, recordDeadLetter } from "./deadletter.js";
 import { envelopes, storedForm } from "./envelope.js";
 import { readSubject } from "./subject.js";
@@ -85,10 +85,11 @@ export class JetStreamEventStore implements EventStore {
     const recorded = envelopes(events, meta, {
       aggregate, aggregateId: id, firstSequence: expected.version + 1, position: 0, now: this.now, newId: this.newId,
     });
+    const payload = JSON.stringify(recorded.map(storedForm));
     const h = natsHeaders();
     h.set("Ephemera-Types", events.map((e) => e.type).join(","));
     try {
-      const ack = await this.js.publish(subject, JSON.stringify(recorded.map(storedForm)), {
+      const ack = await this.js.publish(subject, payload, {
         headers: h,
         msgID: meta.commitId ?? recorded[0]?.id ?? this.newId(),
         expect: { lastSubjectSequence: expected.revision },
@@ -104,7 +105,14 @@ export class JetStreamEventStore implements EventStore {
       if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
         throw new ConcurrencyError(subject, expected.revision, { cause: err });
       }
-      throw new UnavailableError(`append to ${subject} failed`, { cause: err });
+      // Too large for the server is not a blip: retrying cannot help, and the caller must hear why.
+      if (err instanceof InvalidArgumentError && /max_payload/.test(err.message)) {
+        const size = Buffer.byteLength(payload);
+        this.options.logger?.warn({ subject, size, types: events.map((e) => e.type) }, "append refused: over the server's max_payload");
+        throw new TooLargeError(`the commit to ${subject} is ${size} bytes, over the server's max_payload of ${this.nc.info?.max_payload ?? "?"} bytes`, { cause: err });
+      }
+      this.options.logger?.warn({ err, subject }, "append failed");
+      throw new UnavailableError(`append to ${subject} failed: ${errorMessage(err)}`, { cause: err });
     }
   }
 

@@ -3,9 +3,9 @@
 // JetStream's durable pull consumers do: shared by the subscriptions of one name, a
 // failing commit set aside and redelivered with backoff while the rest flow, dead letters
 // after the last delivery.
-import { ConcurrencyError, isRetryable, ulidGen } from "@ephemera/kit";
+import { ConcurrencyError, TooLargeError, isRetryable, ulidGen } from "@ephemera/kit";
 import { deadLetter, recordDeadLetter } from "./deadletter.js";
-import { envelopes } from "./envelope.js";
+import { envelopes, storedForm } from "./envelope.js";
 import {
   backoffFor, redeliveryPolicy,
   type AggregateEvents, type AppendMeta, type AppendResult, type Commit, type CommitHandler, type DurableOptions,
@@ -28,6 +28,8 @@ interface Durable {
 export interface InMemoryEventStoreOptions {
   now?: () => Date;
   duplicateWindowMs?: number;
+  /** The largest commit taken, as NATS's max_payload (1 MiB by default). */
+  maxPayloadBytes?: number;
 }
 
 export class InMemoryEventStore implements EventStore {
@@ -38,11 +40,13 @@ export class InMemoryEventStore implements EventStore {
   private readonly newId = ulidGen();
   private readonly now: () => Date;
   readonly duplicateWindowMs: number;
+  private readonly maxPayloadBytes: number;
 
   constructor(options: InMemoryEventStoreOptions | (() => Date) = {}) {
     const o = typeof options === "function" ? { now: options } : options;
     this.now = o.now ?? (() => new Date());
     this.duplicateWindowMs = o.duplicateWindowMs ?? 2 * 60_000;
+    this.maxPayloadBytes = o.maxPayloadBytes ?? 1024 * 1024;
   }
 
   async append(aggregate: string, id: string, expected: Expected, events: NewEvent[], meta: AppendMeta): Promise<AppendResult> {
@@ -62,6 +66,10 @@ export class InMemoryEventStore implements EventStore {
     const recorded = envelopes(events, meta, {
       aggregate, aggregateId: id, firstSequence: expected.version + 1, position, now: this.now, newId: this.newId,
     });
+    const size = Buffer.byteLength(JSON.stringify(recorded.map(storedForm)));
+    if (size > this.maxPayloadBytes) {
+      throw new TooLargeError(`the commit to ${aggregate}.${id} is ${size} bytes, over the server's max_payload of ${this.maxPayloadBytes} bytes`);
+    }
     const commit: Commit = { aggregate, aggregateId: id, position, events: recorded };
     this.commits.push(commit);
     if (meta.commitId) this.commitIds.set(meta.commitId, { commit, at });

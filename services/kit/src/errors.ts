@@ -54,6 +54,12 @@ export class ConflictError extends EphemeraError {
   readonly retryable = false;
 }
 
+/** Over a size limit (a commit over the server's max payload, a message over a bound): retrying cannot help. */
+export class TooLargeError extends EphemeraError {
+  readonly code = "too-large";
+  readonly retryable = false;
+}
+
 /** A dependency (NATS, Redis, a peer service) failed or timed out; trying again may work. */
 export class UnavailableError extends EphemeraError {
   readonly code = "unavailable";
@@ -64,6 +70,7 @@ export const isValidationError = (e: unknown): e is ValidationError => e instanc
 export const isConcurrencyError = (e: unknown): e is ConcurrencyError => e instanceof ConcurrencyError;
 export const isNotFoundError = (e: unknown): e is NotFoundError => e instanceof NotFoundError;
 export const isConflictError = (e: unknown): e is ConflictError => e instanceof ConflictError;
+export const isTooLargeError = (e: unknown): e is TooLargeError => e instanceof TooLargeError;
 export const isRetryable = (e: unknown): boolean => e instanceof EphemeraError ? e.retryable : true;
 
 export function errorMessage(e: unknown): string {

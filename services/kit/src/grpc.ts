@@ -8,7 +8,7 @@ import { Any, BadRequest, RpcStatus, descriptorSetBase64 } from "@ephemera/proto
 import type { Logger } from "./logger.js";
 import { tolerateMalformed } from "./malformed.js";
 import {
-  ConflictError, EphemeraError, NotFoundError, UnavailableError, ValidationError,
+  ConflictError, EphemeraError, NotFoundError, TooLargeError, UnavailableError, ValidationError,
   errorMessage, type FieldViolation,
 } from "./errors.js";
 
@@ -85,7 +85,8 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
     return { code: grpc.status.INVALID_ARGUMENT, details: err.message, metadata };
   }
   const code =
-    err instanceof NotFoundError ? grpc.status.NOT_FOUND
+    err instanceof TooLargeError ? grpc.status.INVALID_ARGUMENT
+    : err instanceof NotFoundError ? grpc.status.NOT_FOUND
     : err instanceof ConflictError ? grpc.status.FAILED_PRECONDITION
     : err instanceof UnavailableError ? grpc.status.UNAVAILABLE
     : err instanceof EphemeraError && err.retryable ? grpc.status.UNAVAILABLE
