@@ -1,11 +1,16 @@
 // Start-up cleanup against real processes and directories (no servers needed).
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import * as pb from "@ephemera/proto";
 import { REPORT_FILE, STEP_CONFIG_ENV } from "@ephemera/io-agent";
 import { createLogger, waitFor } from "@ephemera/kit";
+import { detectIsolation } from "./isolation.js";
 import { cleanupLeftovers } from "./leftovers.js";
+import { ProcessDriver } from "./process.js";
+
+const STEP_PROGRAM = join(__dirname, "..", "..", "..", "io-agent", "dist", "step.js");
 
 /** Host pids whose environment carries `marker` (a leftover step and the children of its script). */
 function processesWith(marker: string): number[] {
@@ -21,6 +26,10 @@ function processesWith(marker: string): number[] {
 describe("cleanupLeftovers at runner start-up", () => {
   let base: string;
   let started: ChildProcess[];
+
+  beforeAll(() => {
+    execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-b", join(__dirname, "..", "..", "..", "io-agent")], { stdio: "inherit" });
+  }, 120_000);
 
   beforeEach(async () => {
     base = await mkdtemp("/var/tmp/leftovers-");
@@ -64,6 +73,29 @@ describe("cleanupLeftovers at runner start-up", () => {
     expect(readdirSync(runs)).toEqual(["reported"]);
     expect(existsSync(join(runs, "reported", REPORT_FILE))).toBe(true);
     expect(existsSync(join(workdir, "probe-abc"))).toBe(false);
+  });
+
+  it("kills a real step of the process driver, in its own namespaces, and its run directory goes", async () => {
+    const workdir = join(base, "real");
+    await mkdir(workdir);
+    const logger = createLogger("test", "silent");
+    // Nothing listens on port 1: the step program keeps retrying its inputs (about a minute), as a step left running would.
+    const driver = new ProcessDriver({
+      workdir, iocontext: "127.0.0.1:1", stepProgram: STEP_PROGRAM, isolation: await detectIsolation(workdir), hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" }, logger,
+    });
+    const runId = "sb.db.create.left.1";
+    const step = driver.run({
+      dispatch: pb.StepDispatch.fromPartial({ runId }), token: "", env: { EPHEMERA_RUN_ID: runId }, onLog: () => undefined,
+    });
+    const marker = join(workdir, "runs", runId);
+    await waitFor(() => processesWith(marker).length >= 2, { what: "the step's processes" });
+
+    const result = await cleanupLeftovers(workdir, logger);
+
+    expect(result.killed.length).toBeGreaterThanOrEqual(2);
+    expect(processesWith(marker)).toEqual([]);
+    expect(result.removed).toEqual([runId]);
+    expect(await step.result).toMatchObject({ outcome: "failed", reason: "DriverError" });
   });
 
   it("does nothing on a fresh workdir", async () => {
