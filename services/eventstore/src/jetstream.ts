@@ -37,17 +37,117 @@ export const eventStreamName = (prefix: string) => `${prefix}_events`;
 
 export async function connectNats(url: string, name: string): Promise<NatsConnection> {
   try {
-    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+    // Reconnects for ever (a server paused or restarted for any length of time): the
+    // connection only closes when the service drains it on shutdown.
+    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500, waitOnFirstConnect: false });
   } catch (err) {
     throw new UnavailableError(`cannot connect to NATS at ${url}`, { cause: err });
+  }
+}
+
+const JS_API_INFO = "$JS.API.INFO";
+const healthOf = new WeakMap<NatsConnection, NatsHealth>();
+
+/** The one NatsHealth of a connection (created with the first caller's logger). */
+export function natsHealth(nc: NatsConnection, logger?: Logger): NatsHealth {
+  let h = healthOf.get(nc);
+  if (!h) healthOf.set(nc, (h = new NatsHealth(nc, logger)));
+  return h;
+}
+
+/**
+ * Whether a NATS connection, and the consumers reading through it, work right now: a
+ * JetStream API request with a deadline notices a server that stopped answering (paused,
+ * or gone without closing the socket), the connection's status a dropped connection, and each
+ * consumer loop says while it is re-creating itself. Logged once per change, not per retry.
+ */
+export class NatsHealth {
+  private connected = true;
+  private reported = true;
+  private probing = false;
+  private readonly interrupted = new Map<string, unknown>();
+  private readonly listeners = new Set<(healthy: boolean) => void>();
+
+  constructor(private readonly nc: NatsConnection, private readonly logger?: Logger, probeMs = 500, probeTimeoutMs = 1000) {
+    const timer = setInterval(() => void this.probe(probeTimeoutMs), probeMs);
+    timer.unref();
+    void nc.closed().then(() => clearInterval(timer), () => clearInterval(timer));
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === "disconnect" || s.type === "staleConnection") this.setConnected(false, s.type);
+        // "reconnect": the next probe says whether the server answers again.
+      }
+    })().catch(() => undefined);
+  }
+
+  get healthy(): boolean {
+    return this.connected && this.interrupted.size === 0;
+  }
+
+  onChange(listener: (healthy: boolean) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** A consumer, fetch loop or watch lost its messages and is re-creating itself. */
+  interrupt(name: string, err: unknown): void {
+    if (!this.interrupted.has(name)) this.logger?.warn({ err, consumer: name }, "NATS consumer interrupted; re-creating it with backoff");
+    this.interrupted.set(name, err);
+    this.changed();
+  }
+
+  /** It reads again. */
+  restore(name: string): void {
+    if (!this.interrupted.delete(name)) return;
+    this.logger?.info({ consumer: name }, "NATS consumer reading again");
+    this.changed();
+  }
+
+  /** It stopped: no longer counted. */
+  forget(name: string): void {
+    if (this.interrupted.delete(name)) this.changed();
+  }
+
+  private async probe(timeoutMs: number): Promise<void> {
+    if (this.probing || this.nc.isClosed()) return;
+    this.probing = true;
+    try {
+      // JetStream's own API, not only the server: after a restart it answers a while after the socket.
+      const reply = await this.nc.request(JS_API_INFO, undefined, { timeout: timeoutMs });
+      const error = (reply.json<{ error?: { description?: string } }>()).error;
+      if (error) throw new Error(`JetStream: ${error.description ?? "unavailable"}`);
+      this.setConnected(true);
+    } catch (err) {
+      this.setConnected(false, err);
+    } finally {
+      this.probing = false;
+    }
+  }
+
+  private setConnected(connected: boolean, reason?: unknown): void {
+    if (connected === this.connected) return;
+    this.connected = connected;
+    if (connected) this.logger?.info({ server: this.nc.getServer() }, "NATS answers again");
+    else this.logger?.warn({ reason: reason instanceof Error ? reason.message : reason, server: this.nc.getServer() }, "NATS unavailable; riding it out");
+    this.changed();
+  }
+
+  private changed(): void {
+    const healthy = this.healthy;
+    if (healthy === this.reported) return;
+    this.reported = healthy;
+    for (const l of this.listeners) l(healthy);
   }
 }
 
 export class JetStreamEventStore implements EventStore {
   private readonly stream: string;
   private readonly newId = ulidGen();
+  private follows = 0;
   private readonly now: () => Date;
   readonly duplicateWindowMs: number;
+  /** The connection's health, with this store's subscriptions in it: what a service's gRPC health follows. */
+  readonly health: NatsHealth;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -58,6 +158,7 @@ export class JetStreamEventStore implements EventStore {
     this.stream = eventStreamName(options.prefix);
     this.now = options.now ?? (() => new Date());
     this.duplicateWindowMs = options.duplicateWindowMs ?? 2 * 60_000;
+    this.health = natsHealth(nc, options.logger);
   }
 
   /** Opens the store, creating the events stream if it does not exist. */
@@ -215,9 +316,10 @@ export class JetStreamEventStore implements EventStore {
     let fail!: (e: unknown) => void;
     const caughtUp = new Promise<void>((resolve, reject) => { markCaughtUp = resolve; fail = reject; });
     caughtUp.catch(() => undefined);
+    const name = durable ? `subscription ${durable.durable}` : `follow ${options.aggregate ?? "*"} #${++this.follows}`;
     const loop = (async () => {
       // A consumer's messages end when the server restarts or the connection drops for long:
-      // open it again (after a pause) until stopped. Only a failure to open it the first time is final.
+      // open it again (with backoff) until stopped. Only a failure to open it the first time is final.
       for (let failures = 0; !stopped; ) {
         try {
           const consumer = await open(last);
@@ -230,10 +332,11 @@ export class JetStreamEventStore implements EventStore {
             void messages.close().catch(() => undefined);
             return;
           }
+          this.health.restore(name);
+          failures = 0;
           for await (const m of messages) {
             // Buffered messages are left unacknowledged on stop: a durable redelivers them.
             if (stopped) break;
-            failures = 0;
             const commit = this.decode(m);
             try {
               await handler(commit);
@@ -246,7 +349,7 @@ export class JetStreamEventStore implements EventStore {
             if (m.info.pending === 0) markCaughtUp();
           }
           if (stopped) return;
-          this.options.logger?.warn({ durable: durable?.durable }, "subscription's messages ended; reopening");
+          this.health.interrupt(name, new Error("the consumer's messages ended"));
         } catch (err) {
           if (stopped) return;
           if (!opened && failures >= 5) {
@@ -254,12 +357,12 @@ export class JetStreamEventStore implements EventStore {
             fail(err);
             return;
           }
-          this.options.logger?.warn({ err, durable: durable?.durable, failures }, "subscription interrupted; reopening");
+          this.health.interrupt(name, err);
         }
         failures++;
         await delay(Math.min(5000, 250 * 2 ** Math.min(failures, 5)));
       }
-    })();
+    })().finally(() => this.health.forget(name));
     return {
       caughtUp,
       stop: async () => {

@@ -7,9 +7,10 @@
 import type { NatsConnection } from "@nats-io/nats-core";
 import {
   AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager,
-  type ConsumerMessages, type JsMsg,
+  type Consumer, type ConsumerMessages, type JsMsg,
 } from "@nats-io/jetstream";
 import { UnavailableError, delay, isRetryable, type Logger } from "@ephemera/kit";
+import { natsHealth, type NatsHealth } from "./jetstream.js";
 import { backoffFor, redeliveryPolicy, type RedeliveryPolicy } from "./types.js";
 
 export interface WorkItem<T> {
@@ -77,9 +78,22 @@ async function ensureStream(nc: NatsConnection, config: Parameters<Awaited<Retur
   }
 }
 
+/** Backoff of a loop re-creating its consumer: 250 ms doubling to 5 s. */
+const reopenDelay = (failures: number) => Math.min(5000, 250 * 2 ** Math.min(failures, 5));
+/** A fetch that neither delivers nor ends within this (its expiry is 1 s) is given up and made again. */
+const FETCH_DEADLINE_MS = 15_000;
+const REOPEN_TIMEOUT_MS = 3_000;
+
+/** Acks and heartbeats on a closed connection throw: the item is then redelivered, nothing to do here. */
+function quietly(f: () => void): void {
+  try { f(); } catch { /* connection gone: the server redelivers after the ack wait */ }
+}
+
 export class JetStreamWorkQueue<T> implements WorkQueue<T> {
   private readonly ackWaitMs: number;
   private readonly logger?: Logger;
+  /** The connection's health, with this queue's consumers in it. */
+  readonly health: NatsHealth;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -89,6 +103,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
   ) {
     this.ackWaitMs = options.ackWaitMs ?? 30_000;
     if (options.logger) this.logger = options.logger;
+    this.health = natsHealth(nc, options.logger);
   }
 
   static async open<T>(nc: NatsConnection, prefix: string, codec: Codec<T>, options: WorkQueueOptions | Logger = {}): Promise<JetStreamWorkQueue<T>> {
@@ -126,69 +141,66 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
       let data: T | undefined;
       try {
         data = this.codec.decode(m.string());
-        await handler({ id, data, deliveries, heartbeat: () => m.working() });
-        m.ack();
+        await handler({ id, data, deliveries, heartbeat: () => quietly(() => m.working()) });
+        quietly(() => m.ack());
       } catch (err) {
-        if (stopped && isRetryable(err)) { m.nak(); return; }
+        if (stopped && isRetryable(err)) { quietly(() => m.nak()); return; }
         if (data !== undefined && isRetryable(err) && deliveries < policy.maxDeliver) {
           const delayMs = backoffFor(policy, deliveries);
           this.logger?.warn({ err, id, deliveries, delayMs }, "work item failed; will be redelivered");
-          m.nak(delayMs);
+          quietly(() => m.nak(delayMs));
           return;
         }
         try {
           await options.onDeadLetter?.({ id, data: data as T, deliveries }, err);
           this.logger?.error({ err, id, deliveries }, "work item given up on; recorded as a dead letter");
-          m.term();
+          quietly(() => m.term());
         } catch (recordErr) {
           this.logger?.error({ err: recordErr, id }, "cannot record a dead letter; will be redelivered");
-          m.nak(backoffFor(policy, deliveries));
+          quietly(() => m.nak(backoffFor(policy, deliveries)));
         }
       }
     };
+    const name = `work queue ${durable}`;
     const loop = (async () => {
-      const jsm = await jetstreamManager(this.nc);
-      const stream = runStreamName(this.prefix);
-      try {
-        await jsm.consumers.info(stream, durable);
-      } catch {
-        await jsm.consumers.add(stream, {
-          durable_name: durable,
-          ack_policy: AckPolicy.Explicit,
-          ack_wait: this.ackWaitMs * NANOS_PER_MS,
-          max_deliver: policy.maxDeliver * 2,
-          filter_subject: `${this.prefix}.run.${cluster}`,
-          max_ack_pending: 1000,
-        }).catch((err: unknown) => {
-          // Another runner of the cluster created it first.
-          if (!(err instanceof JetStreamApiError)) throw err;
-        });
-      }
-      const consumer = await jetstream(this.nc).consumers.get(stream, durable);
-      while (!stopped) {
-        if (inFlight >= options.concurrency) { await new Promise<void>((r) => (wake = r)); continue; }
-        let batch;
+      // Every step (creating the consumer, each fetch) can fail while NATS is paused,
+      // restarting or unreachable: the loop re-creates the consumer with backoff, for ever.
+      let consumer: Consumer | undefined;
+      for (let failures = 0; !stopped; ) {
+        let deadline: NodeJS.Timeout | undefined;
         try {
-          batch = await consumer.fetch({ max_messages: options.concurrency - inFlight, expires: 1000 });
-        } catch (err) {
-          this.logger?.warn({ err }, "fetch from work queue failed");
-          await delay(500);
-          continue;
-        }
-        try {
+          if (!consumer) {
+            // Its info answered: the server and the consumer are back, even if no fetch is needed yet.
+            consumer = await this.workConsumer(durable, cluster, policy);
+            this.health.restore(name);
+          }
+          if (inFlight >= options.concurrency) { await new Promise<void>((r) => (wake = r)); continue; }
+          const batch = await consumer.fetch({ max_messages: options.concurrency - inFlight, expires: 1000 });
+          let overdue = false;
+          deadline = setTimeout(() => { overdue = true; void batch.close().catch(() => undefined); }, FETCH_DEADLINE_MS);
           for await (const m of batch) {
-            if (stopped) { m.nak(); continue; }
+            if (stopped) { quietly(() => m.nak()); continue; }
             inFlight++;
-            const p: Promise<void> = work(m).finally(() => { inFlight--; running.delete(p); wake?.(); });
+            const p: Promise<void> = work(m)
+              .catch((err: unknown) => this.logger?.error({ err, seq: m.seq }, "work item handling failed"))
+              .finally(() => { inFlight--; running.delete(p); wake?.(); });
             running.add(p);
           }
+          if (overdue) throw new Error(`a fetch neither delivered nor ended in ${FETCH_DEADLINE_MS} ms`);
+          this.health.restore(name);
+          failures = 0;
         } catch (err) {
-          // The server went away mid-fetch (e.g. a restart): fetch again once it is back.
-          this.logger?.warn({ err }, "fetch from work queue interrupted");
-          await delay(500);
+          if (stopped) break;
+          // Heartbeats missed, connection closed, consumer or stream not found: make it again.
+          this.health.interrupt(name, err);
+          consumer = undefined;
+          failures++;
+          await delay(reopenDelay(failures));
+        } finally {
+          clearTimeout(deadline);
         }
       }
-    })();
+    })().finally(() => this.health.forget(name));
     return {
       stop: async () => {
         stopped = true;
@@ -197,6 +209,30 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
         await Promise.allSettled([...running]);
       },
     };
+  }
+
+  /** The cluster's durable pull consumer, created by the first runner that needs it. */
+  private async workConsumer(durable: string, cluster: string, policy: RedeliveryPolicy): Promise<Consumer> {
+    // A short deadline: a request lost across a server restart is tried again after a backoff, not waited on.
+    const jsm = await jetstreamManager(this.nc, { timeout: REOPEN_TIMEOUT_MS });
+    const stream = runStreamName(this.prefix);
+    try {
+      await jsm.consumers.info(stream, durable);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError)) throw err;
+      await jsm.consumers.add(stream, {
+        durable_name: durable,
+        ack_policy: AckPolicy.Explicit,
+        ack_wait: this.ackWaitMs * NANOS_PER_MS,
+        max_deliver: policy.maxDeliver * 2,
+        filter_subject: `${this.prefix}.run.${cluster}`,
+        max_ack_pending: 1000,
+      }).catch((addErr: unknown) => {
+        // Another runner of the cluster created it first.
+        if (!(addErr instanceof JetStreamApiError)) throw addErr;
+      });
+    }
+    return jetstream(this.nc, { timeout: REOPEN_TIMEOUT_MS }).consumers.get(stream, durable);
   }
 
   async cancel(cluster: string, message: CancelMessage): Promise<void> {
@@ -211,9 +247,10 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     let messages: ConsumerMessages | undefined;
     let stopped = false;
     let last = 0;
+    const name = `cancels of ${cluster}`;
     const loop = (async () => {
       // Reopened after a server restart, from the last cancel seen (or the lookback at first).
-      while (!stopped) {
+      for (let failures = 0; !stopped; ) {
         try {
           const consumer = await jetstream(this.nc).consumers.get(cancelStreamName(this.prefix), {
             filter_subjects: `${this.prefix}.cancel.${cluster}`,
@@ -223,17 +260,22 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
           });
           messages = await consumer.consume();
           if (stopped) { void messages.close().catch(() => undefined); return; }
+          this.health.restore(name);
+          failures = 0;
           for await (const m of messages) {
             last = m.seq;
             try { handler(m.json()); } catch (err) { this.logger?.warn({ err }, "ignoring a malformed cancel message"); }
           }
+          if (stopped) return;
+          this.health.interrupt(name, new Error("the cancel consumer's messages ended"));
         } catch (err) {
           if (stopped) return;
-          this.logger?.warn({ err }, "cancel subscription interrupted; reopening");
+          this.health.interrupt(name, err);
         }
-        if (!stopped) await delay(1000);
+        failures++;
+        await delay(reopenDelay(failures));
       }
-    })();
+    })().finally(() => this.health.forget(name));
     return {
       stop: async () => {
         stopped = true;

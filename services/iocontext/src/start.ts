@@ -3,8 +3,8 @@
 import type { Redis } from "ioredis";
 import * as pb from "@ephemera/proto";
 import { Aggregates } from "@ephemera/events";
-import { Feed, type Commit, type EventStore } from "@ephemera/eventstore";
-import { UnavailableError, delay, startGrpcServer, unary, type Logger } from "@ephemera/kit";
+import { Feed, JetStreamEventStore, type Commit, type EventStore } from "@ephemera/eventstore";
+import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger } from "@ephemera/kit";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { IOContextHandlers } from "./service.js";
@@ -57,6 +57,8 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     getStepOutputs: unary((req: pb.GetStepOutputsRequest) => handlers.getStepOutputs(req), logger),
   };
   const server = await startGrpcServer(config.listen, [{ definition: pb.IOContextService, implementation }], logger);
+  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
+  if (store instanceof JetStreamEventStore) followHealth(server, [store.health]);
   return {
     port: server.port,
     stop: async () => {

@@ -36,7 +36,27 @@ export interface RunningServer {
   /** The port bound (useful when listening on port 0). */
   port: number;
   health: HealthImplementation;
+  /** SERVING or NOT_SERVING for the whole server; ignored once shutting down. */
+  setServing(serving: boolean): void;
   shutdown(): Promise<void>;
+}
+
+/** Something a service depends on that can be lost for a while (e.g. its NATS connection). */
+export interface HealthSource {
+  readonly healthy: boolean;
+  /** Called on each change; returns an unsubscribe function. */
+  onChange(listener: (healthy: boolean) => void): () => void;
+}
+
+/**
+ * Reports the server NOT_SERVING while any source is unhealthy and SERVING again once all
+ * are back: a service riding out an outage stays up but tells its health checks it is degraded.
+ */
+export function followHealth(server: RunningServer, sources: HealthSource[]): () => void {
+  const update = () => server.setServing(sources.every((s) => s.healthy));
+  const unsubscribe = sources.map((s) => s.onChange(update));
+  update();
+  return () => { for (const u of unsubscribe) u(); };
 }
 
 export async function startGrpcServer(
@@ -57,11 +77,14 @@ export async function startGrpcServer(
     server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
   logger.info({ listen, port }, "grpc listening");
+  let shuttingDown = false;
   return {
     port,
     health,
+    setServing: (serving) => { if (!shuttingDown) health.setStatus("", serving ? "SERVING" : "NOT_SERVING"); },
     shutdown: () =>
       new Promise<void>((resolve) => {
+        shuttingDown = true;
         health.setStatus("", "NOT_SERVING");
         const force = setTimeout(() => server.forceShutdown(), 5000);
         server.tryShutdown(() => { clearTimeout(force); resolve(); });

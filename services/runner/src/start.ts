@@ -2,8 +2,8 @@
 // taken), the work-queue consumer and a gRPC health endpoint.
 import { access, mkdir } from "node:fs/promises";
 import type * as pb from "@ephemera/proto";
-import type { EventStore, LogStore, WorkQueue } from "@ephemera/eventstore";
-import { startGrpcServer, type Logger } from "@ephemera/kit";
+import { JetStreamEventStore, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
+import { followHealth, startGrpcServer, type Logger } from "@ephemera/kit";
 import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
 import { ProcessDriver } from "./driver/process.js";
@@ -52,6 +52,8 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     now: () => performance.now(),
   });
   const server = await startGrpcServer(config.listen, [], logger);
+  // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself.
+  if (deps.store instanceof JetStreamEventStore) followHealth(server, [deps.store.health]);
   runner.start();
   logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId }, "runner taking work");
   let stopping: Promise<void> | undefined;

@@ -1,6 +1,6 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
 import { JetStreamEventStore, JetStreamLogStore, connectNats } from "@ephemera/eventstore";
-import { randomToken, startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
+import { followHealth, randomToken, startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
 import { apiServices } from "./api.js";
 import { SandboxCore } from "./service.js";
 
@@ -21,6 +21,8 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<{ st
   const core = new SandboxCore({ store, logs, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
   await core.start();
   const server = await startGrpcServer(config.listen, apiServices(core, logger), logger);
+  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
+  followHealth(server, [store.health]);
   logger.info({ prefix: config.prefix, listen: config.listen }, "sandbox service started");
   return {
     port: server.port,

@@ -1,7 +1,7 @@
 // The scheduler service: workflow planning, timers, and the outbox that dispatches.
 import { dispatchCodec } from "@ephemera/events";
 import { JetStreamEventStore, JetStreamWorkQueue, connectNats } from "@ephemera/eventstore";
-import { startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
+import { followHealth, startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
 import { Scheduler } from "./scheduler.js";
 
 export { Scheduler } from "./scheduler.js";
@@ -21,6 +21,8 @@ export async function start(config: SchedulerConfig, logger: Logger): Promise<{ 
   const scheduler = new Scheduler({ store, queue, logger });
   await scheduler.start();
   const server = await startGrpcServer(config.listen, [], logger);
+  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
+  followHealth(server, [store.health]);
   logger.info({ prefix: config.prefix }, "scheduler started");
   return {
     port: server.port,
