@@ -6,6 +6,7 @@ import { JetStreamEventStore, type EventStore, type LogStore, type WorkQueue } f
 import { followHealth, startGrpcServer, type Logger } from "@ephemera/kit";
 import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
+import { cleanupLeftovers } from "./driver/leftovers.js";
 import { ProcessDriver } from "./driver/process.js";
 import { Runner } from "./runner.js";
 
@@ -29,6 +30,9 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     throw new Error(`io-agent's step program is missing at ${config.stepProgram} (build it: pnpm build)`, { cause: err });
   });
   await mkdir(config.workdir, { recursive: true });
+  // What a crashed predecessor left: its step processes go, its run directories too (but
+  // those holding a report, whose result this runner records when the run is delivered again).
+  await cleanupLeftovers(config.workdir, logger);
   const isolation = await detectIsolation(config.workdir);
   logger.info({ isolation: isolation.command.join(" "), workdir: config.workdir }, "process driver ready");
   if (!isolation.pidNamespace || !isolation.diesWithRunner) {
