@@ -13,7 +13,7 @@ import { FailureReason, type StepReport } from "./report.js";
 import { DEFAULT_RETRY } from "./retry.js";
 import { collectOutputs } from "./sidecar.js";
 import { chownTree, fullViews, mib, type StepSandbox } from "./sandbox.js";
-import { mountPrivateViews, privateViewDirs } from "./views.js";
+import { mountPrivateViews, privateViewDirs, sealPrivateViews } from "./views.js";
 
 const SCRIPT_PATH = join(STEP_HOME, ".ephemera", "script");
 
@@ -63,6 +63,14 @@ async function runStep(config: Config): Promise<StepReport> {
     }
     if (terminated) return stoppedReport();
     const exit = await runScript({ ...config.env, HOME: STEP_HOME, ...plan.env }, sandbox);
+    // From here on root reads what the script's user wrote: links it left are not followed.
+    if (sandbox.uid !== undefined) {
+      try {
+        await sealPrivateViews(views, sandbox);
+      } catch (err) {
+        return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot read the outputs safely: ${errorMessage(err)}` };
+      }
+    }
     if (terminated) return stoppedReport(exit.code);
     if (exit.code !== 0) return { outcome: "failed", reason: FailureReason.Error, exitCode: exit.code, message: exit.message + await quotaNote(views, sandbox) };
     const collected = await collectOutputs(plan.outputs);

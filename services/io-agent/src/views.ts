@@ -57,3 +57,20 @@ export async function mountPrivateViews(dirs: string[], runDir: string, sandbox:
     }
   }
 }
+
+/**
+ * After a script that ran as another user: symlinks in its views are no longer followed
+ * (`nosymfollow`), so reading its outputs as root cannot be turned into reading a file
+ * the script could not read itself (an output replaced by a link to /etc/shadow).
+ */
+export async function sealPrivateViews(dirs: string[], sandbox: StepSandbox): Promise<void> {
+  const flags = sandbox.tmpSizeBytes ? "remount,bind,nosuid,nodev,nosymfollow" : "remount,bind,nosymfollow";
+  for (const dir of dirs) {
+    try {
+      await run("mount", ["-o", flags, dir]);
+    } catch (err) {
+      const stderr = (err as { stderr?: string }).stderr?.trim();
+      throw new PrivateViewError(`cannot stop following symlinks in ${dir}: ${stderr || String(err)}`, { cause: err });
+    }
+  }
+}

@@ -45,6 +45,10 @@ try() { if ( : > "$1" ) 2>/dev/null; then echo -n "$2:written "; else echo -n "$
 cat ${IN}/config > ${OUT}/value
 `, [{ name: "runner-workdir", valueFromSandbox: true }, { name: "config", valueFromSandbox: true, as: { env: "", path: `${IN}/config` } }],
     [["result", "/tmp/result"], ["value", `${OUT}/value`]]),
+    step("link", `#!/bin/sh
+ln -s /etc/shadow /tmp/secret
+ln -s /etc/hostname ${OUT}/host
+`, [], [["secret", "/tmp/secret"], ["host", `${OUT}/host`]]),
     step("fill", "#!/bin/sh\nhead -c 2097152 /dev/zero > /tmp/big\n", []),
     step("fill-out", `#!/bin/sh\nhead -c 2097152 /dev/zero > ${OUT}/big\n`, [], [["big", `${OUT}/big`]]),
   ],
@@ -167,6 +171,13 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     expect(outputs).toEqual({ result: "etc:denied workdir:denied tmp:written out:written ", value: "5432" });
     expect(existsSync("/etc/ephemera-escape")).toBe(false);
     expect(existsSync(join(workdir, "escape"))).toBe(false);
+  });
+
+  it("never follows a link the script left in place of an output: reading it as root cannot leak /etc/shadow", async () => {
+    const e = await run("sf", "link");
+    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+      reason: "OutputMissing", message: expect.stringContaining('output "secret"'),
+    });
   });
 
   it("fails a script that fills its /tmp past the quota, naming the quota", async () => {
