@@ -1,8 +1,8 @@
 // What the marker plugin's steps leave behind (fixtures/marker-plugin.yaml): one file per
 // sandbox with a line per step attempt that started (`<run id> [k=v …]`), and
 // done/<run id> once its script ended. Run ids are `<routingKey>.<resource>.<phase>.<step>.<attempt>`.
-import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 
 export interface Marker {
   sandbox: string;
@@ -19,8 +19,10 @@ export interface MarkerState {
   done: Set<string>;
 }
 
+/** Steps run as an unprivileged user (nobody): they must be able to reach and write here. */
 export function prepareMarkerDir(dir: string): void {
   mkdirSync(join(dir, "done"), { recursive: true });
+  for (const d of [dirname(dir), dir, join(dir, "done")]) chmodSync(d, d === dirname(dir) ? 0o711 : 0o1777);
 }
 
 export function readMarkers(dir: string): MarkerState {

@@ -29,6 +29,8 @@ export interface RunnerConfig {
    * and /tmp a tmpfs of EPHEMERA_STEP_TMP_SIZE bytes (default 256 MiB). Absent: as the runner, no quota.
    */
   stepSandbox?: StepSandbox;
+  /** Steps run at this nice level (EPHEMERA_STEP_NICE, default 10; 0 leaves it alone). */
+  stepNiceness?: number;
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
   cancelGraceMs?: number;
   /** How long running steps may go on after SIGTERM to the runner. */
@@ -78,6 +80,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     prefix,
     cluster: envString(env, "EPHEMERA_CLUSTER", "local"),
     concurrency: Math.max(1, envInt(env, "EPHEMERA_RUNNER_CONCURRENCY", 8)),
+    stepNiceness: Math.min(19, Math.max(0, envInt(env, "EPHEMERA_STEP_NICE", 10))),
     driver,
     iocontextAddr: envString(env, "EPHEMERA_IOCONTEXT_ADDR", envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN)),
     workdir: envString(env, "EPHEMERA_RUNNER_WORKDIR", join(defaults.tmpdir, "ephemera", prefix)),

@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
@@ -127,6 +127,8 @@ describe("runner with the process driver, against NATS and Redis", () => {
     redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
     // Outside /tmp and outside every declared path: visible to the test and to every step.
     scratchDir = await mkdtemp(join("/var/tmp", `${prefix}-scratch-`));
+    // A runner started as a process runs its scripts as nobody: they write here too.
+    await chmod(scratchDir, 0o1777);
     workdir = await mkdtemp(join(tmpdir(), `${prefix}-work-`));
     const logger = createLogger("test", "silent");
     io = await startIOContext({ listen: "127.0.0.1:0", prefix }, { store, redis, logger });

@@ -40,6 +40,9 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   }
   const driver = new ProcessDriver({
     workdir: config.workdir, iocontext: config.iocontextAddr, stepProgram: config.stepProgram, isolation, hostEnv: config.hostEnv, logger,
+    ...(config.stepNiceness ? { niceness: config.stepNiceness } : {}),
+    // The scripts' user and quota (nobody and 256 MiB tmpfs views by default, when root).
+    ...(config.stepSandbox ? { sandbox: config.stepSandbox } : {}),
   });
   const runner = new Runner({
     cluster: config.cluster,

@@ -25,6 +25,11 @@ export interface ProcessDriverOptions {
   sandbox?: StepSandbox;
   logger: Logger;
   node?: string;
+  /**
+   * How much lower the steps' CPU priority is than the runner's (nice, 0–19): on a small
+   * machine busy steps must not starve the services, the API above all.
+   */
+  niceness?: number;
 }
 
 export class ProcessDriver implements StepDriver {
@@ -69,7 +74,8 @@ export class ProcessDriver implements StepDriver {
         env: stepEnv(this.options.hostEnv, request.env),
         ...(this.options.sandbox ? { sandbox: this.options.sandbox } : {}),
       };
-      const [command, ...args] = this.options.isolation.command;
+      const nice = this.options.niceness ? ["nice", "-n", String(this.options.niceness)] : [];
+      const [command, ...args] = [...nice, ...this.options.isolation.command];
       const child = spawn(command!, [...args, "--", this.options.node ?? process.execPath, this.options.stepProgram], {
         detached: true, // its own process group: stopping the step reaches every process of it
         stdio: ["ignore", "pipe", "pipe"],
