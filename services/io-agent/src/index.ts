@@ -7,3 +7,4 @@ export { collectOutputs, type CollectedOutputs } from "./sidecar.js";
 export { privateViewDirs, mountPrivateViews, PrivateViewError } from "./views.js";
 export { FailureReason, MAX_OUTPUT_BYTES, parseStepReport, type StepReport } from "./report.js";
 export { STEP_CONFIG_ENV, REPORT_FILE, type StepProgramConfig } from "./program.js";
+export type { StepSandbox } from "./sandbox.js";

@@ -5,14 +5,8 @@
 /** The host variables a script gets. */
 export const HOST_ENV_PASSED = ["PATH", "LANG"] as const;
 
-/** Mirrors io-agent's StepSandbox (sent in the step program's config). */
-export interface StepSandbox {
-  /** The script runs as this user and group; absent = as the runner. */
-  uid?: number;
-  gid?: number;
-  /** Size of each private view (and /tmp), a tmpfs; absent = views on the runner's disk, no quota. */
-  tmpSizeBytes?: number;
-}
+/** The confinement settings sent in the step program's config (io-agent's type). */
+export type { StepSandbox } from "@ephemera/io-agent";
 
 /** Pure: only PATH and LANG of whatever host environment the driver was given. */
 export function hostEnvForSteps(hostEnv: Record<string, string | undefined>): Record<string, string> {
