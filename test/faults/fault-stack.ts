@@ -105,6 +105,8 @@ export class FaultStack {
           EPHEMERA_SCHEDULER_LISTEN: "127.0.0.1:0",
           EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0",
           EPHEMERA_RUNNER_WORKDIR: join(scratch, "runner"),
+          // Faults, not load: enough steps at once for every fault to hit create and delete steps together.
+          EPHEMERA_RUNNER_CONCURRENCY: "8",
           LOG_LEVEL: "info",
         },
       });

@@ -1,4 +1,5 @@
 // The runner's configuration, read from environment variables.
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, envInt, envString, type Env } from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
@@ -79,7 +80,9 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     natsUrl,
     prefix,
     cluster: envString(env, "EPHEMERA_CLUSTER", "local"),
-    concurrency: Math.max(1, envInt(env, "EPHEMERA_RUNNER_CONCURRENCY", 8)),
+    // As many steps at once as the machine has cores: more starves the services (the API
+    // above all) of a small machine (docs/performance.md). Steps that mostly wait may want more.
+    concurrency: Math.max(1, envInt(env, "EPHEMERA_RUNNER_CONCURRENCY", Math.max(2, availableParallelism()))),
     stepNiceness: Math.min(19, Math.max(0, envInt(env, "EPHEMERA_STEP_NICE", 10))),
     driver,
     iocontextAddr: envString(env, "EPHEMERA_IOCONTEXT_ADDR", envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN)),
