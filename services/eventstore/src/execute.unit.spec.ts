@@ -1,3 +1,4 @@
+import { UnavailableError } from "@ephemera/kit";
 import { InMemoryEventStore } from "./memory.js";
 import { Projection, commitIdOf, execute } from "./projection.js";
 
@@ -25,5 +26,30 @@ describe("execute: deterministic commit ids", () => {
     expect(b.appended?.duplicate).toBe(false);
     expect((await store.read("c", "x")).events.map((e) => e.sequence)).toEqual([1, 2]);
     expect(commitIdOf("c", "x", 1, "cancel")).toBe("c.x@1:cancel");
+  });
+
+  it("retries an append whose answer was lost, and the store keeps one commit", async () => {
+    const store = new InMemoryEventStore();
+    let failures = 0;
+    // The first append lands but its answer is lost, as across a server restart.
+    const flaky = Object.create(store) as InMemoryEventStore;
+    flaky.append = async (...args: Parameters<InMemoryEventStore["append"]>) => {
+      const result = await store.append(...args);
+      if (failures++ === 0) throw new UnavailableError("append failed: timeout");
+      return result;
+    };
+    const r = await execute(flaky, counter(), "x", () => [{ type: "t", data: {} }], { ...meta, command: "start" });
+    expect(failures).toBe(2);
+    expect(r.appended?.duplicate).toBe(true);
+    expect((await store.read("c", "x")).version).toBe(1);
+  });
+
+  it("does not retry an unavailable store for an append without a command key", async () => {
+    const store = new InMemoryEventStore();
+    const down = Object.create(store) as InMemoryEventStore;
+    let calls = 0;
+    down.append = async () => { calls++; throw new UnavailableError("down"); };
+    await expect(execute(down, counter(), "x", () => [{ type: "t", data: {} }], meta)).rejects.toBeInstanceOf(UnavailableError);
+    expect(calls).toBe(1);
   });
 });

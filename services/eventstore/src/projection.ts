@@ -101,12 +101,22 @@ export async function execute<S>(
       projection.apply({ aggregate: projection.aggregate, aggregateId: id, position: appended.revision, events: appended.events });
       return { entity: projection.getOrEmpty(id), appended };
     } catch (err) {
-      if (!(err instanceof ConcurrencyError) || attempt >= attempts) throw err;
-      await delay(Math.min(200, 5 * 2 ** attempt));
-      entity = await projection.reload(store, id);
+      if (attempt >= attempts) throw err;
+      if (err instanceof ConcurrencyError) {
+        await delay(Math.min(200, 5 * 2 ** attempt));
+        entity = await projection.reload(store, id);
+        continue;
+      }
+      // A store that failed for a moment (a server just restarted): the same commit again is
+      // safe when its id is deterministic, since the store drops it if the first one landed.
+      if (!(err instanceof UnavailableError) || meta.command === undefined || attempt >= UNAVAILABLE_ATTEMPTS) throw err;
+      await delay(Math.min(2000, 250 * 2 ** (attempt - 1)));
     }
   }
 }
+
+/** Appends retried while the store is unavailable (about 4 s in all). */
+const UNAVAILABLE_ATTEMPTS = 4;
 
 /**
  * Feeds a set of projections from the store and tells when a position has been applied,

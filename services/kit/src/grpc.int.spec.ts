@@ -3,8 +3,9 @@
 import { dirname, join } from "node:path";
 import { loadSync } from "@grpc/proto-loader";
 import * as pb from "@ephemera/proto";
-import { ConflictError, NotFoundError, ValidationError } from "./errors.js";
+import { ConflictError, NotFoundError, UnavailableError, ValidationError } from "./errors.js";
 import { call, grpc, startGrpcServer, unary, type RunningServer } from "./grpc.js";
+import { waitFor } from "./wait.js";
 import { createLogger } from "./logger.js";
 
 const reflectionProto = join(dirname(require.resolve("@grpc/reflection")), "..", "proto/grpc/reflection/v1/reflection.proto");
@@ -82,5 +83,41 @@ describe("gRPC server plumbing", () => {
     failWith = new ConflictError("in use by sb");
     await expect(get()).rejects.toBeInstanceOf(ConflictError);
     client.close();
+  });
+});
+
+describe("load shedding", () => {
+  it("answers RESOURCE_EXHAUSTED past its bound on requests in flight, and serves again once they end", async () => {
+    let entered = 0;
+    let release!: () => void;
+    const barrier = new Promise<void>((r) => (release = r));
+    const plugins: Partial<pb.ResourcePluginServiceServer> = {
+      get: unary(async (req: pb.GetResourcePluginRequest) => {
+        entered++;
+        if (req.ref === "slow") await barrier;
+        return pb.ResourcePluginVersion.fromPartial({ name: req.ref });
+      }),
+    };
+    const server = await startGrpcServer("127.0.0.1:0", [
+      { definition: pb.ResourcePluginServiceService, implementation: plugins as grpc.UntypedServiceImplementation },
+    ], createLogger("test", "silent"), { maxInFlight: 1 });
+    const client = new pb.ResourcePluginServiceClient(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+    try {
+      const slow = call(client.get.bind(client), { ref: "slow" }, 5000);
+      await waitFor(() => entered === 1, { what: "the first request to be in its handler" });
+      const shed = await call(client.get.bind(client), { ref: "fast" }, 5000).then(() => undefined, (e: unknown) => e);
+      // RESOURCE_EXHAUSTED comes back as a retryable UnavailableError saying the server is busy.
+      expect(shed).toBeInstanceOf(UnavailableError);
+      expect(((shed as Error).cause as { code?: number }).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect((shed as Error).message).toContain("the server is busy");
+      expect(entered).toBe(1);
+      release();
+      expect((await slow).name).toBe("slow");
+      expect((await call(client.get.bind(client), { ref: "fast" }, 5000)).name).toBe("fast");
+    } finally {
+      release();
+      client.close();
+      await server.shutdown();
+    }
   });
 });

@@ -7,6 +7,7 @@ import { HealthImplementation } from "grpc-health-check";
 import { Any, BadRequest, RpcStatus, descriptorSetBase64 } from "@ephemera/proto";
 import type { Logger } from "./logger.js";
 import { tolerateMalformed } from "./malformed.js";
+import { loadShedder } from "./shed.js";
 import {
   ConflictError, EphemeraError, NotFoundError, TooLargeError, UnavailableError, ValidationError,
   errorMessage, type FieldViolation,
@@ -20,6 +21,8 @@ const STATUS_DETAILS = "grpc-status-details-bin";
  * Clients set the same receive bound (see `clientOptions`).
  */
 export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+/** Unary requests a server handles at once before it answers RESOURCE_EXHAUSTED. */
+export const MAX_IN_FLIGHT = 256;
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 export const clientOptions: grpc.ClientOptions = {
   "grpc.max_receive_message_length": MAX_RESPONSE_BYTES,
@@ -63,12 +66,14 @@ export async function startGrpcServer(
   listen: string,
   services: ServiceBinding[],
   logger: Logger,
+  options: { maxInFlight?: number } = {},
 ): Promise<RunningServer> {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": MAX_REQUEST_BYTES,
     "grpc.max_send_message_length": MAX_RESPONSE_BYTES,
   });
-  for (const s of services.map(tolerateMalformed)) server.addService(s.definition, s.implementation);
+  const shedder = loadShedder(options.maxInFlight ?? MAX_IN_FLIGHT);
+  for (const s of services.map(tolerateMalformed).map(shedder.wrap)) server.addService(s.definition, s.implementation);
   const health = new HealthImplementation({ "": "SERVING" });
   health.addToServer(server);
   const descriptors = loadFileDescriptorSetFromBuffer(Buffer.from(descriptorSetBase64, "base64"));
@@ -141,6 +146,7 @@ export function fromServiceError(err: unknown): Error {
     case grpc.status.FAILED_PRECONDITION:
     case grpc.status.ALREADY_EXISTS: return new ConflictError(message);
     case grpc.status.UNAVAILABLE:
+    case grpc.status.RESOURCE_EXHAUSTED:
     case grpc.status.DEADLINE_EXCEEDED: return new UnavailableError(message, { cause: err });
     default: return new Error(message, { cause: err });
   }
