@@ -2,7 +2,7 @@
 // every change is kept with its time, so the test can say that a service reported itself
 // degraded during the fault and SERVING again after it, and when.
 import { checkHealth, waitFor } from "@ephemera/kit";
-import { SERVICE_NAMES, type ServiceName, type Services } from "./services.js";
+import { SERVICE_NAMES, listeningPort, type ServiceName, type Services } from "./services.js";
 
 export interface HealthChange { service: ServiceName; at: number; serving: boolean }
 
@@ -71,15 +71,7 @@ export class HealthWatch {
   /** The port the running process of `service` bound, from its "grpc listening" log line. */
   private port(service: ServiceName): number | undefined {
     const pid = this.services.pid(service);
-    if (pid === undefined) return undefined;
-    for (const { line } of this.services.log(service).lines().reverse()) {
-      if (!line.includes("grpc listening")) continue;
-      try {
-        const rec = JSON.parse(line) as { pid?: number; port?: number };
-        if (rec.pid === pid && rec.port) return rec.port;
-      } catch { /* not JSON */ }
-    }
-    return undefined;
+    return pid === undefined ? undefined : listeningPort(this.services.log(service), pid);
   }
 }
 

@@ -187,7 +187,7 @@ function fixedPort(env: Record<string, string>, service: ServiceName): number | 
 }
 
 /** The port a service bound, from its "grpc listening" log line (services told to listen on port 0). */
-function listeningPort(log: RingBuffer, pid: number): number | undefined {
+export function listeningPort(log: RingBuffer, pid: number): number | undefined {
   for (const { line } of log.lines().reverse()) {
     if (!line.includes("grpc listening")) continue;
     try {

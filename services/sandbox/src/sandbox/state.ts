@@ -70,6 +70,19 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
     updatedAt: time,
     resources: state.resources.map((r) => (r.name === name ? f(r) : r)),
   });
+  /** Resources asked to run a workflow again: their last failure no longer stands. */
+  const again = (names: string[], f: (r: ResourceState) => ResourceState): SandboxState => {
+    const retried = new Set(names);
+    return {
+      ...state,
+      updatedAt: time,
+      resources: state.resources.map((r) => {
+        if (!retried.has(r.name)) return r;
+        const { failure: _f, ...rest } = r;
+        return f(rest);
+      }),
+    };
+  };
   switch (event.type) {
     case "ephemera.sandbox.resource_provision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Provisioning" }));
@@ -81,28 +94,10 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
       return { ...state, ready: true, updatedAt: time };
     case "ephemera.sandbox.deleting.v1":
       return { ...state, status: "deleting", ready: false, forced: event.data.force, updatedAt: time, deleteReason: event.data.reason || "requested" };
-    case "ephemera.sandbox.retry_requested.v1": {
-      const again = new Set(event.data.resources);
-      return {
-        ...state, updatedAt: time,
-        resources: state.resources.map((r) => {
-          if (!again.has(r.name)) return r;
-          const { failure: _f, ...rest } = r;
-          return { ...rest, status: "Provisioning", retries: r.retries + 1 };
-        }),
-      };
-    }
-    case "ephemera.sandbox.deprovision_retry_requested.v1": {
-      const again = new Set(event.data.resources);
-      return {
-        ...state, updatedAt: time,
-        resources: state.resources.map((r) => {
-          if (!again.has(r.name)) return r;
-          const { failure: _f, ...rest } = r;
-          return { ...rest, status: "Deprovisioning", deprovisionRetries: r.deprovisionRetries + 1 };
-        }),
-      };
-    }
+    case "ephemera.sandbox.retry_requested.v1":
+      return again(event.data.resources, (r) => ({ ...r, status: "Provisioning", retries: r.retries + 1 }));
+    case "ephemera.sandbox.deprovision_retry_requested.v1":
+      return again(event.data.resources, (r) => ({ ...r, status: "Deprovisioning", deprovisionRetries: r.deprovisionRetries + 1 }));
     case "ephemera.sandbox.resource_deprovision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Deprovisioning" }));
     case "ephemera.sandbox.resource_deprovisioned.v1":
