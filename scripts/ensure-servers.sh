@@ -3,7 +3,8 @@
 # them as this kind of machine does when they are not (installing them if missing).
 set -euo pipefail
 nats_up() { (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; }
-redis_up() { (exec 3<>/dev/tcp/127.0.0.1/6379 && printf 'PING\r\n' >&3 && read -r -t 2 reply <&3 && [[ $reply == +PONG* ]]) 2>/dev/null; }
+# A Redis that asks for credentials (-NOAUTH) is up all the same: the services bring theirs.
+redis_up() { (exec 3<>/dev/tcp/127.0.0.1/6379 && printf 'PING\r\n' >&3 && read -r -t 2 reply <&3 && [[ $reply == +PONG* || $reply == -NOAUTH* ]]) 2>/dev/null; }
 if nats_up && redis_up; then exit 0; fi
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 if ! command -v nats-server >/dev/null || ! command -v redis-server >/dev/null; then

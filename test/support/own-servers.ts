@@ -77,22 +77,22 @@ export class OwnServer {
   }
 }
 
-/** nats-server with JetStream, its store under `dir`. */
-export function startOwnNats(dir: string): Promise<OwnServer & { url: string }> {
+/** nats-server with JetStream, its store under `dir`; `extra`: more flags (`--user u --pass p`). */
+export function startOwnNats(dir: string, extra: string[] = []): Promise<OwnServer & { url: string }> {
   return OwnServer.start({
     name: "nats-server",
     command: NATS_SERVER,
-    args: (port, store) => ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", store],
+    args: (port, store) => ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", store, ...extra],
     ready: /Server is ready/,
   }, dir).then((s) => Object.assign(s, { url: `nats://127.0.0.1:${s.port}` }));
 }
 
-/** redis-server without persistence: a restart comes back empty, like a cache that lost its node. */
-export function startOwnRedis(dir: string): Promise<OwnServer & { url: string }> {
+/** redis-server without persistence: a restart comes back empty, like a cache that lost its node. `extra`: more directives (`--user …`). */
+export function startOwnRedis(dir: string, extra: string[] = []): Promise<OwnServer & { url: string }> {
   return OwnServer.start({
     name: "redis-server",
     command: REDIS_SERVER,
-    args: (port, data) => ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", data],
+    args: (port, data) => ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", data, ...extra],
     ready: /Ready to accept connections/,
   }, dir).then((s) => Object.assign(s, { url: `redis://127.0.0.1:${s.port}` }));
 }

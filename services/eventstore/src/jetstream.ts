@@ -3,12 +3,17 @@
 // Nats-Expected-Last-Subject-Sequence, deduplication through Nats-Msg-Id.
 import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/nats-core";
-import { InvalidArgumentError, headers as natsHeaders } from "@nats-io/nats-core";
+import {
+  InvalidArgumentError, credsAuthenticator, headers as natsHeaders, nkeyAuthenticator, type ConnectionOptions,
+} from "@nats-io/nats-core";
 import {
   AckPolicy, DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
   type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg,
 } from "@nats-io/jetstream";
-import { ConcurrencyError, TooLargeError, UnavailableError, delay, errorMessage, isRetryable, ulidGen, type Logger } from "@ephemera/kit";
+import { readFileSync } from "node:fs";
+import {
+  ConcurrencyError, TooLargeError, UnavailableError, delay, errorMessage, isRetryable, redactUrl, ulidGen, type Logger, type NatsAuth,
+} from "@ephemera/kit";
 import { deadLetter, recordDeadLetter } from "./deadletter.js";
 import { envelopes, storedForm } from "./envelope.js";
 import { readSubject } from "./subject.js";
@@ -35,15 +40,38 @@ const NANOS_PER_MS = 1_000_000;
 export const eventSubject = (prefix: string, aggregate: string, id: string) => `${prefix}.ev.${aggregate}.${id}`;
 export const eventStreamName = (prefix: string) => `${prefix}_events`;
 
-export async function connectNats(url: string, name: string): Promise<NatsConnection> {
+export async function connectNats(url: string, name: string, auth?: NatsAuth): Promise<NatsConnection> {
+  const credentials = natsCredentials(auth);
   try {
     // Reconnects for ever (a server paused or restarted for any length of time): the
     // connection only closes when the service drains it on shutdown.
-    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500, waitOnFirstConnect: false });
+    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500, waitOnFirstConnect: false, ...credentials });
   } catch (err) {
-    throw new UnavailableError(`cannot connect to NATS at ${url}`, { cause: err });
+    // The cause names the server's refusal ("Authorization Violation"), never the credentials.
+    throw new UnavailableError(`cannot connect to NATS at ${redactUrl(url)}${auth ? ` (as ${describeNatsAuth(auth)})` : ""}: ${errorMessage(err)}`, { cause: err });
   }
 }
+
+/** The connection options of a way of authenticating; a seed or creds file is read once, here. */
+function natsCredentials(auth: NatsAuth | undefined): Partial<ConnectionOptions> {
+  if (!auth) return {};
+  const file = (path: string, what: string) => {
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new Error(`${what} ${path} cannot be read: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, { cause: err });
+    }
+  };
+  switch (auth.kind) {
+    case "user": return { user: auth.user, pass: auth.pass };
+    case "token": return { token: auth.token };
+    case "nkey": return { authenticator: nkeyAuthenticator(new TextEncoder().encode(file(auth.seedFile, "NATS_NKEY").toString("utf8").trim())) };
+    case "creds": return { authenticator: credsAuthenticator(new Uint8Array(file(auth.credsFile, "NATS_CREDS"))) };
+  }
+}
+
+const describeNatsAuth = (auth: NatsAuth) =>
+  auth.kind === "user" ? `user ${auth.user}` : auth.kind === "token" ? "a token" : auth.kind === "nkey" ? `the nkey in ${auth.seedFile}` : `the credentials in ${auth.credsFile}`;
 
 const JS_API_INFO = "$JS.API.INFO";
 const healthOf = new WeakMap<NatsConnection, NatsHealth>();

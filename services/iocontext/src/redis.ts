@@ -1,6 +1,7 @@
 // Connecting to Redis so that no call can hang: while Redis is down or stalled every
 // command fails within a bounded time, and the client keeps reconnecting in the background.
 import { Redis } from "ioredis";
+import type { RedisAuth } from "@ephemera/kit";
 
 export interface RedisTimeouts {
   /** A connection attempt that gets no answer (a host that drops packets) is abandoned after this. */
@@ -11,9 +12,11 @@ export interface RedisTimeouts {
 
 export const DEFAULT_REDIS_TIMEOUTS = { connectTimeoutMs: 2_000, commandTimeoutMs: 2_000 } as const;
 
-export function openRedis(url: string, timeouts: RedisTimeouts = {}): Redis {
+/** `auth` (REDIS_USERNAME/REDIS_PASSWORD) overrides a user and password in the URL. */
+export function openRedis(url: string, timeouts: RedisTimeouts = {}, auth?: RedisAuth): Redis {
   const { connectTimeoutMs, commandTimeoutMs } = { ...DEFAULT_REDIS_TIMEOUTS, ...timeouts };
   return new Redis(url, {
+    ...(auth ? { password: auth.password, ...(auth.username ? { username: auth.username } : {}) } : {}),
     connectTimeout: connectTimeoutMs,
     // Bounds replies from a server that accepted the connection and stalled, and the wait
     // in the offline queue below: without it a command can wait forever.

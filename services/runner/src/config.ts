@@ -1,13 +1,15 @@
 // The runner's configuration, read from environment variables.
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, envInt, envString, type Env } from "@ephemera/kit";
+import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, envBool, envInt, envString, type Env, type NatsAuth } from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
 
 export const DEFAULT_RUNNER_LISTEN = "127.0.0.1:7403";
 
 export interface RunnerConfig {
   natsUrl: string;
+  /** The runner's own: never passed to a step (hostEnv below holds PATH and LANG only). */
+  natsAuth?: NatsAuth;
   prefix: string;
   cluster: string;
   /** Steps run at once. */
@@ -27,7 +29,8 @@ export interface RunnerConfig {
   /**
    * The scripts' user and quota. runnerConfig: uid/gid EPHEMERA_STEP_UID/GID (default
    * 65534, nobody/nogroup, when the runner is root; unchanged otherwise), each private view
-   * and /tmp a tmpfs of EPHEMERA_STEP_TMP_SIZE bytes (default 256 MiB). Absent: as the runner, no quota.
+   * and /tmp a tmpfs of EPHEMERA_STEP_TMP_SIZE bytes (default 256 MiB), the rest of the host
+   * read-only when the script changes user (EPHEMERA_STEP_HOST_READONLY, default true). Absent: as the runner, no quota.
    */
   stepSandbox?: StepSandbox;
   /** Steps run at this nice level (EPHEMERA_STEP_NICE, default 10; 0 leaves it alone). */
@@ -66,18 +69,21 @@ export function stepSandboxConfig(env: Env, runnerUid: number | undefined): Step
   if (tmpSizeBytes < 1024 * 1024) throw new Error(`EPHEMERA_STEP_TMP_SIZE must be at least 1 MiB (1048576 bytes), got ${tmpSizeBytes}`);
   return {
     ...(uid === undefined ? {} : { uid, gid: envInt(env, "EPHEMERA_STEP_GID", uid === NOBODY ? NOBODY : uid) }),
+    // Only root can remount; a script that stays root could undo it, so it goes with a change of user.
+    ...(root && uid !== 0 && envBool(env, "EPHEMERA_STEP_HOST_READONLY", true) ? { readOnlyHost: true } : {}),
     tmpSizeBytes,
   };
 }
 
 export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
-  const { natsUrl, prefix } = commonConfig(env);
+  const { natsUrl, natsAuth, prefix } = commonConfig(env);
   const driver = envString(env, "EPHEMERA_RUNNER_DRIVER", "process");
   if (driver !== "process") throw new Error(`EPHEMERA_RUNNER_DRIVER "${driver}" is not available (drivers: process)`);
   const hostEnv: Record<string, string> = {};
   for (const name of HOST_ENV_PASSED) if (env[name]) hostEnv[name] = env[name];
   return {
     natsUrl,
+    ...(natsAuth ? { natsAuth } : {}),
     prefix,
     cluster: envString(env, "EPHEMERA_CLUSTER", "local"),
     // As many steps at once as the machine has cores: more starves the services (the API

@@ -13,7 +13,7 @@ try {
   const config = runnerConfig(process.env, {
     stepProgram: stepProgramPath(), tmpdir: tmpdir(), runnerId: `${hostname()}-${process.pid}`,
   });
-  const nc = await connectNats(config.natsUrl, "runner");
+  const nc = await connectNats(config.natsUrl, "runner", config.natsAuth);
   config.maxResultBytes = nc.info?.max_payload ?? config.maxResultBytes;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);

@@ -15,7 +15,7 @@ export interface SandboxConfig extends CommonConfig {
 }
 
 export async function start(config: SandboxConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
-  const nc = await connectNats(config.natsUrl, "ephemera-sandbox");
+  const nc = await connectNats(config.natsUrl, "ephemera-sandbox", config.natsAuth);
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const logs = await JetStreamLogStore.open(nc, config.prefix);
   const core = new SandboxCore({ store, logs, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });

@@ -1,13 +1,13 @@
 // Entry point of the sandbox service (the public API).
-import { DEFAULT_API_LISTEN, commonConfig, createLogger, envString, onShutdown } from "@ephemera/kit";
+import { DEFAULT_API_LISTEN, commonConfig, configured, createLogger, envString, onShutdown } from "@ephemera/kit";
 import { start } from "./index.js";
 
 const logger = createLogger("sandbox");
-const config = {
+const config = configured(logger, "sandbox service", () => ({
   ...commonConfig(process.env),
   listen: envString(process.env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN),
   previewDomain: envString(process.env, "EPHEMERA_PREVIEW_DOMAIN", "preview.ephemera.localhost"),
-};
+}));
 start(config, logger).then(
   (service) => onShutdown(logger, [() => service.stop()]),
   (err: unknown) => { logger.fatal({ err }, "sandbox service failed to start"); process.exit(1); },

@@ -15,7 +15,7 @@ export interface SchedulerConfig extends CommonConfig {
 }
 
 export async function start(config: SchedulerConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
-  const nc = await connectNats(config.natsUrl, "ephemera-scheduler");
+  const nc = await connectNats(config.natsUrl, "ephemera-scheduler", config.natsAuth);
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
   const scheduler = new Scheduler({ store, queue, logger });

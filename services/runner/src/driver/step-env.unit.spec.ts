@@ -6,7 +6,8 @@ const defaults = { stepProgram: "/step.js", tmpdir: "/tmp", runnerId: "r1" };
 describe("what of the runner reaches a step", () => {
   const runnerEnv = {
     PATH: "/usr/bin:/bin", LANG: "C.UTF-8", NATS_URL: "nats://user:secret@127.0.0.1:4222", REDIS_URL: "redis://:pw@127.0.0.1:6379",
-    EPHEMERA_PREFIX: "p", EPHEMERA_IOCONTEXT_ADDR: "127.0.0.1:7402", NATS_PASSWORD: "secret", AWS_SECRET_ACCESS_KEY: "k", HOME: "/root",
+    EPHEMERA_PREFIX: "p", EPHEMERA_IOCONTEXT_ADDR: "127.0.0.1:7402", NATS_USER: "runner", NATS_PASSWORD: "secret",
+    REDIS_USERNAME: "runner", REDIS_PASSWORD: "pw", AWS_SECRET_ACCESS_KEY: "k", HOME: "/root",
   };
 
   it("passes PATH and LANG of the runner's environment, nothing else", () => {
@@ -21,14 +22,21 @@ describe("what of the runner reaches a step", () => {
 });
 
 describe("the scripts' user and quota", () => {
-  it("runs scripts as nobody/nogroup with a 256 MiB tmpfs per view when the runner is root", () => {
-    expect(stepSandboxConfig({}, 0)).toEqual({ uid: 65534, gid: 65534, tmpSizeBytes: 256 * 1024 * 1024 });
-    expect(runnerConfig({}, { ...defaults, uid: 0 }).stepSandbox).toEqual({ uid: 65534, gid: 65534, tmpSizeBytes: 256 * 1024 * 1024 });
+  it("runs scripts as nobody/nogroup with a 256 MiB tmpfs per view and the host read-only when the runner is root", () => {
+    const sandbox = { uid: 65534, gid: 65534, readOnlyHost: true, tmpSizeBytes: 256 * 1024 * 1024 };
+    expect(stepSandboxConfig({}, 0)).toEqual(sandbox);
+    expect(runnerConfig({}, { ...defaults, uid: 0 }).stepSandbox).toEqual(sandbox);
+  });
+
+  it("leaves the host writable when asked (EPHEMERA_STEP_HOST_READONLY=false), or when the script stays root", () => {
+    expect(stepSandboxConfig({ EPHEMERA_STEP_HOST_READONLY: "false" }, 0)).not.toHaveProperty("readOnlyHost");
+    expect(stepSandboxConfig({ EPHEMERA_STEP_UID: "0" }, 0)).not.toHaveProperty("readOnlyHost");
+    expect(() => stepSandboxConfig({ EPHEMERA_STEP_HOST_READONLY: "maybe" }, 0)).toThrow('EPHEMERA_STEP_HOST_READONLY must be true or false, got "maybe"');
   });
 
   it("takes the user, group and size from EPHEMERA_STEP_UID, _GID and _TMP_SIZE", () => {
     expect(stepSandboxConfig({ EPHEMERA_STEP_UID: "1000", EPHEMERA_STEP_GID: "100", EPHEMERA_STEP_TMP_SIZE: "1048576" }, 0))
-      .toEqual({ uid: 1000, gid: 100, tmpSizeBytes: 1048576 });
+      .toEqual({ uid: 1000, gid: 100, readOnlyHost: true, tmpSizeBytes: 1048576 });
     expect(stepSandboxConfig({ EPHEMERA_STEP_UID: "1000" }, 0)).toMatchObject({ uid: 1000, gid: 1000 });
   });
 
