@@ -10,6 +10,8 @@ export interface StepSandbox {
   gid?: number;
   /** Every private view (and /tmp) is a tmpfs of this many bytes; absent = bind-mounted run-directory views, no quota. */
   tmpSizeBytes?: number;
+  /** Every other mount of the step's namespace is read-only while the script runs. */
+  readOnlyHost?: boolean;
 }
 
 /** Gives a tree to the script's user: the views it may write and the input files it must read. */

@@ -1,7 +1,7 @@
 // The step program of the process driver, run by the runner inside a private mount
 // namespace: init (inputs, private views, script), the script itself, then the sidecar
 // (outputs). Its report goes to <runDir>/report.json; the script's output is its stdout.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { openSync, writeSync, closeSync } from "node:fs";
 import { constants } from "node:os";
 import { join } from "node:path";
@@ -13,7 +13,7 @@ import { FailureReason, type StepReport } from "./report.js";
 import { DEFAULT_RETRY } from "./retry.js";
 import { collectOutputs } from "./sidecar.js";
 import { chownTree, fullViews, mib, type StepSandbox } from "./sandbox.js";
-import { mountPrivateViews, privateViewDirs, sealPrivateViews } from "./views.js";
+import { makeHostReadOnly, mountPrivateViews, privateViewDirs, sealPrivateViews } from "./views.js";
 
 const SCRIPT_PATH = join(STEP_HOME, ".ephemera", "script");
 
@@ -58,6 +58,8 @@ async function runStep(config: Config): Promise<StepReport> {
       await writeStepFiles(plan, SCRIPT_PATH);
       // The script's user owns its views (so it can write its outputs and /tmp) and its input files.
       if (sandbox.uid !== undefined) for (const dir of views) await chownTree(dir, sandbox.uid, sandbox.gid ?? sandbox.uid);
+      // The run directory stays writable for the report (a mount of its own: see main).
+      if (sandbox.readOnlyHost) await makeHostReadOnly([...views, config.runDir]);
     } catch (err) {
       return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
     }
@@ -121,6 +123,9 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const config = JSON.parse(raw) as Config;
+  // The run directory becomes a mount of its own before the report is opened in it: the
+  // mount it lay on can then be made read-only (a mount with a file open for writing cannot).
+  if (config.sandbox?.readOnlyHost) execFileSync("mount", ["--bind", config.runDir, config.runDir]);
   // Opened before the private views hide the run directory (it may live under /tmp).
   const reportFd = openSync(join(config.runDir, REPORT_FILE), "w", 0o600);
   let report: StepReport;

@@ -1,6 +1,6 @@
 // The process driver's step sandbox, with real steps against this machine's NATS and Redis:
 // the script runs as nobody, sees none of the runner's variables, can write its declared
-// paths and /tmp only, and /tmp is a small tmpfs it can fill.
+// paths and /tmp only (the rest of the host is read-only), and /tmp is a small tmpfs it can fill.
 import { execFileSync } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
 import { mkdir, mkdtemp, rm, rmdir } from "node:fs/promises";
@@ -45,6 +45,15 @@ try() { if ( : > "$1" ) 2>/dev/null; then echo -n "$2:written "; else echo -n "$
 cat ${IN}/config > ${OUT}/value
 `, [{ name: "runner-workdir", valueFromSandbox: true }, { name: "config", valueFromSandbox: true, as: { env: "", path: `${IN}/config` } }],
     [["result", "/tmp/result"], ["value", `${OUT}/value`]]),
+    step("readonly", `#!/bin/bash
+try() { if err=$( { : > "$1"; } 2>&1 ); then echo -n "$2:written "; else case "$err" in *"Read-only file system"*) echo -n "$2:read-only ";; *) echo -n "$2:$err ";; esac; fi; }
+{
+  try /var/tmp/ephemera-escape var-tmp
+  try /dev/shm/ephemera-escape dev-shm
+  try /tmp/mine tmp
+  try ${OUT}/mine out
+} > /tmp/result
+`, [], [["result", "/tmp/result"], ["mine", `${OUT}/mine`]]),
     step("link", `#!/bin/sh
 ln -s /etc/shadow /tmp/secret
 ln -s /etc/hostname ${OUT}/host
@@ -89,7 +98,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
         PATH: process.env["PATH"] ?? "/usr/bin:/bin", NATS_URL: "nats://user:secret@127.0.0.1:4222",
         REDIS_URL: "redis://:secret@127.0.0.1:6379", NATS_PASSWORD: "secret", EPHEMERA_PREFIX: prefix,
       },
-      sandbox: { uid: 65534, gid: 65534, tmpSizeBytes: MiB },
+      sandbox: { uid: 65534, gid: 65534, tmpSizeBytes: MiB, readOnlyHost: true },
     });
     runner = new Runner({
       cluster: "local", concurrency: 4, runnerId: "sandbox-runner", driver, store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger,
@@ -171,6 +180,13 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     expect(outputs).toEqual({ result: "etc:denied workdir:denied tmp:written out:written ", value: "5432" });
     expect(existsSync("/etc/ephemera-escape")).toBe(false);
     expect(existsSync(join(workdir, "escape"))).toBe(false);
+  });
+
+  it("leaves the host read-only to the script, world-writable /var/tmp and /dev/shm included; its views stay writable", async () => {
+    const outputs = outputsOf(await run("sg", "readonly"));
+    expect(outputs["result"]).toBe("var-tmp:read-only dev-shm:read-only tmp:written out:written ");
+    expect(existsSync("/var/tmp/ephemera-escape")).toBe(false);
+    expect(existsSync("/dev/shm/ephemera-escape")).toBe(false);
   });
 
   it("never follows a link the script left in place of an output: reading it as root cannot leak /etc/shadow", async () => {
