@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { loadSync } from "@grpc/proto-loader";
 import * as pb from "@ephemera/proto";
 import { ConflictError, NotFoundError, UnavailableError, ValidationError } from "./errors.js";
-import { call, grpc, startGrpcServer, unary, type RunningServer } from "./grpc.js";
+import { call, clientOptions, fromServiceError, grpc, startGrpcServer, unary, type RunningServer } from "./grpc.js";
 import { waitFor } from "./wait.js";
 import { createLogger } from "./logger.js";
 
@@ -39,6 +39,29 @@ describe("gRPC server plumbing", () => {
     client.close();
     expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(err.details).toContain("malformed get request");
+  });
+
+  it("refuses a request over 4 MiB, which clients read as a ValidationError (too-long), not as a retryable refusal", async () => {
+    const big = pb.GetResourcePluginRequest.encode({ ref: "x".repeat(5 * 1024 * 1024) }).finish();
+    // A client with no send bound of its own: the server's receive bound refuses it.
+    const raw = new grpc.Client(address(), grpc.credentials.createInsecure(), { "grpc.max_send_message_length": -1 });
+    const err = await new Promise<grpc.ServiceError>((resolve, reject) => raw.makeUnaryRequest(
+      "/ephemera.v1.ResourcePluginService/Get", (b: Uint8Array) => Buffer.from(b), (b: Buffer) => b, big, { deadline: Date.now() + 5000 },
+      (e) => (e ? resolve(e) : reject(new Error("a 5 MiB request was accepted"))),
+    ));
+    raw.close();
+    expect(err.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    const fromServer = fromServiceError(err);
+    expect(fromServer).toBeInstanceOf(ValidationError);
+    expect((fromServer as ValidationError).violations).toEqual([expect.objectContaining({
+      rule: "too-long", description: expect.stringMatching(/^the request is \d+ bytes, over the 4194304-byte \(4 MiB\) limit/),
+    })]);
+    // ephemera's own clients stop before sending (clientOptions), with the same error.
+    const client = new pb.ResourcePluginServiceClient(address(), grpc.credentials.createInsecure(), clientOptions);
+    const own = await call(client.get.bind(client), { ref: "x".repeat(5 * 1024 * 1024) }, 5000).catch((e: unknown) => e);
+    client.close();
+    expect(own).toBeInstanceOf(ValidationError);
+    expect((own as ValidationError).violations[0]).toMatchObject({ rule: "too-long" });
   });
 
   it("answers health checks with the status the service sets", async () => {

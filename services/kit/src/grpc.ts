@@ -16,8 +16,9 @@ import {
 const STATUS_DETAILS = "grpc-status-details-bin";
 
 /**
- * The largest request a server takes (a plugin file is at most 1 MiB, checked with a clear
- * error by validation; this bound is for the transport) and the largest answer it sends.
+ * The largest request a server takes (a plugin file is at most 900 KiB, checked with a clear
+ * error by validation; this bound is for the transport: a request over it is refused with
+ * RESOURCE_EXHAUSTED, which clients read as a ValidationError) and the largest answer it sends.
  * Clients set the same receive bound (see `clientOptions`).
  */
 export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
@@ -122,6 +123,17 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   return { code, details: errorMessage(err), metadata };
 }
 
+/** grpc-js's words for a message over the size bound, on either side: "larger than max (N vs M)", "size larger than M". */
+function tooLargeRequest(details: string): ValidationError | undefined {
+  if (!/larger than max|size larger than/.test(details)) return undefined;
+  const size = /\((\d+) vs\.? \d+\)/.exec(details)?.[1];
+  return new ValidationError([{
+    field: "",
+    description: `the request${size ? ` is ${size} bytes,` : " is"} over the ${MAX_REQUEST_BYTES}-byte (4 MiB) limit of an ephemera request`,
+    rule: "too-long",
+  }], "request too large");
+}
+
 /** Turns a status received by a client back into the named error it stands for. */
 export function fromServiceError(err: unknown): Error {
   const e = err as Partial<grpc.ServiceError>;
@@ -145,8 +157,11 @@ export function fromServiceError(err: unknown): Error {
     case grpc.status.NOT_FOUND: return new NotFoundError(message);
     case grpc.status.FAILED_PRECONDITION:
     case grpc.status.ALREADY_EXISTS: return new ConflictError(message);
-    case grpc.status.UNAVAILABLE:
     case grpc.status.RESOURCE_EXHAUSTED:
+      // The transport's size bound (the server's, or this client's own before sending) is a
+      // refusal that retrying cannot help; everything else under this status is load shedding.
+      return tooLargeRequest(message) ?? new UnavailableError(message, { cause: err });
+    case grpc.status.UNAVAILABLE:
     case grpc.status.DEADLINE_EXCEEDED: return new UnavailableError(message, { cause: err });
     default: return new Error(message, { cause: err });
   }
