@@ -180,6 +180,18 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       await sub.stop();
     });
 
+    it("with maxDeliver Infinity, retries a retryable failure for as long as it lasts, and no dead letter is made", async () => {
+      const first = await fx.store.append("counter", "outage", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      let attempts = 0;
+      const sub = fx.store.subscribe({ durable: "patient", aggregate: "counter", redelivery: { maxDeliver: Infinity, backoffMs: [1] } }, () => {
+        // Past the default bound of 8 deliveries (and any the server keeps).
+        if (++attempts < 25) throw new UnavailableError("down for a while");
+      });
+      await waitFor(() => attempts === 25, { timeoutMs: 20_000, what: "the 25th delivery" });
+      expect((await fx.store.read(DEAD_LETTER_AGGREGATE, `patient.${first.revision}`)).events).toEqual([]);
+      await sub.stop();
+    });
+
     it("makes a dead letter at once of an error that says retrying cannot help", async () => {
       const first = await fx.store.append("counter", "bad", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
       let attempts = 0;

@@ -277,7 +277,7 @@ export class JetStreamEventStore implements EventStore {
           ack_wait: 30 * 1_000_000_000,
           // The server's own bound, for a handler that hangs past ack_wait every time; room is
           // left above ours for the deliveries that retry recording a dead letter.
-          max_deliver: policy.maxDeliver * 2,
+          max_deliver: Number.isFinite(policy.maxDeliver) ? policy.maxDeliver * 2 : -1,
           filter_subject: this.filter(options),
           ...(options.from
             ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 }

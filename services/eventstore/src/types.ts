@@ -106,6 +106,7 @@ export interface DurableOptions extends FollowOptions {
  * after it are not held up.
  */
 export interface RedeliveryPolicy {
+  /** `Infinity`: a retryable error is retried for as long as it lasts (for handlers that are safe to repeat and must not give up, like the outbox). */
   maxDeliver: number;
   backoffMs: number[];
 }

@@ -19,8 +19,10 @@ export interface OutboxDeps {
 }
 
 export function startOutbox(deps: OutboxDeps): Subscription {
+  // A publish that fails for want of NATS is tried again for as long as the outage lasts
+  // (every 30 s at most): given up, the run would wait for a dispatch that never comes.
   return deps.store.subscribe(
-    { durable: "scheduler-outbox", aggregate: Aggregates.workflow, redelivery: { maxDeliver: 20, backoffMs: [200, 1000, 5000, 15_000, 30_000] } },
+    { durable: "scheduler-outbox", aggregate: Aggregates.workflow, redelivery: { maxDeliver: Infinity, backoffMs: [200, 1000, 5000, 15_000, 30_000] } },
     (commit) => publish(deps, commit),
   );
 }
