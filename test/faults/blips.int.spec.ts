@@ -1,7 +1,8 @@
 // No service dies of a NATS blip: the test's own nats-server is paused (SIGSTOP, then
 // SIGCONT after 1.5 s, 5 s and 30 s) and restarted, idle and while steps run, under the
 // four services as processes. No service may exit; each reports NOT_SERVING while NATS
-// is gone and SERVING again after; work dispatched before and after the fault completes.
+// is gone and SERVING again after; the API answers reads during a pause of 5 s or more;
+// work dispatched before and after the fault completes.
 import { HealthWatch, pauseProcess } from "../support/health-watch.js";
 import { SERVICE_NAMES } from "../support/services.js";
 import { FaultStack, Problems, clock, type Batch } from "./fault-stack.js";
@@ -74,11 +75,19 @@ describe("NATS paused or restarted under the services (own nats-server, services
     problems.throwIfAny(title, [...timeline, ...watch.timeline(started)]);
   }
 
+  /** While NATS is paused, the API still answers reads (from the services' projections). */
+  const readDuring = (problems: string[]) => async () => {
+    const r = await stack.eph(["sandbox", "list", "-o", "json"], { timeoutMs: 10_000 });
+    if (r.code !== 0) problems.push(`eph sandbox list during the pause exited ${r.code}: ${r.stderr.trim()}`);
+  };
+
   const pause = (ms: number) => async () => {
     const pid = stack.nats.pid;
     if (pid === undefined) throw new Error("nats-server is not running");
     const from = Date.now();
-    await pauseProcess(pid, ms);
+    const readProblems: string[] = [];
+    await pauseProcess(pid, ms, ms >= 5_000 ? readDuring(readProblems) : undefined);
+    if (readProblems.length) throw new Error(readProblems.join("\n"));
     return { from, to: Date.now() };
   };
 
@@ -95,7 +104,11 @@ describe("NATS paused or restarted under the services (own nats-server, services
 
   test("steps running, NATS paused 5 s", () => scenario("busy, paused 5 s", pause(5_000), { busy: true, degraded: true }), 70_000);
 
+  test("idle, NATS paused 5 s", () => scenario("idle, paused 5 s", pause(5_000), { busy: false, degraded: true }), 70_000);
+
   test("idle, NATS paused 30 s", () => scenario("idle, paused 30 s", pause(30_000), { busy: false, degraded: true }), 90_000);
+
+  test("steps running, NATS paused 30 s", () => scenario("busy, paused 30 s", pause(30_000), { busy: true, degraded: true }), 100_000);
 
   test("steps running, NATS restarted", () => scenario("busy, restarted", restart, { busy: true, degraded: true }), 70_000);
 });

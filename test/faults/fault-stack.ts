@@ -107,6 +107,9 @@ export class FaultStack {
           EPHEMERA_RUNNER_WORKDIR: join(scratch, "runner"),
           // Faults, not load: enough steps at once for every fault to hit create and delete steps together.
           EPHEMERA_RUNNER_CONCURRENCY: "8",
+          // The markers are files on the host, shared with the test: the host stays writable
+          // to steps here (sandbox.int.spec.ts and test/security prove the read-only host).
+          EPHEMERA_STEP_HOST_READONLY: "false",
           LOG_LEVEL: "info",
         },
       });

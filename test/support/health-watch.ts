@@ -79,10 +79,11 @@ export class HealthWatch {
  * SIGSTOP for `ms`, then SIGCONT: the server keeps its sockets open but answers nothing,
  * as a server stalled by its host does. The timer that resumes it is the fault's duration.
  */
-export async function pauseProcess(pid: number, ms: number): Promise<void> {
+export async function pauseProcess(pid: number, ms: number, during?: () => Promise<void>): Promise<void> {
   process.kill(pid, "SIGSTOP");
   try {
-    await new Promise((resolve) => setTimeout(resolve, ms));
+    // The pause is the fault's length, not a wait for a condition; `during` runs inside it.
+    await Promise.all([new Promise((resolve) => setTimeout(resolve, ms)), during?.()]);
   } finally {
     process.kill(pid, "SIGCONT");
   }
