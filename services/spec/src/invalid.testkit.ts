@@ -119,6 +119,8 @@ export const pluginRows: Row[] = [
   ["input path with a trailing /", (d) => { create(1)(d).inputs[0].as.path = "/work/"; }, "spec.create[1].inputs[0].as.path", "path-format", '"/work"'],
   ["two inputs on one path", (d) => { create(0)(d).inputs.push({ name: "owner", valueFromSandbox: true, as: { path: "/tmp/host" } }, { name: "role", valueFromSandbox: true, as: { path: "/tmp/host" } }); },
     "spec.create[0].inputs[2].as.path", "duplicate-path"],
+  ["input file directly under /", (d) => { create(1)(d).inputs[0].as.path = "/host"; }, "spec.create[1].inputs[0].as.path", "path-format", "not directly under '/'"],
+  ["output file directly under /", (d) => { create(0)(d).outputs[0].valueFromPath = "/value"; }, "spec.create[0].outputs[0].valueFromPath", "path-format", '"/outputs/value"'],
   ["relative output path", (d) => { create(0)(d).outputs[0].valueFromPath = "host"; }, "spec.create[0].outputs[0].valueFromPath", "path-format"],
   ["output without a path", (d) => { delete create(0)(d).outputs[0].valueFromPath; }, "spec.create[0].outputs[0].valueFromPath", "required"],
   ["two outputs on one path", (d) => { create(0)(d).outputs.push({ name: "port", valueFromPath: "/tmp/host" }); },

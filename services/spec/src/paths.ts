@@ -8,5 +8,7 @@ export function checkPath(p: string): string | undefined {
   if (p.split("/").includes("..")) return "must not contain '..'";
   if (p === "/" || posix.normalize(p) === "/") return "must name a file, not '/'";
   if (posix.normalize(p) !== p || p.endsWith("/")) return `must be normalised (write "${posix.normalize(p).replace(/\/$/, "")}")`;
+  // A step gets a private view of each directory its paths are in: never of / itself.
+  if (posix.dirname(p) === "/") return `must be in a directory, not directly under '/' (a step gets a private view of its paths' directories; write e.g. "/outputs${p}")`;
   return undefined;
 }
