@@ -66,6 +66,18 @@ export class UnavailableError extends EphemeraError {
   readonly retryable = true;
 }
 
+/** No credential, or one that does not verify (bad signature, expired, unknown): UNAUTHENTICATED. */
+export class UnauthenticatedError extends EphemeraError {
+  readonly code = "unauthenticated";
+  readonly retryable = false;
+}
+
+/** A valid credential that does not allow this call: PERMISSION_DENIED. */
+export class PermissionDeniedError extends EphemeraError {
+  readonly code = "permission-denied";
+  readonly retryable = false;
+}
+
 export const isValidationError = (e: unknown): e is ValidationError => e instanceof ValidationError;
 export const isConcurrencyError = (e: unknown): e is ConcurrencyError => e instanceof ConcurrencyError;
 export const isNotFoundError = (e: unknown): e is NotFoundError => e instanceof NotFoundError;

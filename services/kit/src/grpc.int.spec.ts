@@ -3,7 +3,7 @@
 import { dirname, join } from "node:path";
 import { loadSync } from "@grpc/proto-loader";
 import * as pb from "@ephemera/proto";
-import { ConflictError, NotFoundError, UnavailableError, ValidationError } from "./errors.js";
+import { ConflictError, NotFoundError, PermissionDeniedError, UnauthenticatedError, UnavailableError, ValidationError } from "./errors.js";
 import { call, clientOptions, fromServiceError, grpc, startGrpcServer, unary, type RunningServer } from "./grpc.js";
 import { waitFor } from "./wait.js";
 import { createLogger } from "./logger.js";
@@ -105,6 +105,10 @@ describe("gRPC server plumbing", () => {
     await expect(get()).rejects.toEqual(new NotFoundError("plugin x not found"));
     failWith = new ConflictError("in use by sb");
     await expect(get()).rejects.toBeInstanceOf(ConflictError);
+    failWith = new UnauthenticatedError("token expired");
+    await expect(get()).rejects.toEqual(new UnauthenticatedError("token expired"));
+    failWith = new PermissionDeniedError("not yours");
+    await expect(get()).rejects.toEqual(new PermissionDeniedError("not yours"));
     client.close();
   });
 });

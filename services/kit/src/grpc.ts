@@ -9,7 +9,7 @@ import type { Logger } from "./logger.js";
 import { tolerateMalformed } from "./malformed.js";
 import { loadShedder } from "./shed.js";
 import {
-  ConflictError, EphemeraError, NotFoundError, TooLargeError, UnavailableError, ValidationError,
+  ConflictError, EphemeraError, NotFoundError, PermissionDeniedError, TooLargeError, UnauthenticatedError, UnavailableError, ValidationError,
   errorMessage, type FieldViolation,
 } from "./errors.js";
 
@@ -117,6 +117,8 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
     err instanceof TooLargeError ? grpc.status.INVALID_ARGUMENT
     : err instanceof NotFoundError ? grpc.status.NOT_FOUND
     : err instanceof ConflictError ? grpc.status.FAILED_PRECONDITION
+    : err instanceof UnauthenticatedError ? grpc.status.UNAUTHENTICATED
+    : err instanceof PermissionDeniedError ? grpc.status.PERMISSION_DENIED
     : err instanceof UnavailableError ? grpc.status.UNAVAILABLE
     : err instanceof EphemeraError && err.retryable ? grpc.status.UNAVAILABLE
     : grpc.status.INTERNAL;
@@ -155,6 +157,8 @@ export function fromServiceError(err: unknown): Error {
       return new ValidationError([{ field: "", description: message, rule: "invalid" }], "invalid request");
     }
     case grpc.status.NOT_FOUND: return new NotFoundError(message);
+    case grpc.status.UNAUTHENTICATED: return new UnauthenticatedError(message);
+    case grpc.status.PERMISSION_DENIED: return new PermissionDeniedError(message);
     case grpc.status.FAILED_PRECONDITION:
     case grpc.status.ALREADY_EXISTS: return new ConflictError(message);
     case grpc.status.RESOURCE_EXHAUSTED:
