@@ -8,6 +8,7 @@ import { Any, BadRequest, RpcStatus, descriptorSetBase64 } from "@ephemera/proto
 import type { Logger } from "./logger.js";
 import { tolerateMalformed } from "./malformed.js";
 import { loadShedder } from "./shed.js";
+import { channelCredentials, serverCredentials, type ClientTls, type ServerTls } from "./tls.js";
 import {
   ConflictError, EphemeraError, NotFoundError, PermissionDeniedError, TooLargeError, UnauthenticatedError, UnavailableError, ValidationError,
   errorMessage, type FieldViolation,
@@ -63,11 +64,17 @@ export function followHealth(server: RunningServer, sources: HealthSource[]): ()
   return () => { for (const u of unsubscribe) u(); };
 }
 
+export interface GrpcServerOptions {
+  maxInFlight?: number;
+  /** Serve over TLS (and ask for client certificates when it has a client CA); absent: plaintext. */
+  tls?: ServerTls;
+}
+
 export async function startGrpcServer(
   listen: string,
   services: ServiceBinding[],
   logger: Logger,
-  options: { maxInFlight?: number } = {},
+  options: GrpcServerOptions = {},
 ): Promise<RunningServer> {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": MAX_REQUEST_BYTES,
@@ -80,9 +87,10 @@ export async function startGrpcServer(
   const descriptors = loadFileDescriptorSetFromBuffer(Buffer.from(descriptorSetBase64, "base64"));
   new ReflectionService(descriptors).addToServer(server);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(listen, serverCredentials(options.tls), (err, p) => (err ? reject(err) : resolve(p))),
   );
-  logger.info({ listen, port }, "grpc listening");
+  const transport = !options.tls ? "plaintext" : options.tls.clientCa ? "mtls" : "tls";
+  logger.info({ listen, port, transport }, "grpc listening");
   let shuttingDown = false;
   return {
     port,
@@ -215,9 +223,13 @@ const HealthClient = grpc.makeGenericClientConstructor({
   },
 }, "Health");
 
-/** One gRPC health check of the whole server: true when it answers SERVING (field 1 = 1) within the deadline. */
-export function checkHealth(address: string, deadlineMs = 1000): Promise<boolean> {
-  const client = new HealthClient(address, grpc.credentials.createInsecure());
+/**
+ * One gRPC health check of the whole server: true when it answers SERVING (field 1 = 1) within
+ * the deadline. A server on TLS is checked with the client TLS given.
+ */
+export function checkHealth(address: string, deadlineMs = 1000, tls?: ClientTls): Promise<boolean> {
+  const { credentials, options } = channelCredentials(tls);
+  const client = new HealthClient(address, credentials, options);
   return new Promise<boolean>((resolve) => {
     client.makeUnaryRequest("/grpc.health.v1.Health/Check", (v: Buffer) => v, (v: Buffer) => v, Buffer.alloc(0),
       { deadline: Date.now() + deadlineMs }, (err, res?: Buffer) => resolve(!err && !!res && res[0] === 0x08 && res[1] === 0x01));

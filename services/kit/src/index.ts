@@ -6,3 +6,4 @@ export * from "./ids.js";
 export * from "./grpc.js";
 export * from "./shutdown.js";
 export * from "./timers.js";
+export * from "./tls.js";
