@@ -4,6 +4,7 @@
 // wait for every sandbox to settle, and say precisely what did not.
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { Redis } from "ioredis";
 import { DeadlineError, waitFor } from "@ephemera/kit";
 import { ephAt, ephOk, type Eph } from "../support/eph.js";
@@ -30,6 +31,12 @@ export interface SandboxDoc {
     steps?: Array<{ name: string; phase: string; attempt: number; runId?: string; status: string; reason?: string; exitCode?: number }>;
     failure?: { step?: string; reason?: string; message?: string; exitCode?: number; logTail?: string };
   }>;
+}
+
+/** A fault that lasts until it is stopped; stop() returns what it did, for the timeline. */
+export interface OngoingFault {
+  what: string;
+  stop(): Promise<string>;
 }
 
 export interface Sandbox {
@@ -183,9 +190,11 @@ export class FaultStack {
     } catch (err) {
       const state = this.markers();
       const related = state.markers.filter((m) => wanted.some((w) => w.batch.sandboxes.some((s) => s.name === m.sandbox)));
+      // Their names and routing keys find the steps that ended before their script started.
+      const needles = wanted.flatMap((w) => w.batch.sandboxes.flatMap((s) => [`"sandbox":"${s.name}"`, ...(s.routingKey ? [s.routingKey] : [])]));
       throw new Error(
         `${(err as Error).message}; markers of those batches: ${related.map((m) => describeMarker(m, state)).join(", ") || "none"}\n` +
-        this.services.grep([], { since: Date.now() - 60_000, problems: true, max: 30 }),
+        this.services.grep(needles, { since: Date.now() - timeoutMs, problems: true, max: 30 }),
         { cause: err },
       );
     }
@@ -324,6 +333,14 @@ export class FaultStack {
     return `SIGKILL ${service} (pid ${pid}); restarted as pid ${this.services.pid(service)}`;
   }
 
+  /** SIGKILL, then the service stays down for `ms` (the fault itself) before it is started again. */
+  async killFor(service: ServiceName, ms: number): Promise<string> {
+    const pid = await this.services.kill(service);
+    const down = await stayDown(ms, `${service} outage`);
+    await this.services.start(service);
+    return `SIGKILL ${service} (pid ${pid}), down for ${seconds(down)} s, restarted as pid ${this.services.pid(service)}`;
+  }
+
   async restartNats(): Promise<string> {
     const pid = this.nats.pid;
     await this.nats.restart();
@@ -342,14 +359,60 @@ export class FaultStack {
     }
   }
 
+  /**
+   * FLUSHALL every `intervalMs` until stopped: a cache that keeps losing everything. stop()
+   * says how many flushes ran and how many keys they removed, and throws when no flush
+   * succeeded or one failed, since the fault then did not happen as its title says.
+   */
+  flushRedisEvery(intervalMs: number): OngoingFault {
+    const redis = new Redis(this.redis.url, { maxRetriesPerRequest: 1, connectTimeout: 5_000, lazyConnect: true });
+    const counts = { flushes: 0, keys: 0, errors: [] as string[] };
+    let stopping = false;
+    // lazyConnect: the first command connects; a failure to connect counts as a failed flush.
+    const loop = (async () => {
+      while (!stopping) {
+        try {
+          counts.keys += await redis.dbsize();
+          await redis.flushall();
+          counts.flushes++;
+        } catch (err) {
+          counts.errors.push((err as Error).message);
+        }
+        // The fault's cadence, not a wait for a condition.
+        await delay(intervalMs);
+      }
+    })();
+    return {
+      what: `FLUSHALL on Redis every ${intervalMs} ms`,
+      stop: async () => {
+        stopping = true;
+        try {
+          await loop;
+        } finally {
+          redis.disconnect();
+        }
+        const done = `${counts.flushes} FLUSHALLs on Redis, one every ${intervalMs} ms (${counts.keys} keys removed in all)`;
+        if (!counts.flushes || counts.errors.length) {
+          throw new Error(`harness: ${done}; ${counts.errors.length} failed: ${[...new Set(counts.errors)].join("; ")}`);
+        }
+        return done;
+      },
+    };
+  }
+
   /** Redis down for `ms`: the length of the outage is the fault itself, not a wait for a condition. */
   async redisOutage(ms: number): Promise<string> {
     const pid = this.redis.pid;
     await this.redis.stop();
-    const down = Date.now();
-    await waitFor(() => Date.now() - down >= ms, { timeoutMs: ms + 5_000, intervalMs: 100, what: `the ${ms} ms Redis outage to pass` });
+    const down = await stayDown(ms, "Redis outage");
     await this.redis.start();
-    return `Redis (pid ${pid}) stopped for ${Math.round((Date.now() - down) / 1000)} s, started again empty (pid ${this.redis.pid})`;
+    return `Redis (pid ${pid}) stopped for ${seconds(down)} s, started again empty (pid ${this.redis.pid})`;
+  }
+
+  /** Step scripts of the batch that started (a marker each), in `phase`. */
+  scriptsStarted(batch: Batch, phase: "create" | "delete"): number {
+    const names = new Set(batch.sandboxes.map((s) => s.name));
+    return this.markers().markers.filter((m) => m.phase === phase && names.has(m.sandbox)).length;
   }
 
   private describeStuck(s: Sandbox, now: string, expected: string, state: MarkerState, since: number, timeoutMs: number): string {
@@ -395,5 +458,14 @@ function alive(pid: number): boolean {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
+
+/** Lets `ms` pass (an outage's length is the fault itself); returns how long it really took. */
+async function stayDown(ms: number, what: string): Promise<number> {
+  const down = Date.now();
+  await waitFor(() => Date.now() - down >= ms, { timeoutMs: ms + 5_000, intervalMs: 100, what: `the ${ms} ms ${what} to pass` });
+  return Date.now() - down;
+}
+
+const seconds = (ms: number) => Math.round(ms / 1000);
 
 export const clock = (ms: number) => new Date(ms).toISOString().slice(11, 23);
