@@ -4,11 +4,11 @@
 // create outputs, and no process left behind. Scenarios run in order on one stack: each
 // creates a batch while a batch of ready sandboxes is being deleted, and injects its fault
 // while steps of both are running, so every fault hits create and delete steps.
-import { FaultStack, Problems, clock, type Batch } from "./fault-stack.js";
+import { FaultStack, Problems, clock, type Batch, type OngoingFault } from "./fault-stack.js";
 
 const BATCH_SIZE = 3;
-/** Everything in this file, start to stop, fits in this (the suite is bounded: ≤ 4 min with the build). */
-const SUITE_BUDGET_MS = 220_000;
+/** Everything in this file, start to stop, fits in this (the suite is bounded: ≤ 4.5 min with the build). */
+const SUITE_BUDGET_MS = 257_000;
 const STOP_RESERVE_MS = 15_000;
 
 interface Scenario {
@@ -19,6 +19,12 @@ interface Scenario {
   maxMs: number;
   /** Injects the fault and restores the system; returns what it did, for the timeline. */
   fault?: (stack: FaultStack) => Promise<string>;
+  /**
+   * A fault that lasts until the sandboxes settle: started once a create step of this
+   * scenario's batch runs, before the other batch's deletion is asked for, so it hits
+   * create and delete steps from their start to their end ("overlap" scenarios only).
+   */
+  ongoing?: (stack: FaultStack) => OngoingFault;
   /**
    * "overlap": the fault hits while a create step of this scenario's batch and a delete
    * step of the batch being deleted run. "between": while a step that reads another step's
@@ -33,11 +39,14 @@ const SCENARIOS: Scenario[] = [
   { title: "SIGKILL of the scheduler while steps run, then restart", normalMs: 15_000, maxMs: 45_000, fault: (s) => s.killAndRestart("scheduler") },
   { title: "SIGKILL of the sandbox service while steps run, then restart", normalMs: 15_000, maxMs: 45_000, fault: (s) => s.killAndRestart("sandbox") },
   { title: "SIGKILL of the IO context while steps run, then restart", normalMs: 15_000, maxMs: 45_000, fault: (s) => s.killAndRestart("iocontext") },
+  // Longer than a step: calls of steps that start or end meanwhile are retried until it is back.
+  { title: "IO context killed for 8 s while steps run, then restarted", normalMs: 23_000, maxMs: 55_000, fault: (s) => s.killFor("iocontext", 8_000) },
   // The runner's dispatches come back only after the work queue's ack wait (30 s).
   { title: "SIGKILL of the runner while steps run, then restart", normalMs: 45_000, maxMs: 70_000, fault: (s) => s.killAndRestart("runner") },
   { title: "restart of nats-server (same port, same store) while steps run", normalMs: 16_000, maxMs: 45_000, fault: (s) => s.restartNats() },
   { title: "FLUSHALL on Redis between create and delete, while a step that reads another's output runs", normalMs: 14_000, maxMs: 40_000, fault: (s) => s.flushRedis(), when: "between" },
   { title: "Redis stopped for 20 s while steps run, then started again", normalMs: 34_000, maxMs: 60_000, fault: (s) => s.redisOutage(20_000) },
+  { title: "Redis flushed every 100 ms while steps run", normalMs: 14_000, maxMs: 40_000, ongoing: (s) => s.flushRedisEvery(100) },
 ];
 const DRAIN = { normalMs: 10_000, maxMs: 30_000 };
 
@@ -94,8 +103,10 @@ describe("ephemera under faults (own NATS and Redis, services as processes)", ()
       const note = (line: string) => timeline.push(`${clock(Date.now())} ${line}`);
       const problems = new Problems();
       let faultAt: number | undefined;
+      let ongoing: OngoingFault | undefined;
+      const faulty = Boolean(scenario.fault ?? scenario.ongoing);
       await stack.services.ready(left(until));
-      const del = scenario.fault ? await batchToDelete(until, problems, note) : undefined;
+      const del = faulty ? await batchToDelete(until, problems, note) : undefined;
 
       const batch = stack.newBatch(`f${++counter}`, BATCH_SIZE);
       await stack.apply(batch);
@@ -108,25 +119,37 @@ describe("ephemera under faults (own NATS and Redis, services as processes)", ()
         note(`deleting ${del.sandboxes.map((s) => s.name).join(", ")}`);
       };
       const when = scenario.when ?? "overlap";
-      if (!scenario.fault) {
-        stack.checkStepProcessesVisible(await stack.stepsRunning([{ batch, phase: "create" }], left(until)), problems);
-      } else {
-        if (when === "overlap") {
-          await stack.stepsRunning([{ batch, phase: "create" }], left(until));
-          await startDelete();
+      // An ongoing fault is stopped however the scenario ends, so it cannot hit the next one.
+      try {
+        if (!faulty) {
+          stack.checkStepProcessesVisible(await stack.stepsRunning([{ batch, phase: "create" }], left(until)), problems);
+        } else {
+          if (when === "overlap") {
+            await stack.stepsRunning([{ batch, phase: "create" }], left(until));
+            if (scenario.ongoing) {
+              faultAt = Date.now();
+              ongoing = scenario.ongoing(stack);
+              note(`fault started: ${ongoing.what}`);
+            }
+            await startDelete();
+          }
+          const wanted = when === "between"
+            ? [{ batch, phase: "create" as const, step: "configure" }]
+            : [{ batch, phase: "create" as const }, ...(del ? [{ batch: del, phase: "delete" as const }] : [])];
+          const running = await stack.stepsRunning(wanted, Math.min(20_000, left(until)));
+          note(`steps running: ${running.map((m) => `${m.runId} (${m.sandbox})`).join(", ")}`);
+          if (scenario.fault) {
+            faultAt = Date.now();
+            note(`fault done: ${await scenario.fault(stack)}`);
+          }
+          if (when === "between") await startDelete();
         }
-        const wanted = when === "between"
-          ? [{ batch, phase: "create" as const, step: "configure" }]
-          : [{ batch, phase: "create" as const }, ...(del ? [{ batch: del, phase: "delete" as const }] : [])];
-        const running = await stack.stepsRunning(wanted, Math.min(20_000, left(until)));
-        note(`steps running: ${running.map((m) => `${m.runId} (${m.sandbox})`).join(", ")}`);
-        faultAt = Date.now();
-        note(`fault done: ${await scenario.fault(stack)}`);
-        if (when === "between") await startDelete();
-      }
 
-      await stack.settle({ ready: batch, ...(del ? { gone: del } : {}) }, left(until), problems, since);
-      note("settled (or deadline)");
+        await stack.settle({ ready: batch, ...(del ? { gone: del } : {}) }, left(until), problems, since);
+        note("settled (or deadline)");
+      } finally {
+        if (ongoing) note(`fault stopped: ${await ongoing.stop()}`);
+      }
       if (del) stack.checkDeleteOutputs(del, problems);
       stack.checkDuplicates(problems);
       await stack.checkNoStepProcesses(problems);
