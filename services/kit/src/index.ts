@@ -7,3 +7,4 @@ export * from "./grpc.js";
 export * from "./shutdown.js";
 export * from "./timers.js";
 export * from "./tls.js";
+export * from "./listen.js";

@@ -2,15 +2,23 @@
 import * as pb from "@ephemera/proto";
 import { redact } from "@ephemera/events";
 import { toServiceError, unary, type grpc, type Logger, type ServiceBinding } from "@ephemera/kit";
+import type { ApiAccess } from "./auth/access.js";
+import { guard, principalOf } from "./auth/guard.js";
 import type { CallContext, SandboxCore } from "./service.js";
 
-/** The caller's identity: the `x-ephemera-actor` metadata a client sends (not verified yet). */
+/**
+ * The caller's identity, recorded as the actor of what the call writes: the verified token's
+ * name when the API asks for tokens; else the `x-ephemera-actor` metadata a client sends, as it says.
+ */
 function caller(call: { metadata: grpc.Metadata }): CallContext {
+  const verified = principalOf(call);
+  if (verified) return { actor: verified.name };
   const actor = call.metadata.get("x-ephemera-actor")[0];
   return typeof actor === "string" && actor ? { actor: actor.slice(0, 128) } : {};
 }
 
-export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[] {
+/** The API's services; with `access`, every method needs a bearer token whose role allows it (auth/policy.ts). */
+export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAccess): ServiceBinding[] {
   const plugins: pb.ResourcePluginServiceServer = {
     apply: unary(async (req: pb.ApplyResourcePluginRequest, call) => core.applyPlugin(req.plugin, caller(call)), logger),
     get: unary(async (req: pb.GetResourcePluginRequest) => core.getPlugin(req.ref), logger),
@@ -89,12 +97,13 @@ export function apiServices(core: SandboxCore, logger: Logger): ServiceBinding[]
       }, (err: unknown) => call.emit("error", toServiceError(err)));
     },
   };
-  return [
+  const bindings: ServiceBinding[] = [
     { definition: pb.ResourcePluginServiceService, implementation: plugins as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.SandboxServiceService, implementation: sandboxes as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LogServiceService, implementation: logs as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.EventServiceService, implementation: events as unknown as grpc.UntypedServiceImplementation },
   ];
+  return access ? guard(bindings, access, logger) : bindings;
 }
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

@@ -1,12 +1,15 @@
 // Entry point of the sandbox service (the public API).
-import { DEFAULT_API_LISTEN, commonConfig, configured, createLogger, envString, onShutdown } from "@ephemera/kit";
-import { start } from "./index.js";
+import { DEFAULT_API_LISTEN, commonConfig, configured, createLogger, envBool, envString, onShutdown, serverTlsFromEnv } from "@ephemera/kit";
+import { apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
 
 const logger = createLogger("sandbox");
 const config = configured(logger, "sandbox service", () => ({
   ...commonConfig(process.env),
   listen: envString(process.env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN),
   previewDomain: envString(process.env, "EPHEMERA_PREVIEW_DOMAIN", "preview.ephemera.localhost"),
+  access: apiAccess(apiAccessConfigFromEnv(process.env)),
+  allowOpen: envBool(process.env, "EPHEMERA_API_ALLOW_OPEN", false),
+  tls: serverTlsFromEnv(process.env),
 }));
 start(config, logger).then(
   (service) => onShutdown(logger, [() => service.stop()]),
