@@ -15,8 +15,11 @@ module.exports = {
     { ...common, displayName: "unit", testMatch: ["<rootDir>/{services,test}/**/*.unit.spec.ts"] },
     { ...common, displayName: "integration", testMatch: ["<rootDir>/{services,test}/**/*.int.spec.ts"] },
     { ...common, displayName: "e2e", testMatch: ["<rootDir>/{services,test}/**/*.e2e.spec.ts"] },
-    // *.faults.spec.ts: own NATS/Redis/services killed and restarted (~3.5 min); part of `pnpm test`, so CI runs it.
+    // *.faults.spec.ts: own NATS/Redis/services killed, restarted and flushed (~4 min); part of `pnpm test`, so CI runs it.
     { ...common, displayName: "faults", testMatch: ["<rootDir>/test/**/*.faults.spec.ts"] },
+    // *.measure.ts: bounded measurements whose figures go to docs/performance.md (`pnpm test:outputs`);
+    // listed only when asked for, so `pnpm test` never runs them.
+    ...(process.env.EPHEMERA_MEASURE === "1" ? [{ ...common, displayName: "measure", testMatch: ["<rootDir>/test/load/**/*.measure.ts"] }] : []),
   ],
   testTimeout: 60000,
 };
