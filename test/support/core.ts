@@ -10,11 +10,11 @@ import { join } from "node:path";
 import {
   InMemoryEventStore, InMemoryLogStore, InMemoryWorkQueue, type Commit, type RecordedEvent,
 } from "@ephemera/eventstore";
-import { createLogger, startGrpcServer, waitFor, type Logger, type RunningServer } from "@ephemera/kit";
+import { createLogger, startGrpcServer, waitFor, type Logger, type RunningServer, type ServerTls } from "@ephemera/kit";
 import { InMemoryOutputStore, start as startIOContext, type RunningIOContext } from "../../services/iocontext/src/index.js";
 import { start as startRunner, type RunningRunner } from "../../services/runner/src/start.js";
 import { apiServices } from "../../services/sandbox/src/api.js";
-import { SandboxCore } from "../../services/sandbox/src/index.js";
+import { SandboxCore, type ApiAccess } from "../../services/sandbox/src/index.js";
 import { Scheduler, type SchedulerDeps } from "../../services/scheduler/src/scheduler.js";
 import { processesMentioning } from "./processes.js";
 
@@ -31,6 +31,8 @@ export interface CoreOptions {
   previewDomain?: string;
   /** pino level of every service (default: LOG_LEVEL, else silent). */
   logLevel?: string;
+  /** The public API's bearer tokens (default: none, open) and TLS (default: plaintext). */
+  api?: { access?: ApiAccess; tls?: ServerTls };
 }
 
 export interface Core {
@@ -88,7 +90,8 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     });
     await sandboxes.start();
     stops.push(() => sandboxes.stop());
-    const api: RunningServer = await startGrpcServer("127.0.0.1:0", apiServices(sandboxes, logger), logger);
+    const api: RunningServer = await startGrpcServer("127.0.0.1:0", apiServices(sandboxes, logger, options.api?.access), logger,
+      options.api?.tls ? { tls: options.api.tls } : {});
     // Stops run in reverse: the server goes last, after the core has ended its watch streams.
     stops.unshift(() => api.shutdown());
 

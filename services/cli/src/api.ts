@@ -1,6 +1,6 @@
 // The public API as the command line sees it: the four gRPC clients on one channel, every
 // unary call bound by a deadline and every stream cancellable and bounded.
-import { call, clientOptions, fromServiceError, grpc } from "@ephemera/kit";
+import { call, channelCredentials, clientOptions, fromServiceError, grpc, type ClientTls } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
 
 export const DEFAULT_API = "127.0.0.1:7400";
@@ -14,20 +14,33 @@ export interface StreamOptions {
   signal?: AbortSignal;
 }
 
+export interface ApiOptions {
+  /** Deadline of each unary call. */
+  timeoutMs?: number;
+  /** Who is asking: recorded by an open API on the events a call causes (x-ephemera-actor). */
+  actor?: string;
+  /** Sent as `authorization: Bearer <token>` with every call, streams included. */
+  token?: string;
+  /** TLS to the API; absent: plaintext. */
+  tls?: ClientTls;
+}
+
 export class Api {
   private readonly plugins: pb.ResourcePluginServiceClient;
   private readonly sandboxes: pb.SandboxServiceClient;
   private readonly logs: pb.LogServiceClient;
   private readonly events: pb.EventServiceClient;
 
-  constructor(
-    readonly address: string,
-    private readonly timeoutMs = 15_000,
-    /** Who is asking: recorded by the API on the events a call causes (x-ephemera-actor). */
-    private readonly actor = process.env["EPHEMERA_ACTOR"] ?? process.env["USER"] ?? "",
-  ) {
-    const credentials = grpc.credentials.createInsecure();
-    this.plugins = new pb.ResourcePluginServiceClient(address, credentials, clientOptions);
+  private readonly timeoutMs: number;
+  private readonly actor: string;
+  private readonly token: string | undefined;
+
+  constructor(readonly address: string, options: ApiOptions = {}) {
+    this.timeoutMs = options.timeoutMs ?? 15_000;
+    this.actor = options.actor ?? process.env["EPHEMERA_ACTOR"] ?? process.env["USER"] ?? "";
+    this.token = options.token;
+    const { credentials, options: tlsOptions } = channelCredentials(options.tls);
+    this.plugins = new pb.ResourcePluginServiceClient(address, credentials, { ...clientOptions, ...tlsOptions });
     const shared = { channelOverride: this.plugins.getChannel() };
     this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
     this.logs = new pb.LogServiceClient(address, credentials, shared);
@@ -39,7 +52,7 @@ export class Api {
   }
 
   getPlugin(ref: string): Promise<pb.ResourcePluginVersion> {
-    return call(this.plugins.get.bind(this.plugins), { ref }, this.timeoutMs);
+    return call(this.plugins.get.bind(this.plugins), { ref }, this.timeoutMs, this.metadata());
   }
 
   /** Every version's summary (no spec), fetched a page at a time. */
@@ -47,7 +60,7 @@ export class Api {
     const out: pb.ResourcePluginVersion[] = [];
     let pageToken = "";
     do {
-      const page = await call(this.plugins.list.bind(this.plugins), { pageSize: 500, pageToken, name }, this.timeoutMs);
+      const page = await call(this.plugins.list.bind(this.plugins), { pageSize: 500, pageToken, name }, this.timeoutMs, this.metadata());
       out.push(...page.plugins);
       pageToken = page.nextPageToken;
     } while (pageToken);
@@ -64,11 +77,11 @@ export class Api {
   }
 
   getSandbox(name: string, showOutputs = false): Promise<pb.SandboxView> {
-    return call(this.sandboxes.get.bind(this.sandboxes), { name, showOutputs }, this.timeoutMs);
+    return call(this.sandboxes.get.bind(this.sandboxes), { name, showOutputs }, this.timeoutMs, this.metadata());
   }
 
   async listSandboxes(): Promise<pb.SandboxView[]> {
-    return (await call(this.sandboxes.list.bind(this.sandboxes), {}, this.timeoutMs)).sandboxes;
+    return (await call(this.sandboxes.list.bind(this.sandboxes), {}, this.timeoutMs, this.metadata())).sandboxes;
   }
 
   deleteSandbox(name: string, force: boolean): Promise<pb.SandboxView> {
@@ -79,24 +92,32 @@ export class Api {
     return call(this.sandboxes.retry.bind(this.sandboxes), { name }, this.timeoutMs, this.who());
   }
 
-  private who(): grpc.Metadata {
+  /** Every call's metadata: the bearer token, if any. */
+  private metadata(): grpc.Metadata {
     const m = new grpc.Metadata();
+    if (this.token) m.set("authorization", `Bearer ${this.token}`);
+    return m;
+  }
+
+  /** A write's metadata: the token, and who is asking. */
+  private who(): grpc.Metadata {
+    const m = this.metadata();
     if (this.actor) m.set("x-ephemera-actor", this.actor);
     return m;
   }
 
   /** Streams the sandbox's views; `onView` returns true once it has seen enough. */
   watchSandbox(name: string, onView: (view: pb.SandboxView) => boolean | void, opts: StreamOptions): Promise<StreamEnd> {
-    const stream = this.sandboxes.watch({ name, showOutputs: false }, new grpc.Metadata(), callOptions(opts));
+    const stream = this.sandboxes.watch({ name, showOutputs: false }, this.metadata(), callOptions(opts));
     return consume(stream, onView, opts.signal);
   }
 
   streamLogs(request: pb.GetLogsRequest, onChunk: (chunk: pb.LogChunk) => void, opts: StreamOptions): Promise<StreamEnd> {
-    return consume(this.logs.get(request, new grpc.Metadata(), callOptions(opts)), onChunk, opts.signal);
+    return consume(this.logs.get(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
   }
 
   watchEvents(request: pb.WatchEventsRequest, onRecord: (record: pb.EventRecord) => void, opts: StreamOptions): Promise<StreamEnd> {
-    return consume(this.events.watch(request, new grpc.Metadata(), callOptions(opts)), onRecord, opts.signal);
+    return consume(this.events.watch(request, this.metadata(), callOptions(opts)), onRecord, opts.signal);
   }
 
   close(): void {

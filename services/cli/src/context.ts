@@ -1,6 +1,8 @@
 // What every command gets: the caller's streams and environment, and the API client,
 // created on first use so `--help` and `schema` never open a connection.
+import { clientTlsFromEnv, isLoopback, type ClientTls } from "@ephemera/kit";
 import { Api, DEFAULT_API } from "./api.js";
+import { UsageError } from "./errors.js";
 
 export interface Writer {
   write(chunk: string | Uint8Array): unknown;
@@ -17,17 +19,78 @@ export interface Io {
   signal?: AbortSignal;
 }
 
+/** The connection options of the command line, each with the variable it stands for. */
+export interface ConnectionOptions {
+  api?: string;
+  token?: string;
+  tls?: boolean;
+  tlsCa?: string;
+  tlsServerName?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+const TLS_FLAGS = [
+  ["tlsCa", "--tls-ca", "EPHEMERA_TLS_CA"],
+  ["tlsServerName", "--tls-server-name", "EPHEMERA_TLS_SERVER_NAME"],
+  ["tlsCert", "--tls-cert", "EPHEMERA_TLS_CLIENT_CERT"],
+  ["tlsKey", "--tls-key", "EPHEMERA_TLS_CLIENT_KEY"],
+] as const;
+
 export class Context {
   /** `--api` or EPHEMERA_API; fixed once the command line is parsed. */
   address: string;
+  /** `--token` or EPHEMERA_TOKEN. */
+  token: string | undefined;
+  private tlsEnv: Record<string, string | undefined>;
+  /** Flags given, by the variable they stand for: errors name the flag. */
+  private readonly flags = new Map<string, string>();
   private client: Api | undefined;
 
   constructor(readonly io: Io) {
     this.address = io.env["EPHEMERA_API"] || DEFAULT_API;
+    this.token = io.env["EPHEMERA_TOKEN"] || undefined;
+    this.tlsEnv = io.env;
+  }
+
+  /** The global options, once parsed: they win over the environment. */
+  connect(options: ConnectionOptions): void {
+    if (options.api) this.address = options.api;
+    if (options.token) this.token = options.token;
+    const env: Record<string, string | undefined> = { ...this.io.env };
+    if (options.tls) {
+      env["EPHEMERA_TLS"] = "true";
+      this.flags.set("EPHEMERA_TLS", "--tls");
+    }
+    for (const [key, flag, variable] of TLS_FLAGS) {
+      const value = options[key];
+      if (value === undefined) continue;
+      env[variable] = value;
+      this.flags.set(variable, flag);
+    }
+    this.tlsEnv = env;
+  }
+
+  /** TLS to the API, from the flags and the environment; a file that cannot be used is bad usage. */
+  tls(): ClientTls | undefined {
+    try {
+      return clientTlsFromEnv(this.tlsEnv);
+    } catch (err) {
+      let message = (err as Error).message;
+      for (const [variable, flag] of this.flags) message = message.replaceAll(variable, `${flag} (${variable})`);
+      throw new UsageError(message, { cause: err });
+    }
   }
 
   api(): Api {
-    this.client ??= new Api(this.address);
+    if (!this.client) {
+      const tls = this.tls();
+      // A token sent in plaintext to another machine can be read on the way.
+      if (this.token && !tls && !isLoopback(this.address)) {
+        this.err(`warning: sending the token to ${this.address} without TLS (set EPHEMERA_TLS_CA or --tls)`);
+      }
+      this.client = new Api(this.address, { ...(this.token ? { token: this.token } : {}), ...(tls ? { tls } : {}) });
+    }
     return this.client;
   }
 

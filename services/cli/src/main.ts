@@ -8,6 +8,10 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+// Node's deprecation notices are for the program's authors, not its users (grpc-js names the
+// server by its IP when the API is an address, which Node flags as DEP0123).
+process.noDeprecation = true;
+
 // `eph events --follow | head` closes our stdout: that is the reader being done, not a failure.
 process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   if (err.code === "EPIPE") process.exit(0);

@@ -1,10 +1,10 @@
 // The `eph` program: the command tree, and the one place errors become exit codes
 // (0 done, 1 the operation failed, 2 bad usage or an invalid file).
 import { Command, CommanderError } from "commander";
-import { UnavailableError, ValidationError, errorMessage } from "@ephemera/kit";
+import { PermissionDeniedError, UnauthenticatedError, UnavailableError, ValidationError, errorMessage } from "@ephemera/kit";
 import { TemplateError } from "@ephemera/spec";
 import { DEFAULT_API } from "./api.js";
-import { Context, type Io } from "./context.js";
+import { Context, type ConnectionOptions, type Io } from "./context.js";
 import { UsageError } from "./errors.js";
 import { registerEvents } from "./events.js";
 import { registerLogs } from "./logs.js";
@@ -17,6 +17,10 @@ export type { Io, Writer } from "./context.js";
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
+/** The API wants a (valid) bearer token: none was sent, or it is unknown, expired or badly signed. */
+export const EXIT_UNAUTHENTICATED = 3;
+/** The token is valid, but its role does not allow this. */
+export const EXIT_PERMISSION_DENIED = 4;
 
 /** Runs `eph` with these arguments (without the program name) and returns the exit code. */
 export async function run(argv: string[], io: Io): Promise<number> {
@@ -35,6 +39,12 @@ function buildProgram(ctx: Context): Command {
   const program = new Command("eph")
     .description("ephemera: ephemeral resources for sandboxes")
     .option("--api <address>", `API address (default: $EPHEMERA_API or ${DEFAULT_API})`)
+    .option("--token <token>", "bearer token for the API (default: $EPHEMERA_TOKEN, which keeps it out of the process list)")
+    .option("--tls", "connect over TLS, trusting the system's CAs ($EPHEMERA_TLS=true)")
+    .option("--tls-ca <file>", "connect over TLS, trusting this CA's PEM certificate ($EPHEMERA_TLS_CA)")
+    .option("--tls-server-name <name>", "name expected on the API's certificate, when not the address's host ($EPHEMERA_TLS_SERVER_NAME)")
+    .option("--tls-cert <file>", "client certificate (PEM) for an API that asks for one ($EPHEMERA_TLS_CLIENT_CERT)")
+    .option("--tls-key <file>", "the client certificate's key (PEM) ($EPHEMERA_TLS_CLIENT_KEY)")
     .configureOutput({
       writeOut: (s) => void ctx.io.stdout.write(s),
       writeErr: (s) => void ctx.io.stderr.write(s),
@@ -44,13 +54,14 @@ function buildProgram(ctx: Context): Command {
     .addHelpText(
       "after",
       `
-Exit codes: 0 success, 1 the operation failed, 2 bad usage or an invalid file.
+Exit codes: 0 success, 1 the operation failed, 2 bad usage or an invalid file,
+3 not authenticated (no token, or one the API does not accept), 4 permission denied (the
+token's role does not allow it).
 With -o json, stdout holds exactly one JSON document (one per line for events);
 progress and diagnostics go to stderr.`,
     )
     .hook("preAction", (_program, action) => {
-      const api = action.optsWithGlobals<{ api?: string }>().api;
-      if (api) ctx.address = api;
+      ctx.connect(action.optsWithGlobals<ConnectionOptions>());
     });
   registerPlugin(program, ctx);
   registerSandbox(program, ctx);
@@ -66,6 +77,15 @@ function report(err: unknown, ctx: Context): number {
   if (err instanceof ValidationError || err instanceof TemplateError || err instanceof UsageError) {
     ctx.err(`error: ${err.message}`);
     return EXIT_USAGE;
+  }
+  if (err instanceof UnauthenticatedError) {
+    const hint = ctx.token ? "" : " (set EPHEMERA_TOKEN or --token)";
+    ctx.err(`error: the ephemera API at ${ctx.address} did not accept the call: ${err.message}${hint}`);
+    return EXIT_UNAUTHENTICATED;
+  }
+  if (err instanceof PermissionDeniedError) {
+    ctx.err(`error: permission denied: ${err.message}`);
+    return EXIT_PERMISSION_DENIED;
   }
   if (err instanceof UnavailableError) {
     // grpc-js appends an empty "Resolution note:" to connection failures.

@@ -3,7 +3,8 @@
 // row), and a stream that stays silent is checked with Get, so a lost notification or a
 // stream that never closes cannot make the wait outlive what it waits for.
 import {
-  NotFoundError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError, isValidationError,
+  NotFoundError, PermissionDeniedError, UnauthenticatedError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError,
+  isValidationError,
 } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import type { Api } from "./api.js";
@@ -120,7 +121,9 @@ export async function waitForSandbox(
         broken = "the server ended the stream";
       } catch (err) {
         if (isNotFoundError(err)) return tracker.notFound();
+        // Refusals that reconnecting cannot change (a token expired during a long wait included).
         if (err instanceof OperationFailed || isValidationError(err) || isConflictError(err)) throw err;
+        if (err instanceof UnauthenticatedError || err instanceof PermissionDeniedError) throw err;
         if (signal.aborted) return stopped();
         broken = errorMessage(err);
       } finally {
