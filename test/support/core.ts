@@ -67,7 +67,9 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
   const cluster = options.cluster ?? "local";
   // Four random characters per core and a counter per sandbox: a script's processes are
   // told apart from those of any other core on this machine by their routing key.
-  const tag = (randomBytes(4).readUInt32BE() % 36 ** 4).toString(36).padStart(4, "0");
+  // A letter first: a routing key of digits only would read as a number in YAML.
+  const random = randomBytes(4).readUInt32BE();
+  const tag = String.fromCharCode(97 + (random % 26)) + (Math.floor(random / 26) % 36 ** 3).toString(36).padStart(3, "0");
   let keys = 0;
   const store = new InMemoryEventStore();
   const logs = new InMemoryLogStore();

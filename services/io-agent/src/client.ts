@@ -1,7 +1,7 @@
 // The agents' side of the IOContext service: fetch a step's inputs, store its outputs, and
 // read them back (the runner). Every call has a deadline and is retried while the IO
 // context answers UNAVAILABLE, so an outage of its Redis does not fail the step.
-import { call, grpc } from "@ephemera/kit";
+import { call, channelCredentials, type ClientTls } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
 import { DEFAULT_RETRY, withRetries, type RetryNotice, type RetryPolicy } from "./retry.js";
 
@@ -15,8 +15,10 @@ export interface IOCallOptions {
   signal?: AbortSignal;
 }
 
-export function ioContextClient(address: string): pb.IOContextClient {
-  return new pb.IOContextClient(address, grpc.credentials.createInsecure());
+/** A client of the IO context at `address`, over TLS when `tls` is given. */
+export function ioContextClient(address: string, tls?: ClientTls): pb.IOContextClient {
+  const { credentials, options } = channelCredentials(tls);
+  return new pb.IOContextClient(address, credentials, options);
 }
 
 function withPolicy<T>(fn: (timeoutMs: number) => Promise<T>, options: IOCallOptions): Promise<T> {

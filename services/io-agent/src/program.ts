@@ -1,4 +1,5 @@
 // The contract between the process driver and the step program it starts (step.ts).
+import type { ClientTls } from "@ephemera/kit";
 import type { RetryPolicy } from "./retry.js";
 
 /** Environment variable carrying the JSON-encoded StepProgramConfig. */
@@ -12,6 +13,8 @@ export interface StepProgramConfig {
   token: string;
   /** host:port of the IOContext service. */
   iocontext: string;
+  /** TLS to the IO context (the CA it trusts, a client certificate for mTLS); absent: plaintext. */
+  iocontextTls?: ClientTls;
   /** Per-run directory on the host: sources of the private views, and the report. */
   runDir: string;
   /** The script's environment before the inputs are added (PATH, LANG, the default variables). */

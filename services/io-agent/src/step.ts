@@ -41,7 +41,7 @@ type Config = StepProgramConfig & { sandbox?: StepSandbox };
 
 async function runStep(config: Config): Promise<StepReport> {
   const sandbox = config.sandbox ?? {};
-  const client = ioContextClient(config.iocontext);
+  const client = ioContextClient(config.iocontext, config.iocontextTls);
   try {
     let plan;
     try {

@@ -1,19 +1,20 @@
 // Entry point of the iocontext service: configuration from the environment, then start().
 import { connectNats, JetStreamEventStore } from "@ephemera/eventstore";
-import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, envString, onShutdown } from "@ephemera/kit";
+import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, envString, onShutdown } from "@ephemera/kit";
 import { openRedis } from "./redis.js";
 import { start } from "./start.js";
 
 const logger = createLogger("iocontext");
 const common = configured(logger, "iocontext", () => commonConfig(process.env));
 const listen = envString(process.env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN);
+const tls = configured(logger, "iocontext", () => serverTlsFromEnv(process.env));
 
 try {
   const nc = await connectNats(common.natsUrl, "iocontext", common.natsAuth);
   const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger });
   const redis = openRedis(common.redisUrl, {}, common.redisAuth);
   redis.on("error", (err: Error) => logger.warn({ err }, "redis connection error"));
-  const service = await start({ listen, prefix: common.prefix }, { store, redis, logger });
+  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}) }, { store, redis, logger });
   onShutdown(logger, [
     async () => { await nc.drain(); },
     async () => { await redis.quit(); },

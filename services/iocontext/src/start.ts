@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import * as pb from "@ephemera/proto";
 import { Aggregates } from "@ephemera/events";
 import { Feed, JetStreamEventStore, type Commit, type EventStore } from "@ephemera/eventstore";
-import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger } from "@ephemera/kit";
+import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger, type ServerTls } from "@ephemera/kit";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { IOContextHandlers } from "./service.js";
@@ -15,6 +15,8 @@ export interface IOContextConfig {
   listen: string;
   prefix: string;
   maxOutputBytes?: number;
+  /** Serve over TLS (EPHEMERA_TLS_CERT/KEY, and EPHEMERA_TLS_CLIENT_CA for mTLS); absent: plaintext. */
+  tls?: ServerTls;
 }
 
 /** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
@@ -56,7 +58,8 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     putStepOutputs: unary((req: pb.PutStepOutputsRequest) => handlers.putStepOutputs(req), logger),
     getStepOutputs: unary((req: pb.GetStepOutputsRequest) => handlers.getStepOutputs(req), logger),
   };
-  const server = await startGrpcServer(config.listen, [{ definition: pb.IOContextService, implementation }], logger);
+  const server = await startGrpcServer(config.listen, [{ definition: pb.IOContextService, implementation }], logger,
+    config.tls ? { tls: config.tls } : {});
   // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
   if (store instanceof JetStreamEventStore) followHealth(server, [store.health]);
   return {

@@ -1,7 +1,9 @@
 // The runner's configuration, read from environment variables.
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, envBool, envInt, envString, type Env, type NatsAuth } from "@ephemera/kit";
+import {
+  DEFAULT_IOCONTEXT_LISTEN, clientTlsFromEnv, commonConfig, envBool, envInt, envString, type ClientTls, type Env, type NatsAuth,
+} from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
 
 export const DEFAULT_RUNNER_LISTEN = "127.0.0.1:7403";
@@ -17,6 +19,8 @@ export interface RunnerConfig {
   driver: "process";
   /** host:port of the IO context service. */
   iocontextAddr: string;
+  /** TLS to the IO context, as the steps dial it (EPHEMERA_TLS, EPHEMERA_TLS_CA, ...); absent: plaintext. */
+  iocontextTls?: ClientTls;
   /** Per-run directories of the process driver live under `<workdir>/runs`. */
   workdir: string;
   /** gRPC health of the runner. */
@@ -80,6 +84,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
   const driver = envString(env, "EPHEMERA_RUNNER_DRIVER", "process");
   if (driver !== "process") throw new Error(`EPHEMERA_RUNNER_DRIVER "${driver}" is not available (drivers: process)`);
   const hostEnv: Record<string, string> = {};
+  const iocontextTls = clientTlsFromEnv(env);
   for (const name of HOST_ENV_PASSED) if (env[name]) hostEnv[name] = env[name];
   return {
     natsUrl,
@@ -92,6 +97,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     stepNiceness: Math.min(19, Math.max(0, envInt(env, "EPHEMERA_STEP_NICE", 10))),
     driver,
     iocontextAddr: envString(env, "EPHEMERA_IOCONTEXT_ADDR", envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN)),
+    ...(iocontextTls ? { iocontextTls } : {}),
     workdir: envString(env, "EPHEMERA_RUNNER_WORKDIR", join(defaults.tmpdir, "ephemera", prefix)),
     listen: envString(env, "EPHEMERA_RUNNER_LISTEN", DEFAULT_RUNNER_LISTEN),
     runnerId: defaults.runnerId,

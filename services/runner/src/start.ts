@@ -39,6 +39,7 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     logger.warn(isolation, "steps may leave processes behind: no pid namespace or no parent-death signal here");
   }
   const driver = new ProcessDriver({
+    ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}),
     workdir: config.workdir, iocontext: config.iocontextAddr, stepProgram: config.stepProgram, isolation, hostEnv: config.hostEnv, logger,
     ...(config.stepNiceness ? { niceness: config.stepNiceness } : {}),
     // The scripts' user and quota (nobody and 256 MiB tmpfs views by default, when root).

@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { FailureReason, REPORT_FILE, STEP_CONFIG_ENV, parseStepReport, type StepProgramConfig, type StepReport } from "@ephemera/io-agent";
-import type { Logger } from "@ephemera/kit";
+import type { ClientTls, Logger } from "@ephemera/kit";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
 import { hostEnvForSteps, stepEnv, type StepSandbox } from "./step-env.js";
@@ -15,6 +15,8 @@ export interface ProcessDriverOptions {
   workdir: string;
   /** host:port of the IO context, as the step program dials it. */
   iocontext: string;
+  /** TLS to the IO context; absent: plaintext. */
+  iocontextTls?: ClientTls;
   /** io-agent's step program (its built `step.js`). */
   stepProgram: string;
   /** From detectIsolation(). */
@@ -70,6 +72,7 @@ export class ProcessDriver implements StepDriver {
         runId: dispatch.runId,
         token: request.token,
         iocontext: this.options.iocontext,
+        ...(this.options.iocontextTls ? { iocontextTls: this.options.iocontextTls } : {}),
         runDir,
         env: stepEnv(this.options.hostEnv, request.env),
         ...(this.options.sandbox ? { sandbox: this.options.sandbox } : {}),
