@@ -10,7 +10,7 @@ import { join } from "node:path";
 import {
   InMemoryEventStore, InMemoryLogStore, InMemoryWorkQueue, type Commit, type RecordedEvent,
 } from "@ephemera/eventstore";
-import { createLogger, startGrpcServer, waitFor, type Logger, type RunningServer, type ServerTls } from "@ephemera/kit";
+import { createLogger, startGrpcServer, waitFor, type ClientTls, type Logger, type RunningServer, type ServerTls } from "@ephemera/kit";
 import { InMemoryOutputStore, start as startIOContext, type RunningIOContext } from "../../services/iocontext/src/index.js";
 import { start as startRunner, type RunningRunner } from "../../services/runner/src/start.js";
 import { apiServices } from "../../services/sandbox/src/api.js";
@@ -33,6 +33,8 @@ export interface CoreOptions {
   logLevel?: string;
   /** The public API's bearer tokens (default: none, open) and TLS (default: plaintext). */
   api?: { access?: ApiAccess; tls?: ServerTls };
+  /** The IO context on TLS, and what the runner's steps trust to reach it (default: plaintext). */
+  iocontextTls?: { server: ServerTls; client: ClientTls };
 }
 
 export interface Core {
@@ -101,11 +103,12 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     await scheduler.start();
     stops.push(() => scheduler.stop());
 
-    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag }, { store, logger, outputs });
+    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}) }, { store, logger, outputs });
     stops.push(() => io.stop());
 
     const runner: RunningRunner = await startRunner({
       natsUrl: "", prefix: tag, cluster, concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
+      ...(options.iocontextTls ? { iocontextTls: options.iocontextTls.client } : {}),
       workdir, listen: "127.0.0.1:0", runnerId: `core-${tag}`, stepProgram: STEP_PROGRAM,
       hostEnv: Object.fromEntries(["PATH", "LANG"].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
       // Steps still running when the test ends are stopped at once.

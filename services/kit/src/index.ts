@@ -8,3 +8,4 @@ export * from "./shutdown.js";
 export * from "./timers.js";
 export * from "./tls.js";
 export * from "./listen.js";
+export * from "./capability.js";

@@ -5,7 +5,7 @@
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode } from "@ephemera/events";
 import type { Commit, EventStore, Feed, Projection, Subscription, WorkQueue } from "@ephemera/eventstore";
-import { UnavailableError, type Logger } from "@ephemera/kit";
+import { UnavailableError, stepCapability, type Logger } from "@ephemera/kit";
 import type { PluginFacts } from "./facts.js";
 import type { WorkflowState } from "./workflow/state.js";
 
@@ -36,12 +36,14 @@ async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
     const e = decode(recorded);
     if (e?.type === "ephemera.workflow.step_dispatched.v1") {
       const planned = started.steps.find((s) => s.name === e.data.step);
-      const runner = deps.plugins.get(started.plugin)?.state.get(started.version)?.runner;
+      const spec = deps.plugins.get(started.plugin)?.state.get(started.version);
+      const runner = spec?.runner;
+      const step = spec?.[started.phase === "delete" ? "delete" : "create"].find((s) => s.name === e.data.step);
       await deps.queue.publish(started.cluster, e.data.runId, pb.StepDispatch.fromPartial({
         runId: e.data.runId, workflowId: started.workflowId, sandbox: started.sandbox, routingKey: started.routingKey,
         resource: started.resource, phase: started.phase, step: e.data.step, attempt: e.data.attempt, cluster: started.cluster,
         plugin: started.plugin, version: started.version, runner, timeoutMs: planned?.timeoutMs ?? 0,
-        correlationId: recorded.correlationId, causationId: recorded.id,
+        correlationId: recorded.correlationId, causationId: recorded.id, ...capabilityOf(step),
       }));
       deps.logger.info({ workflow: started.workflowId, step: e.data.step, runId: e.data.runId }, "step dispatched");
     } else if (e?.type === "ephemera.workflow.cancel_requested.v1" || e?.type === "ephemera.workflow.run_stop_requested.v1") {
@@ -53,4 +55,10 @@ async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
       deps.logger.info({ workflow: started.workflowId, runIds: e.data.runIds, reason: e.data.reason }, "runs told to stop");
     }
   }
+}
+
+/** What the step may do at the IO context, from its spec: signed into its run's token by the runner. */
+function capabilityOf(step: pb.Step | undefined): Pick<pb.StepDispatch, "inputs" | "outputs"> {
+  const { inputs, outputs } = step ? stepCapability("", step) : { inputs: [], outputs: [] };
+  return { inputs, outputs };
 }

@@ -1,0 +1,134 @@
+// Capability tokens of step runs: what one attempt of one step may do at the IO context,
+// signed by the runner that starts it and checked by the IO context on every call, from
+// the token alone. An HS256 JWT (jose) whose claims name the run, the input sources it
+// may read and the outputs it may write, and when it expires; its key id names the
+// signing key, so a key can be rotated while tokens signed with the previous one live.
+import { createHash, randomBytes } from "node:crypto";
+import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { SignJWT, errors as joseErrors, jwtVerify } from "jose";
+import type * as pb from "@ephemera/proto";
+import { envString, type Env } from "./config.js";
+import { PermissionDeniedError, UnauthenticatedError } from "./errors.js";
+
+/** What a step run may do. Input sources: `param:<name>` (a sandbox value) or `step:<step>.<output>`. */
+export interface StepCapability {
+  run: string;
+  inputs: string[];
+  outputs: string[];
+}
+
+export const paramSource = (name: string) => `param:${name}`;
+export const stepSource = (step: string, output: string) => `step:${step}.${output}`;
+
+/** What a run of `step` may do, from its spec: read its declared inputs' sources, write its declared outputs. */
+export function stepCapability(run: string, step: Pick<pb.Step, "inputs" | "outputs">): StepCapability {
+  return {
+    run,
+    inputs: step.inputs.map((i) => (i.valueFromStep ? stepSource(i.valueFromStep.name, i.valueFromStep.output) : paramSource(i.name))),
+    outputs: step.outputs.map((o) => o.name),
+  };
+}
+
+const ISSUER = "ephemera-runner";
+const AUDIENCE = "ephemera-iocontext";
+const MIN_KEY_BYTES = 32;
+
+export interface SigningKey {
+  id: string;
+  secret: Uint8Array;
+}
+
+export function signingKey(secret: Uint8Array): SigningKey {
+  if (secret.length < MIN_KEY_BYTES) throw new Error(`a signing key must be at least ${MIN_KEY_BYTES} bytes, got ${secret.length}`);
+  return { id: createHash("sha256").update(secret).digest("hex").slice(0, 16), secret };
+}
+
+/**
+ * The keys of a service: the first signs, all verify. From EPHEMERA_SIGNING_KEY (the key
+ * itself, at least 32 bytes) or else the file EPHEMERA_SIGNING_KEY_FILE (default
+ * `<tmpdir>/ephemera/<prefix>/signing.key`, created with a random key, mode 0600, by the
+ * first service that needs it: the runner and the IO context of one machine share it);
+ * EPHEMERA_SIGNING_KEY_PREVIOUS, a key still accepted while tokens it signed may live.
+ */
+export function signingKeys(env: Env, defaultFile: string): SigningKey[] {
+  const given = envString(env, "EPHEMERA_SIGNING_KEY", "");
+  const file = envString(env, "EPHEMERA_SIGNING_KEY_FILE", defaultFile);
+  const current = given ? Buffer.from(given, "utf8") : keyFile(file);
+  const keys = [withName(() => signingKey(current), given ? "EPHEMERA_SIGNING_KEY" : `the key in ${file}`)];
+  const previous = envString(env, "EPHEMERA_SIGNING_KEY_PREVIOUS", "");
+  if (previous) keys.push(withName(() => signingKey(Buffer.from(previous, "utf8")), "EPHEMERA_SIGNING_KEY_PREVIOUS"));
+  return keys;
+}
+
+function withName<T>(f: () => T, name: string): T {
+  try {
+    return f();
+  } catch (err) {
+    throw new Error(`${name}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Reads the key file, or creates it (exclusively: two services starting at once agree on one key). */
+function keyFile(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  try {
+    const fd = openSync(path, "wx", 0o600);
+    try {
+      writeSync(fd, randomBytes(48).toString("base64url"));
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
+  return readFileSync(path);
+}
+
+/** Where a machine's runner and IO context keep their shared key when none is given. */
+export const defaultSigningKeyFile = (tmpdir: string, prefix: string) => join(tmpdir, "ephemera", prefix, "signing.key");
+
+/** A token for `capability`, valid for `ttlMs` from `now`. */
+export async function signCapability(key: SigningKey, capability: StepCapability, ttlMs: number, now = new Date()): Promise<string> {
+  const iat = Math.floor(now.getTime() / 1000);
+  return new SignJWT({ in: capability.inputs, out: capability.outputs })
+    .setProtectedHeader({ alg: "HS256", kid: key.id })
+    .setSubject(capability.run)
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + Math.ceil(ttlMs / 1000))
+    .sign(key.secret);
+}
+
+/**
+ * The capability a token grants to `runId`. UnauthenticatedError: missing, malformed,
+ * signed with an unknown key, badly signed or expired; PermissionDeniedError: a valid
+ * token of another run. Messages never hold the token.
+ */
+export async function verifyCapability(keys: SigningKey[], token: string, runId: string, now = new Date()): Promise<StepCapability> {
+  if (!token) throw new UnauthenticatedError(`run ${runId}: no capability token`);
+  let payload;
+  try {
+    ({ payload } = await jwtVerify(token, ({ kid }) => {
+      const key = keys.find((k) => k.id === kid);
+      if (!key) throw new UnauthenticatedError(`run ${runId}: the token is signed with an unknown key (${kid ?? "none named"})`);
+      return key.secret;
+    }, { algorithms: ["HS256"], issuer: ISSUER, audience: AUDIENCE, currentDate: now, clockTolerance: 5 }));
+  } catch (err) {
+    if (err instanceof UnauthenticatedError) throw err;
+    const why = err instanceof joseErrors.JWTExpired ? "the token has expired"
+      : err instanceof joseErrors.JWSSignatureVerificationFailed ? "the token's signature does not verify"
+      : err instanceof joseErrors.JWTClaimValidationFailed ? `the token's ${err.claim} claim is wrong`
+      : "the token is malformed";
+    throw new UnauthenticatedError(`run ${runId}: ${why}`);
+  }
+  if (payload.sub !== runId) throw new PermissionDeniedError(`run ${runId}: the token is for another run (${String(payload.sub)})`);
+  const list = (v: unknown) => (Array.isArray(v) && v.every((x) => typeof x === "string") ? v : []);
+  return { run: runId, inputs: list(payload["in"]), outputs: list(payload["out"]) };
+}
