@@ -40,6 +40,8 @@ export interface CoreOptions {
 export interface Core {
   /** host:port of the public API (ResourcePluginService, SandboxService, LogService, EventService). */
   address: string;
+  /** host:port of the IO context. */
+  iocontext: string;
   store: InMemoryEventStore;
   logs: InMemoryLogStore;
   outputs: InMemoryOutputStore;
@@ -129,6 +131,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     let stopping: Promise<void> | undefined;
     return {
       address: `127.0.0.1:${api.port}`,
+      iocontext: `127.0.0.1:${io.port}`,
       store, logs, outputs, sandboxes, scratch, tag,
       file: (name, content) => {
         const path = join(scratch, name);
