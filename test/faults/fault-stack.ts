@@ -143,12 +143,19 @@ export class FaultStack {
     return { label, sandboxes: Array.from({ length: size }, (_, i) => ({ name: `${label}-${String.fromCharCode(97 + i)}` })) };
   }
 
-  async apply(batch: Batch): Promise<void> {
-    await Promise.all(batch.sandboxes.map(async (sb) => {
-      const r = await ephOk(this.eph, [
-        "sandbox", "apply", "-f", join(FIXTURES, "marker-sandbox.yaml"), "--set", `name=${sb.name}`, "--set", `markers=${this.markerDir}`,
-      ]);
-      sb.routingKey = /routing key ([a-z0-9]+)/.exec(r.stdout)?.[1];
+  /**
+   * Applies the batch, `parallel` `eph` processes at a time: twenty CLIs starting at once
+   * on two busy cores can take longer than a call's deadline just to load.
+   */
+  async apply(batch: Batch, parallel = 4): Promise<void> {
+    const queue = [...batch.sandboxes];
+    await Promise.all(Array.from({ length: Math.min(parallel, queue.length) }, async () => {
+      for (let sb = queue.shift(); sb; sb = queue.shift()) {
+        const r = await ephOk(this.eph, [
+          "sandbox", "apply", "-f", join(FIXTURES, "marker-sandbox.yaml"), "--set", `name=${sb.name}`, "--set", `markers=${this.markerDir}`,
+        ]);
+        sb.routingKey = /routing key ([a-z0-9]+)/.exec(r.stdout)?.[1];
+      }
     }));
   }
 
