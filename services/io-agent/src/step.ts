@@ -19,6 +19,10 @@ const SCRIPT_PATH = join(STEP_HOME, ".ephemera", "script");
 
 const say = (line: string) => process.stdout.write(`[ephemera] ${line}\n`);
 
+// Its output is the step's log: no Node deprecation notices there (grpc-js names a TLS server
+// by its IP when the IO context is an address, which Node flags as DEP0123).
+process.noDeprecation = true;
+
 // The runner stops a step by signalling its whole process group: the script gets SIGTERM
 // too and its grace period to clean up. This program stays to report; it only makes sure
 // a script that was not started yet never starts.

@@ -8,3 +8,18 @@ export function isLoopback(listen: string): boolean {
   if (isIP(host) === 4) return host.startsWith("127.");
   return host === "::1" || /^::ffff:127\./i.test(host);
 }
+
+/**
+ * An API without bearer tokens lets anyone who reaches it apply and delete: fine on loopback
+ * (a laptop's `pnpm start`), refused elsewhere unless `allowOpen` (EPHEMERA_API_ALLOW_OPEN).
+ * Returns the line to say at start when the API is open, undefined when it asks for tokens.
+ */
+export function openApiNotice(listen: string, options: { secured: boolean; allowOpen?: boolean }): string | undefined {
+  if (options.secured) return undefined;
+  const open = `the API on ${listen} is open: no EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS, so anyone who reaches it may apply and delete`;
+  if (isLoopback(listen)) return `${open} (loopback only: processes of this machine)`;
+  if (!options.allowOpen) {
+    throw new Error(`${open}, from other machines too. Set EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS (docs/security.md), listen on loopback, or set EPHEMERA_API_ALLOW_OPEN=true`);
+  }
+  return `${open}, from other machines too (EPHEMERA_API_ALLOW_OPEN)`;
+}

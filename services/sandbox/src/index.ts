@@ -1,6 +1,6 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
 import { JetStreamEventStore, JetStreamLogStore, connectNats } from "@ephemera/eventstore";
-import { followHealth, isLoopback, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
+import { followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
 import { SandboxCore } from "./service.js";
@@ -24,22 +24,9 @@ export interface SandboxConfig extends CommonConfig {
   tls?: ServerTls;
 }
 
-/**
- * An API without tokens lets anyone who reaches it apply and delete: fine on loopback (a
- * laptop's `pnpm start`), refused elsewhere unless asked for. Returns what to log.
- */
-export function openApiNotice(config: Pick<SandboxConfig, "listen" | "access" | "allowOpen">): string | undefined {
-  if (config.access) return undefined;
-  const open = `the API on ${config.listen} is open: no EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS, so anyone who reaches it may apply and delete`;
-  if (isLoopback(config.listen)) return `${open} (loopback only: processes of this machine)`;
-  if (!config.allowOpen) {
-    throw new Error(`${open}, from other machines too. Set EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS (docs/security.md), listen on loopback, or set EPHEMERA_API_ALLOW_OPEN=true`);
-  }
-  return `${open}, from other machines too (EPHEMERA_API_ALLOW_OPEN)`;
-}
-
 export async function start(config: SandboxConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
-  const open = openApiNotice(config);
+  // Open without tokens on loopback only, unless asked for (EPHEMERA_API_ALLOW_OPEN).
+  const open = openApiNotice(config.listen, { secured: !!config.access, ...(config.allowOpen ? { allowOpen: true } : {}) });
   const nc = await connectNats(config.natsUrl, "ephemera-sandbox", config.natsAuth);
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const logs = await JetStreamLogStore.open(nc, config.prefix);

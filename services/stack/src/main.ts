@@ -7,6 +7,8 @@ import { createLogger } from "@ephemera/kit";
 import { formatLine, startStack, StackInterruptedError } from "./index.js";
 
 const logger = createLogger("stack");
+// Health checks of servers on TLS at an IP address would print Node's DEP0123 notice.
+process.noDeprecation = true;
 const pretty = (process.env["EPHEMERA_LOG_FORMAT"] ?? (process.stdout.isTTY ? "pretty" : "json")) === "pretty";
 
 async function main(): Promise<void> {
@@ -30,9 +32,10 @@ async function main(): Promise<void> {
   process.on("SIGINT", stop);
 
   const stack = await starting;
+  const ca = process.env["EPHEMERA_TLS_CA"] ? ` EPHEMERA_TLS_CA=${process.env["EPHEMERA_TLS_CA"]}` : "";
   process.stderr.write(
     `ephemera is up: API ${stack.api}, IO context ${stack.iocontext}, prefix ${process.env["EPHEMERA_PREFIX"] ?? "eph"}. ` +
-    `Try: EPHEMERA_API=${stack.api} pnpm -s eph plugin apply -f examples/hello-db/plugin.yaml\n`,
+    `Try: EPHEMERA_API=${stack.api}${ca} pnpm -s eph plugin apply -f examples/hello-db/plugin.yaml\n${stack.access}\n`,
   );
 }
 

@@ -4,7 +4,8 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import {
-  DEFAULT_API_LISTEN, DEFAULT_IOCONTEXT_LISTEN, EphemeraError, envString, checkHealth, errorMessage, waitFor, type Env,
+  DEFAULT_API_LISTEN, DEFAULT_IOCONTEXT_LISTEN, EphemeraError, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
+  openApiNotice, waitFor, type ClientTls, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
 import { Supervisor, type Death, type Exit } from "./supervise.js";
@@ -31,6 +32,8 @@ export interface StackOptions {
 export interface RunningStack {
   api: string;
   iocontext: string;
+  /** Who may call the API, in a line to say at start: open on loopback, or asking for tokens. */
+  access: string;
   /** The service's current process; undefined while it waits to be restarted and after stop(). */
   pid(service: ServiceName): number | undefined;
   /** How many times the service has been started again after dying. */
@@ -75,11 +78,30 @@ export function stackEnv(env: Env): Env {
     // Health ports of the services without an API: any free port unless chosen.
     EPHEMERA_SCHEDULER_LISTEN: envString(env, "EPHEMERA_SCHEDULER_LISTEN", "127.0.0.1:0"),
     EPHEMERA_RUNNER_LISTEN: envString(env, "EPHEMERA_RUNNER_LISTEN", "127.0.0.1:0"),
+    // With the servers on TLS, the runner's steps dial the IO context on TLS too.
+    ...(envString(env, "EPHEMERA_TLS_CERT", "") && !envString(env, "EPHEMERA_TLS", "") ? { EPHEMERA_TLS: "true" } : {}),
   };
+}
+
+/**
+ * Who may call the stack's API, said at start: an API without tokens is open, which is
+ * fine on loopback; elsewhere it is refused here, before anything starts, unless
+ * EPHEMERA_API_ALLOW_OPEN (the sandbox service would refuse it too).
+ */
+export function accessNotice(env: Env): string {
+  const api = envString(env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN);
+  const secured = !!(envString(env, "EPHEMERA_API_TOKENS", "") || envString(env, "EPHEMERA_API_JWKS", ""));
+  const open = openApiNotice(api, { secured, allowOpen: envBool(env, "EPHEMERA_API_ALLOW_OPEN", false) });
+  const transport = envString(env, "EPHEMERA_TLS_CERT", "") ? "over TLS" : "in plaintext";
+  if (open) return `Note: ${open}; ${transport}. To ask for tokens, see docs/security.md.`;
+  return `The API asks every call for a bearer token (eph: EPHEMERA_TOKEN or --token), ${transport}.`;
 }
 
 export async function startStack(options: StackOptions): Promise<RunningStack> {
   const env = stackEnv(options.env);
+  // Settings that would stop a service are refused before any starts.
+  const access = accessNotice(env);
+  const healthTls = envString(env, "EPHEMERA_TLS_CERT", "") ? clientTlsFromEnv(env) : undefined;
   const backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
   const readyTimeoutMs = options.readyTimeoutMs ?? 30_000;
   const startupDeaths = new Map<ServiceName, { service: ServiceName; deaths: number; last: Exit }>();
@@ -116,7 +138,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   if (options.signal?.aborted) interrupt();
   options.signal?.addEventListener("abort", interrupt, { once: true });
   try {
-    await Promise.all([healthy(api, readyTimeoutMs, waiting.signal), healthy(iocontext, readyTimeoutMs, waiting.signal)]);
+    await Promise.all([healthy(api, readyTimeoutMs, waiting.signal, healthTls), healthy(iocontext, readyTimeoutMs, waiting.signal, healthTls)]);
   } catch (err) {
     waiting.abort();
     await stop();
@@ -130,6 +152,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   return {
     api,
     iocontext,
+    access,
     pid: (service) => get(service).pid,
     restarts: (service) => get(service).restarts,
     stop,
@@ -151,10 +174,10 @@ function describeExit({ code, signal }: Exit): string {
 
 
 /**
- * Waits until the gRPC server at `address` reports SERVING (status field 1 = SERVING).
- * Rejects once `signal` is aborted.
+ * Waits until the gRPC server at `address` reports SERVING (status field 1 = SERVING), dialing
+ * it with `tls` when given. Rejects once `signal` is aborted.
  */
-export async function healthy(address: string, timeoutMs = 30_000, signal?: AbortSignal): Promise<void> {
-  await waitFor(async () => signal?.aborted || checkHealth(address), { timeoutMs, intervalMs: 100, what: `gRPC health of ${address}` });
+export async function healthy(address: string, timeoutMs = 30_000, signal?: AbortSignal, tls?: ClientTls): Promise<void> {
+  await waitFor(async () => signal?.aborted || checkHealth(address, 1000, tls), { timeoutMs, intervalMs: 100, what: `gRPC health of ${address}` });
   if (signal?.aborted) throw new Error(`stopped waiting for gRPC health of ${address}`, { cause: signal.reason });
 }

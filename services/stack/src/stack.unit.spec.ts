@@ -1,5 +1,5 @@
 import { formatLine } from "./format.js";
-import { stackEnv } from "./stack.js";
+import { accessNotice, stackEnv } from "./stack.js";
 
 describe("stack", () => {
   it("gives every service the defaults of a local stack, keeping what the caller set", () => {
@@ -9,6 +9,21 @@ describe("stack", () => {
     });
     const mine = stackEnv({ EPHEMERA_IOCONTEXT_LISTEN: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
     expect(mine).toMatchObject({ EPHEMERA_IOCONTEXT_ADDR: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
+  });
+
+  it("has the runner's steps dial the IO context on TLS when the servers are on TLS", () => {
+    expect(stackEnv({ EPHEMERA_TLS_CERT: "/c.pem", EPHEMERA_TLS_KEY: "/k.pem" })).toMatchObject({ EPHEMERA_TLS: "true" });
+    expect(stackEnv({})).not.toHaveProperty("EPHEMERA_TLS");
+    expect(stackEnv({ EPHEMERA_TLS_CERT: "/c.pem", EPHEMERA_TLS: "false" })).toMatchObject({ EPHEMERA_TLS: "false" });
+  });
+
+  it("says at start that the API is open on loopback, or that it asks for tokens; refuses it open elsewhere", () => {
+    expect(accessNotice(stackEnv({}))).toBe("Note: the API on 127.0.0.1:7400 is open: no EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS, " +
+      "so anyone who reaches it may apply and delete (loopback only: processes of this machine); in plaintext. To ask for tokens, see docs/security.md.");
+    expect(accessNotice(stackEnv({ EPHEMERA_API_TOKENS: "/etc/eph/tokens.yaml", EPHEMERA_TLS_CERT: "/c.pem" })))
+      .toBe("The API asks every call for a bearer token (eph: EPHEMERA_TOKEN or --token), over TLS.");
+    expect(() => accessNotice(stackEnv({ EPHEMERA_API_LISTEN: "0.0.0.0:7400" }))).toThrow(/from other machines too\. Set EPHEMERA_API_TOKENS/);
+    expect(accessNotice(stackEnv({ EPHEMERA_API_LISTEN: "0.0.0.0:7400", EPHEMERA_API_ALLOW_OPEN: "true" }))).toMatch(/^Note: .*EPHEMERA_API_ALLOW_OPEN/);
   });
 
   it("renders pino lines for a terminal and passes other lines through", () => {
