@@ -17,6 +17,7 @@ import { apiServices } from "../../services/sandbox/src/api.js";
 import { SandboxCore, type ApiAccess } from "../../services/sandbox/src/index.js";
 import { Scheduler, type SchedulerDeps } from "../../services/scheduler/src/scheduler.js";
 import { processesMentioning } from "./processes.js";
+import { TEST_KEY } from "./keys.js";
 
 const ROOT = join(__dirname, "..", "..");
 /** io-agent's built step program (`pnpm build`), as the process driver runs it. */
@@ -105,7 +106,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     await scheduler.start();
     stops.push(() => scheduler.stop());
 
-    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}) }, { store, logger, outputs });
+    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}), keys: [TEST_KEY] }, { store, logger, outputs });
     stops.push(() => io.stop());
 
     const runner: RunningRunner = await startRunner({
@@ -115,7 +116,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
       hostEnv: Object.fromEntries(["PATH", "LANG"].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
       // Steps still running when the test ends are stopped at once.
       cancelGraceMs: 500, shutdownGraceMs: 0, heartbeatMs: 1_000,
-    }, { store, queue, logs, logger });
+    }, { store, queue, logs, logger, signingKey: TEST_KEY });
     stops.push(() => runner.stop());
 
     const events = async (): Promise<RecordedEvent[]> => {

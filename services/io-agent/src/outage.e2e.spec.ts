@@ -10,6 +10,7 @@ import { connectNats, JetStreamEventStore, type EventStore } from "@ephemera/eve
 import { waitFor } from "@ephemera/kit";
 import { testNats } from "../../../test/support/servers.js";
 import { startOwnRedis, type OwnServer } from "../../../test/support/own-servers.js";
+import { TEST_KEY_SECRET, tokenForStep } from "../../../test/support/keys.js";
 import { ManagedProcess } from "../../../test/support/processes.js";
 import { freePort } from "../../../test/support/stack.js";
 import { fetchStepInputs, fetchStepOutputs, ioContextClient, storeStepOutputs } from "./client.js";
@@ -45,6 +46,11 @@ async function dispatchRun(store: EventStore): Promise<void> {
     },
     { type: "ephemera.workflow.step_dispatched.v1", data: pb.WorkflowStepDispatched.toJSON({ step: "provision", runId: RUN, attempt: 1 }) },
   ]);
+  // A runner took it: its outputs may be written until it ends.
+  await append("steprun", RUN, [{
+    type: "ephemera.steprun.started.v1",
+    data: pb.StepRunStarted.toJSON(pb.StepRunStarted.fromPartial({ runId: RUN, workflowId: WORKFLOW, step: "provision", attempt: 1 })),
+  }]);
 }
 
 describe("the sidecar rides out a 20-second Redis outage", () => {
@@ -54,6 +60,7 @@ describe("the sidecar rides out a 20-second Redis outage", () => {
   let cleanupStreams: (nc: NatsConnection) => Promise<void>;
   let iocontext: ManagedProcess;
   let client: pb.IOContextClient;
+  let token: string;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "io-agent-outage-"));
@@ -66,10 +73,12 @@ describe("the sidecar rides out a 20-second Redis outage", () => {
     iocontext = new ManagedProcess("iocontext", {
       command: process.execPath,
       args: [join(ROOT, "services", "iocontext", "dist", "main.js")],
-      env: { PATH: process.env["PATH"], NATS_URL: t.url, REDIS_URL: redis.url, EPHEMERA_PREFIX: t.prefix, EPHEMERA_IOCONTEXT_LISTEN: address, LOG_LEVEL: "info" },
+      env: { PATH: process.env["PATH"], NATS_URL: t.url, REDIS_URL: redis.url, EPHEMERA_PREFIX: t.prefix, EPHEMERA_IOCONTEXT_LISTEN: address, LOG_LEVEL: "info",
+        EPHEMERA_SIGNING_KEY: TEST_KEY_SECRET },
     });
     client = ioContextClient(address);
-    await waitFor(() => fetchStepInputs(client, RUN, "", { retry: false, timeoutMs: 1_000 }).then(() => true), {
+    token = await tokenForStep(RUN, spec.create[0]!);
+    await waitFor(() => fetchStepInputs(client, RUN, token, { retry: false, timeoutMs: 1_000 }).then(() => true), {
       timeoutMs: 30_000, intervalMs: 100, what: "the IO context to serve the run",
     });
   }, 60_000);
@@ -87,7 +96,7 @@ describe("the sidecar rides out a 20-second Redis outage", () => {
     const notices: Array<RetryNotice & { at: number }> = [];
     await redis.stop("SIGKILL");
     const downAt = Date.now();
-    const stored = storeStepOutputs(client, RUN, "", outputs, { onRetry: (n) => notices.push({ ...n, at: Date.now() }) })
+    const stored = storeStepOutputs(client, RUN, token, outputs, { onRetry: (n) => notices.push({ ...n, at: Date.now() }) })
       .then(() => Date.now());
     stored.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
 
@@ -103,7 +112,7 @@ describe("the sidecar rides out a 20-second Redis outage", () => {
     expect(notices.every((n) => n.error.includes(RUN) && !n.error.includes(SECRET))).toBe(true);
     // Once Redis is back the next retry gets through: at most one capped backoff later.
     expect(storedAt - upAt).toBeLessThanOrEqual(5_000 + 2_000);
-    const read = await fetchStepOutputs(client, RUN, "");
+    const read = await fetchStepOutputs(client, RUN, token);
     expect(read.map((o) => [o.name, o.value.toString()])).toEqual([["host", "db-1"], ["password", SECRET]]);
     const serviceLog = iocontext.log.lines().map((l) => l.line);
     expect(serviceLog.some((l) => l.includes("cannot store step outputs"))).toBe(true);

@@ -1,7 +1,8 @@
 import * as pb from "@ephemera/proto";
 import { Aggregates, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
 import { connectNats, JetStreamEventStore, type EventStore } from "@ephemera/eventstore";
-import { NotFoundError, ValidationError, call, createLogger, grpc, waitFor } from "@ephemera/kit";
+import { NotFoundError, PermissionDeniedError, ValidationError, call, createLogger, grpc, waitFor } from "@ephemera/kit";
+import { TEST_KEY, tokenForRun } from "../../../test/support/keys.js";
 import { openRedis, start, type Redis, type RunningIOContext } from "./index.js";
 import { testNats } from "../../../test/support/servers.js";
 
@@ -61,11 +62,16 @@ describe("iocontext against NATS and Redis", () => {
     const current = await store.read(aggregate, id);
     await store.append(aggregate, id, current, events.map(encode), { source: "test" });
   };
-  const getInputs = (runId: string) => call(client.getStepInputs.bind(client), { runId, token: "" });
-  const putOutputs = (runId: string, outputs: Record<string, string | Buffer>) =>
-    call(client.putStepOutputs.bind(client), {
-      runId, token: "", outputs: Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) })),
+  const getInputs = async (runId: string) => call(client.getStepInputs.bind(client), { runId, token: await tokenForRun(spec, runId) });
+  /** As the sidecar of a running attempt does: the runner recorded it started. */
+  const putOutputs = async (runId: string, outputs: Record<string, string | Buffer>) => {
+    if ((await store.read(Aggregates.steprun, runId)).events.length === 0) {
+      await append(Aggregates.steprun, runId, ev("ephemera.steprun.started.v1", { runId, workflowId: runId.split(".").slice(0, 3).join("."), step: runId.split(".")[3]!, attempt: 1 }));
+    }
+    return call(client.putStepOutputs.bind(client), {
+      runId, token: await tokenForRun(spec, runId), outputs: Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) })),
     });
+  };
   const byName = (r: pb.GetStepInputsResponse) =>
     Object.fromEntries(r.inputs.map((i) => [i.name, { present: i.present, value: i.value.toString(), env: i.env, path: i.path }]));
 
@@ -81,8 +87,9 @@ describe("iocontext against NATS and Redis", () => {
   };
   const succeed = async (wf: string, run: string, outputs: Record<string, string>) => {
     const step = run.split(".")[3]!;
+    const started = (await store.read(Aggregates.steprun, run)).events.length > 0;
     await append(Aggregates.steprun, run,
-      ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step, attempt: 1 }),
+      ...(started ? [] : [ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step, attempt: 1 })]),
       ev("ephemera.steprun.succeeded.v1", {
         runId: run, workflowId: wf, step, outputs: Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) })),
       }),
@@ -98,7 +105,7 @@ describe("iocontext against NATS and Redis", () => {
     store = await JetStreamEventStore.open(nc, { prefix });
     redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
-    service = await start({ listen: "127.0.0.1:0", prefix }, { store, redis, logger: createLogger("iocontext", "silent") });
+    service = await start({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, logger: createLogger("iocontext", "silent") });
     client = new pb.IOContextClient(`127.0.0.1:${service.port}`, grpc.credentials.createInsecure());
   });
 
@@ -138,7 +145,7 @@ describe("iocontext against NATS and Redis", () => {
     await succeed(create, provisionRun, { host: "db-rk0001", port: "5432" });
     await append(Aggregates.workflow, create, ev("ephemera.workflow.step_dispatched.v1", { step: "seed", runId: seedRun, attempt: 1 }));
     expect(byName(await getInputs(seedRun))).toEqual({ host: { present: true, value: "db-rk0001", env: "HOST", path: "/work/host" } });
-    const stored = await call(client.getStepOutputs.bind(client), { runId: provisionRun, token: "" });
+    const stored = await call(client.getStepOutputs.bind(client), { runId: provisionRun, token: await tokenForRun(spec, provisionRun) });
     expect(stored.outputs.map((o) => [o.name, o.value.toString()]).sort()).toEqual([["host", "db-rk0001"], ["port", "5432"]]);
   });
 
@@ -154,14 +161,15 @@ describe("iocontext against NATS and Redis", () => {
     });
   });
 
-  it("rejects undeclared and oversized outputs, naming them", async () => {
+  it("rejects undeclared outputs (not in the run's token) and oversized ones, naming them; stores nothing", async () => {
     await startWorkflow(create, "create", provisionRun);
-    const err = await putOutputs(provisionRun, { host: "x", password: "p", port: Buffer.alloc(1024 * 1024 + 1) }).catch((e: unknown) => e);
+    const undeclared = await putOutputs(provisionRun, { host: "x", password: "p" }).catch((e: unknown) => e);
+    expect(undeclared).toBeInstanceOf(PermissionDeniedError);
+    expect((undeclared as Error).message).toContain('output "password" is not one its token allows');
+    const err = await putOutputs(provisionRun, { host: "x", port: Buffer.alloc(1024 * 1024 + 1) }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ValidationError);
-    const violations = (err as ValidationError).violations;
-    expect(violations).toEqual([
-      expect.objectContaining({ field: "outputs[1].name", rule: "undeclared-output", description: expect.stringContaining('"password"') }),
-      expect.objectContaining({ field: "outputs[2].value", rule: "output-too-large", description: expect.stringContaining('"port" is 1048577 bytes') }),
+    expect((err as ValidationError).violations).toEqual([
+      expect.objectContaining({ field: "outputs[1].value", rule: "output-too-large", description: expect.stringContaining('"port" is 1048577 bytes') }),
     ]);
     expect(await redis.exists(`${prefix}:io:${provisionRun}`)).toBe(0);
   });

@@ -1,6 +1,9 @@
 // Entry point of the iocontext service: configuration from the environment, then start().
 import { connectNats, JetStreamEventStore } from "@ephemera/eventstore";
-import { DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, envString, onShutdown } from "@ephemera/kit";
+import { tmpdir } from "node:os";
+import {
+  DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envString, onShutdown, signingKeys,
+} from "@ephemera/kit";
 import { openRedis } from "./redis.js";
 import { start } from "./start.js";
 
@@ -14,7 +17,8 @@ try {
   const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger });
   const redis = openRedis(common.redisUrl, {}, common.redisAuth);
   redis.on("error", (err: Error) => logger.warn({ err }, "redis connection error"));
-  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}) }, { store, redis, logger });
+  const keys = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), common.prefix));
+  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys }, { store, redis, logger });
   onShutdown(logger, [
     async () => { await nc.drain(); },
     async () => { await redis.quit(); },

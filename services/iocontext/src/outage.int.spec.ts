@@ -14,7 +14,8 @@ import { startOwnRedis, type OwnServer } from "../../../test/support/own-servers
 import { InMemoryOutputStore } from "./outputs.memory.js";
 import { mentions } from "./outputs-contract.testkit.js";
 import { openRedis, type Redis } from "./redis.js";
-import { RK, journal, provisionRun, recordingLogger, seedRun, values, type LogLine } from "./scenario.testkit.js";
+import { RK, journal, provisionRun, recordingLogger, seedRun, tokenOf, values, type LogLine } from "./scenario.testkit.js";
+import { TEST_KEY } from "../../../test/support/keys.js";
 import { start, type RunningIOContext } from "./start.js";
 
 type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
@@ -42,11 +43,11 @@ describe("IO context while its own Redis is down or stalled", () => {
   let lines: LogLine[];
   let prefix: string;
 
-  const getInputs = (runId: string) => call(client.getStepInputs.bind(client), { runId, token: "" }, 10_000);
-  const putOutputs = (runId: string, outputs: Record<string, string>) =>
-    call(client.putStepOutputs.bind(client), { runId, token: "", outputs: values(outputs) }, 10_000);
+  const getInputs = async (runId: string) => call(client.getStepInputs.bind(client), { runId, token: await tokenOf(runId) }, 10_000);
+  const putOutputs = async (runId: string, outputs: Record<string, string>) =>
+    call(client.putStepOutputs.bind(client), { runId, token: await tokenOf(runId), outputs: values(outputs) }, 10_000);
   const getOutputs = async (runId: string) =>
-    Object.fromEntries((await call(client.getStepOutputs.bind(client), { runId, token: "" }, 10_000)).outputs.map((o) => [o.name, o.value.toString()]));
+    Object.fromEntries((await call(client.getStepOutputs.bind(client), { runId, token: await tokenOf(runId) }, 10_000)).outputs.map((o) => [o.name, o.value.toString()]));
   const inputsOf = (r: pb.GetStepInputsResponse) => Object.fromEntries(r.inputs.map((i) => [i.name, i.value.toString()]));
 
   beforeAll(async () => {
@@ -69,7 +70,7 @@ describe("IO context while its own Redis is down or stalled", () => {
     redis.on("error", () => undefined); // expected while the server is down
     const recorder = recordingLogger();
     lines = recorder.lines;
-    service = await start({ listen: "127.0.0.1:0", prefix: t.prefix }, { store, redis, logger: recorder.logger });
+    service = await start({ listen: "127.0.0.1:0", prefix: t.prefix, keys: [TEST_KEY] }, { store, redis, logger: recorder.logger });
     client = new pb.IOContextClient(`127.0.0.1:${service.port}`, grpc.credentials.createInsecure());
     const j = journal(store);
     await j.publishPlugin();
@@ -135,7 +136,7 @@ describe("IO context: a deleted sandbox's outputs are dropped once the store is 
     const store = new InMemoryEventStore();
     const outputs = new InMemoryOutputStore();
     const { logger, lines } = recordingLogger();
-    const service = await start({ listen: "127.0.0.1:0", prefix: "t" }, { store, outputs, logger });
+    const service = await start({ listen: "127.0.0.1:0", prefix: "t", keys: [TEST_KEY] }, { store, outputs, logger });
     try {
       const j = journal(store);
       await j.append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: RK }));

@@ -4,6 +4,7 @@ import * as pb from "@ephemera/proto";
 import { Aggregates, encode, ev, runId, workflowId, type DomainEvent } from "@ephemera/events";
 import type { EventStore } from "@ephemera/eventstore";
 import type { Logger } from "@ephemera/kit";
+import { tokenForStep } from "../../../test/support/keys.js";
 
 export const RK = "rk0001";
 export const createWorkflow = workflowId(RK, "db", "create");
@@ -29,6 +30,9 @@ export const spec = pb.ResourcePluginSpec.fromPartial({
   ],
 });
 
+/** The token the runner gives a run of this spec's create steps. */
+export const tokenOf = (run: string) => tokenForStep(run, spec.create.find((s) => s.name === run.split(".")[3])!);
+
 export const values = (outputs: Record<string, string>): pb.OutputValue[] =>
   Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) }));
 
@@ -39,6 +43,9 @@ export function journal(store: EventStore) {
     await store.append(aggregate, id, current, events.map(encode), { source: "test" });
   };
   const stepOf = (run: string) => run.split(".")[3]!;
+  /** A runner took the run: it may write its outputs until it ends. */
+  const started = (run: string) =>
+    append(Aggregates.steprun, run, ev("ephemera.steprun.started.v1", { runId: run, workflowId: createWorkflow, step: stepOf(run), attempt: 1 }));
   return {
     append,
     publishPlugin: () =>
@@ -49,15 +56,17 @@ export function journal(store: EventStore) {
           workflowId: createWorkflow, sandbox: "feature-x", routingKey: RK, resource: "db", phase: "create",
           plugin: "hello-db", version: "1.0.0", cluster: "local", params: {},
         }),
-        ...runs.map((r) => ev("ephemera.workflow.step_dispatched.v1", { step: stepOf(r), runId: r, attempt: 1 }))),
-    dispatch: (run: string) =>
-      append(Aggregates.workflow, createWorkflow, ev("ephemera.workflow.step_dispatched.v1", { step: stepOf(run), runId: run, attempt: 1 })),
+        ...runs.map((r) => ev("ephemera.workflow.step_dispatched.v1", { step: stepOf(r), runId: r, attempt: 1 })))
+        .then(async () => { for (const r of runs) await started(r); }),
+    dispatch: async (run: string) => {
+      await append(Aggregates.workflow, createWorkflow, ev("ephemera.workflow.step_dispatched.v1", { step: stepOf(run), runId: run, attempt: 1 }));
+      await started(run);
+    },
     /** The runner's result with the outputs journaled, then the scheduler's record of it. */
     succeed: async (run: string, outputs: Record<string, string>) => {
       const step = stepOf(run);
-      await append(Aggregates.steprun, run,
-        ev("ephemera.steprun.started.v1", { runId: run, workflowId: createWorkflow, step, attempt: 1 }),
-        ev("ephemera.steprun.succeeded.v1", { runId: run, workflowId: createWorkflow, step, outputs: values(outputs) }));
+      if ((await store.read(Aggregates.steprun, run)).events.length === 0) await started(run);
+      await append(Aggregates.steprun, run, ev("ephemera.steprun.succeeded.v1", { runId: run, workflowId: createWorkflow, step, outputs: values(outputs) }));
       await append(Aggregates.workflow, createWorkflow, ev("ephemera.workflow.step_succeeded.v1", { step, runId: run }));
     },
   };

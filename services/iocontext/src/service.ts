@@ -5,7 +5,10 @@
 import type * as pb from "@ephemera/proto";
 import { Aggregates, decode, parseRunId } from "@ephemera/events";
 import type { EventStore } from "@ephemera/eventstore";
-import { ConflictError, NotFoundError, UnavailableError, ValidationError, type FieldViolation, type Logger } from "@ephemera/kit";
+import {
+  ConflictError, NotFoundError, PermissionDeniedError, UnavailableError, ValidationError, paramSource, stepSource, verifyCapability,
+  type FieldViolation, type Logger, type SigningKey, type StepCapability,
+} from "@ephemera/kit";
 import { findStep, planInputs, unresolved, type InputContext, type PlannedInput } from "./inputs.js";
 import type { OutputStore } from "./outputs.js";
 import { dispatched, type Projections, type WorkflowView } from "./state.js";
@@ -17,7 +20,10 @@ export interface IOContextDeps {
   projections: Projections;
   outputs: OutputStore;
   logger: Logger;
+  /** Verify the runs' capability tokens (kit's signingKeys). */
+  keys: SigningKey[];
   maxOutputBytes?: number;
+  now?: () => Date;
 }
 
 interface KnownRun {
@@ -36,9 +42,31 @@ export class IOContextHandlers {
     this.maxOutputBytes = deps.maxOutputBytes ?? MAX_OUTPUT_BYTES;
   }
 
+  /** The token alone decides what the caller may do; a refusal is logged with the run id it claimed, never the token. */
+  private async capability(req: { runId: string; token: string }, method: string): Promise<StepCapability> {
+    try {
+      return await verifyCapability(this.deps.keys, req.token, req.runId, this.deps.now?.());
+    } catch (err) {
+      this.deps.logger.warn({ runId: req.runId, method, err }, "IO context call refused");
+      throw err;
+    }
+  }
+
+  private refuse(runId: string, method: string, message: string): never {
+    const err = new PermissionDeniedError(`run ${runId}: ${message}`);
+    this.deps.logger.warn({ runId, method, err }, "IO context call refused");
+    throw err;
+  }
+
   async getStepInputs(req: pb.GetStepInputsRequest): Promise<pb.GetStepInputsResponse> {
+    const cap = await this.capability(req, "GetStepInputs");
     const run = await this.knownRun(req.runId);
     let planned = planInputs(run.step, run.context);
+    const allowed = new Set(cap.inputs);
+    for (const p of planned) {
+      const source = p.source.kind === "param" ? paramSource(p.name) : stepSource(p.source.step, p.source.output);
+      if (!allowed.has(source)) this.refuse(run.runId, "GetStepInputs", `input "${p.name}" (${source}) is not one its token allows`);
+    }
     if (unresolved(planned)) {
       // The producing step's success may not have reached this projection yet.
       await this.reloadWorkflows(run);
@@ -65,7 +93,13 @@ export class IOContextHandlers {
   }
 
   async putStepOutputs(req: pb.PutStepOutputsRequest): Promise<pb.PutStepOutputsResponse> {
+    const cap = await this.capability(req, "PutStepOutputs");
+    const writable = new Set(cap.outputs);
+    for (const o of req.outputs) {
+      if (!writable.has(o.name)) this.refuse(req.runId, "PutStepOutputs", `output "${o.name}" is not one its token allows`);
+    }
     const run = await this.knownRun(req.runId);
+    await this.runningNow(run.runId);
     const declared = new Set(run.step.outputs.map((o) => o.name));
     const violations: FieldViolation[] = [];
     req.outputs.forEach((o, i) => {
@@ -86,8 +120,10 @@ export class IOContextHandlers {
     });
     if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
     try {
+      await this.unchanged(run.runId, req.outputs);
       await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
     } catch (err) {
+      if (!(err instanceof UnavailableError)) throw err;
       // UNAVAILABLE to the sidecar, which retries: nothing else holds these values yet.
       this.deps.logger.warn({ runId: run.runId, outputs: sizes(req.outputs), err }, "cannot store step outputs");
       throw err;
@@ -97,9 +133,30 @@ export class IOContextHandlers {
   }
 
   async getStepOutputs(req: pb.GetStepOutputsRequest): Promise<pb.GetStepOutputsResponse> {
+    await this.capability(req, "GetStepOutputs");
     const run = await this.knownRun(req.runId);
     const values = await this.outputsOf(run.runId);
     return { outputs: [...values].map(([name, value]) => ({ name, value })) };
+  }
+
+  /**
+   * Write-once: a run's outputs are written while that attempt runs (started, not ended),
+   * and once. The same values again (a retried call whose answer was lost) are fine;
+   * other values for an output already written, or any write after the end, are refused.
+   */
+  private async runningNow(runId: string): Promise<void> {
+    const types = (await this.deps.store.read(Aggregates.steprun, runId)).events.map((e) => e.type);
+    if (!types.includes("ephemera.steprun.started.v1")) throw new ConflictError(`run ${runId} has not started: its outputs cannot be written yet`);
+    if (types.some((t) => t === "ephemera.steprun.succeeded.v1" || t === "ephemera.steprun.failed.v1")) {
+      throw new ConflictError(`run ${runId} has ended: its outputs can no longer change`);
+    }
+  }
+
+  /** Outputs are written once: the same values again are fine, others for an output already written are refused. */
+  private async unchanged(runId: string, outputs: pb.OutputValue[]): Promise<void> {
+    const stored = await this.deps.outputs.read(runId);
+    const changed = outputs.filter((o) => stored.has(o.name) && !stored.get(o.name)!.equals(Buffer.from(o.value))).map((o) => o.name);
+    if (changed.length) throw new ConflictError(`run ${runId} already wrote ${changed.map((n) => `"${n}"`).join(", ")}: outputs are written once`);
   }
 
   private async knownRun(runId: string): Promise<KnownRun> {

@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import * as pb from "@ephemera/proto";
 import { Aggregates } from "@ephemera/events";
 import { Feed, JetStreamEventStore, type Commit, type EventStore } from "@ephemera/eventstore";
-import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger, type ServerTls } from "@ephemera/kit";
+import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger, type ServerTls, type SigningKey } from "@ephemera/kit";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { IOContextHandlers } from "./service.js";
@@ -17,6 +17,8 @@ export interface IOContextConfig {
   maxOutputBytes?: number;
   /** Serve over TLS (EPHEMERA_TLS_CERT/KEY, and EPHEMERA_TLS_CLIENT_CA for mTLS); absent: plaintext. */
   tls?: ServerTls;
+  /** Verify the runs' capability tokens: the runner's signing key (and a previous one during a rotation). */
+  keys: SigningKey[];
 }
 
 /** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
@@ -51,7 +53,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
   await feed.start();
 
   const handlers = new IOContextHandlers({
-    store, projections, outputs, logger, ...(config.maxOutputBytes ? { maxOutputBytes: config.maxOutputBytes } : {}),
+    store, projections, outputs, logger, keys: config.keys, ...(config.maxOutputBytes ? { maxOutputBytes: config.maxOutputBytes } : {}),
   });
   const implementation: pb.IOContextServer = {
     getStepInputs: unary((req: pb.GetStepInputsRequest) => handlers.getStepInputs(req), logger),

@@ -1,7 +1,7 @@
 // Entry point of the runner service: configuration from the environment, then start().
 import { hostname, tmpdir } from "node:os";
 import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue } from "@ephemera/eventstore";
-import { createLogger, onShutdown } from "@ephemera/kit";
+import { createLogger, defaultSigningKeyFile, onShutdown, signingKeys } from "@ephemera/kit";
 import { runnerConfig } from "./config.js";
 import { dispatchCodec } from "@ephemera/events";
 import { start } from "./start.js";
@@ -18,7 +18,8 @@ try {
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
   const logs = await JetStreamLogStore.open(nc, config.prefix);
-  const runner = await start(config, { store, queue, logs, logger });
+  const [signingKey] = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), config.prefix));
+  const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey! });
   onShutdown(logger, [async () => { await nc.drain(); }, () => runner.stop()]);
 } catch (err) {
   logger.fatal({ err }, "runner failed to start");

@@ -9,11 +9,12 @@ import {
   connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue,
   type EventStore, type LogStore, type WorkQueue,
 } from "@ephemera/eventstore";
-import { createLogger, waitFor } from "@ephemera/kit";
+import { createLogger, stepCapability, waitFor } from "@ephemera/kit";
 import { REPORT_FILE } from "@ephemera/io-agent";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { start, type RunningRunner } from "./index.js";
 import { testNats } from "../../../test/support/servers.js";
+import { TEST_KEY, TEST_KEY_SECRET } from "../../../test/support/keys.js";
 
 type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
 
@@ -131,12 +132,12 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await chmod(scratchDir, 0o1777);
     workdir = await mkdtemp(join(tmpdir(), `${prefix}-work-`));
     const logger = createLogger("test", "silent");
-    io = await startIOContext({ listen: "127.0.0.1:0", prefix }, { store, redis, logger });
+    io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, logger });
     runner = await start({
       natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       workdir, listen: "127.0.0.1:0", runnerId: "test-runner", stepProgram: STEP_PROGRAM, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
       cancelGraceMs: 2000, shutdownGraceMs: 1000, maxResultBytes: 64 * 1024,
-    }, { store, queue, logs, logger });
+    }, { store, queue, logs, logger, signingKey: TEST_KEY });
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
   });
 
@@ -162,13 +163,21 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await store.append(aggregate, id, current, events.map(encode), { source: "test" });
   };
 
+  /** What the scheduler puts in a dispatch for the runner to sign into the run's token. */
+  const capability = (stepName: string) => {
+    const step = spec.create.find((st) => st.name === stepName);
+    if (!step) return {};
+    const { inputs, outputs } = stepCapability("", step);
+    return { inputs, outputs };
+  };
+
   /** What the scheduler does: start the workflow, record the dispatch, then publish it. */
   const dispatch = async (routingKey: string, stepName: string, params: Record<string, string> = {}, cluster = "local", extra: Partial<pb.StepDispatch> = {}) => {
     const wf = workflowId(routingKey, "db", "create");
     const run = makeRunId(wf, stepName, 1);
     const d = pb.StepDispatch.fromPartial({
       runId: run, workflowId: wf, sandbox: `sb-${routingKey}`, routingKey, resource: "db", phase: "create", step: stepName,
-      attempt: 1, cluster, plugin: "hello-db", version: "1.0.0", ...extra,
+      attempt: 1, cluster, plugin: "hello-db", version: "1.0.0", ...capability(stepName), ...extra,
     });
     const existing = await store.read(Aggregates.workflow, wf);
     await store.append(Aggregates.workflow, wf, existing, [
@@ -391,6 +400,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
         EPHEMERA_RUNNER_WORKDIR: join(workdir, "crash"),
         // Its step writes a marker to the shared scratch directory on the host.
         EPHEMERA_STEP_HOST_READONLY: "false",
+        EPHEMERA_SIGNING_KEY: TEST_KEY_SECRET,
       },
     });
     try {

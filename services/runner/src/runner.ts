@@ -4,7 +4,7 @@
 import * as pb from "@ephemera/proto";
 import { recordDeadLetter, deadLetter, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer } from "@ephemera/eventstore";
 import { FailureReason, type StepReport } from "@ephemera/io-agent";
-import { errorMessage, isRetryable, retry, type Logger } from "@ephemera/kit";
+import { errorMessage, isRetryable, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { StepLog } from "./log.js";
 import type { StepRunCommand } from "./steprun/decide.js";
@@ -31,7 +31,13 @@ export interface RunnerOptions {
   /** The largest result event the store takes; see RunnerConfig.maxResultBytes. */
   maxResultBytes: number;
   now: () => number;
+  /** Signs each run's capability token for the IO context (see kit's capability.ts). */
+  signingKey: SigningKey;
 }
+
+/** A token outlives its step's timeout by this much: the agents' IO-context retries (60 s) and the outputs after the script. */
+const TOKEN_GRACE_MS = 10 * 60_000;
+const DEFAULT_STEP_TIMEOUT_MS = 30 * 60_000;
 
 /** Room kept in a result event for the envelope and the other fields. */
 const RESULT_OVERHEAD_BYTES = 4096;
@@ -186,7 +192,10 @@ export class Runner {
     const started = this.o.now();
     const stepLog = new StepLog();
     log.info({ step: d.step, sandbox: d.sandbox, resource: d.resource, phase: d.phase }, "step starting");
-    run.step = this.o.driver.run({ dispatch: d, token: "", env: defaultStepEnv(d), onLog: (c) => stepLog.write(c) });
+    // What this attempt may do at the IO context, and nothing more: its own inputs and outputs, until its deadline.
+    const token = await signCapability(this.o.signingKey, { run: d.runId, inputs: d.inputs, outputs: d.outputs },
+      (d.timeoutMs || DEFAULT_STEP_TIMEOUT_MS) + TOKEN_GRACE_MS);
+    run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c) });
     if (run.stopped) run.step.stop(this.o.cancelGraceMs);
     const deadline = d.timeoutMs > 0 ? setTimeout(() => {
       log.warn({ timeoutMs: d.timeoutMs }, "step ran past its timeout; stopping it");

@@ -7,6 +7,7 @@ import type { StepReport } from "@ephemera/io-agent";
 import { createLogger, waitFor } from "@ephemera/kit";
 import type { StepDriver } from "./driver/driver.js";
 import { Runner } from "./runner.js";
+import { TEST_KEY } from "../../../test/support/keys.js";
 
 /** A driver whose every step ends at once with the given report. */
 const ending = (report: StepReport): StepDriver => ({
@@ -20,6 +21,7 @@ async function runOne(report: StepReport, maxResultBytes = 1024 * 1024) {
   const runner = new Runner({
     cluster: "c", concurrency: 1, runnerId: "r1", driver: ending(report), store, queue, logs: new InMemoryLogStore(),
     logger: createLogger("test", "silent"), cancelGraceMs: 100, heartbeatMs: 1000, maxResultBytes, now: () => performance.now(),
+    signingKey: TEST_KEY,
   });
   const wf = workflowId("rk", "db", "create");
   const run = runId(wf, "a", 1);

@@ -3,7 +3,7 @@
 import { access, mkdir } from "node:fs/promises";
 import type * as pb from "@ephemera/proto";
 import { JetStreamEventStore, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
-import { followHealth, startGrpcServer, type Logger } from "@ephemera/kit";
+import { followHealth, startGrpcServer, type Logger, type SigningKey } from "@ephemera/kit";
 import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
 import { cleanupLeftovers } from "./driver/leftovers.js";
@@ -15,6 +15,8 @@ export interface RunnerDeps {
   queue: WorkQueue<pb.StepDispatch>;
   logs: LogStore;
   logger: Logger;
+  /** Signs the runs' capability tokens (kit's signingKeys: the first key). */
+  signingKey: SigningKey;
 }
 
 export interface RunningRunner {
@@ -58,6 +60,7 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     heartbeatMs: config.heartbeatMs ?? 5_000,
     maxResultBytes: config.maxResultBytes ?? 1024 * 1024,
     now: () => performance.now(),
+    signingKey: deps.signingKey,
   });
   const server = await startGrpcServer(config.listen, [], logger);
   // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself.

@@ -8,12 +8,13 @@ import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
 import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue, type EventStore, type WorkQueue } from "@ephemera/eventstore";
-import { createLogger, waitFor } from "@ephemera/kit";
+import { createLogger, stepCapability, waitFor } from "@ephemera/kit";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { Runner } from "../runner.js";
 import { detectIsolation } from "./isolation.js";
 import { ProcessDriver } from "./process.js";
 import { testNats } from "../../../../test/support/servers.js";
+import { TEST_KEY } from "../../../../test/support/keys.js";
 
 type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
 
@@ -90,7 +91,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     // Outside /tmp (which the step sees as its own tmpfs), so a write there would be a real escape.
     workdir = await mkdtemp(join("/var/tmp", `${prefix}-work-`));
     const logger = createLogger("test", "silent");
-    io = await startIOContext({ listen: "127.0.0.1:0", prefix }, { store, redis, logger });
+    io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, logger });
     const driver = new ProcessDriver({
       workdir, iocontext: `127.0.0.1:${io.port}`, stepProgram: STEP_PROGRAM, isolation: await detectIsolation(workdir), logger,
       // As a careless composition might hand it: the driver must pass PATH and LANG only.
@@ -102,7 +103,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     });
     runner = new Runner({
       cluster: "local", concurrency: 4, runnerId: "sandbox-runner", driver, store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger,
-      cancelGraceMs: 2000, heartbeatMs: 5000, maxResultBytes: 1024 * 1024, now: () => performance.now(),
+      cancelGraceMs: 2000, heartbeatMs: 5000, maxResultBytes: 1024 * 1024, now: () => performance.now(), signingKey: TEST_KEY,
     });
     runner.start();
     await append(Aggregates.plugin, "sandboxed", ev("ephemera.plugin.published.v1", { name: "sandboxed", version: "1.0.0", spec }));
@@ -134,6 +135,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     const d = pb.StepDispatch.fromPartial({
       runId: id, workflowId: wf, sandbox: `sb-${routingKey}`, routingKey, resource: "db", phase: "create", step: stepName,
       attempt: 1, cluster: "local", plugin: "sandboxed", version: "1.0.0",
+      ...(({ inputs, outputs }) => ({ inputs, outputs }))(stepCapability("", spec.create.find((st) => st.name === stepName)!)),
     });
     await append(Aggregates.workflow, wf, ev("ephemera.workflow.started.v1", {
       workflowId: wf, sandbox: d.sandbox, routingKey, resource: "db", phase: "create", plugin: "sandboxed", version: "1.0.0", cluster: "local", params,
