@@ -49,6 +49,8 @@ export interface RunnerConfig {
    * whose outputs, base64-encoded in the event, do not fit fails with OutputTooLarge.
    */
   maxResultBytes?: number;
+  /** How long step logs are kept (EPHEMERA_LOG_RETENTION, default 7 days): the log stream's max age, set by the runner. */
+  logRetentionMs?: number;
 }
 
 export interface ConfigDefaults {
@@ -105,5 +107,18 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     hostEnv,
     stepSandbox: stepSandboxConfig(env, defaults.uid ?? process.getuid?.()),
     shutdownGraceMs: envInt(env, "EPHEMERA_RUNNER_SHUTDOWN_GRACE_MS", 30_000),
+    logRetentionMs: logRetention(env),
   };
+}
+
+const RETENTION_UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+export const DEFAULT_LOG_RETENTION = "7d";
+
+/** EPHEMERA_LOG_RETENTION: a duration such as 7d, 36h, 1d12h or 90m (at least 1 s). */
+export function logRetention(env: Env): number {
+  const text = envString(env, "EPHEMERA_LOG_RETENTION", DEFAULT_LOG_RETENTION).trim();
+  const parts = /^(\d+(s|m|h|d))+$/.test(text) ? [...text.matchAll(/(\d+)(s|m|h|d)/g)] : [];
+  const ms = parts.reduce((n, [, amount, unit]) => n + Number(amount) * RETENTION_UNIT_MS[unit!]!, 0);
+  if (ms < 1000) throw new Error(`EPHEMERA_LOG_RETENTION must be a duration such as 7d, 36h or 90m (at least 1s), got "${env["EPHEMERA_LOG_RETENTION"]}"`);
+  return ms;
 }

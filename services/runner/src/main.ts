@@ -17,7 +17,7 @@ try {
   config.maxResultBytes = nc.info?.max_payload ?? config.maxResultBytes;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
-  const logs = await JetStreamLogStore.open(nc, config.prefix);
+  const logs = await JetStreamLogStore.open(nc, config.prefix, { retentionMs: config.logRetentionMs });
   const [signingKey] = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), config.prefix));
   const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey! });
   onShutdown(logger, [async () => { await nc.drain(); }, () => runner.stop()]);

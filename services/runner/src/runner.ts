@@ -1,12 +1,12 @@
 // The runner: takes its cluster's dispatches off the work queue, owns each run's StepRun
-// aggregate, runs the step through a driver while heartbeating the work item, stores the
-// log, records the result, and only then lets the item be acknowledged.
+// aggregate, runs the step through a driver while heartbeating the work item and streaming
+// its log, records the result, and only then lets the item be acknowledged.
 import * as pb from "@ephemera/proto";
 import { recordDeadLetter, deadLetter, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer } from "@ephemera/eventstore";
 import { FailureReason, type StepReport } from "@ephemera/io-agent";
 import { errorMessage, isRetryable, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
-import { StepLog } from "./log.js";
+import { LiveLog, StepLog } from "./log.js";
 import type { StepRunCommand } from "./steprun/decide.js";
 import { executeStepRun, readStepRun, type Cause } from "./steprun/store.js";
 import { unwantedBecause } from "./wanted.js";
@@ -190,7 +190,7 @@ export class Runner {
   private async execute(item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger): Promise<StepRunCommand> {
     const d = item.data;
     const started = this.o.now();
-    const stepLog = new StepLog();
+    const stepLog = new LiveLog(this.o.logs, d.runId, { onError: (err) => log.warn({ err }, "cannot store the step's log; trying again") });
     log.info({ step: d.step, sandbox: d.sandbox, resource: d.resource, phase: d.phase }, "step starting");
     // What this attempt may do at the IO context, and nothing more: its own inputs and outputs, until its deadline.
     const token = await signCapability(this.o.signingKey, { run: d.runId, inputs: d.inputs, outputs: d.outputs },
@@ -208,14 +208,15 @@ export class Runner {
       clearTimeout(deadline);
     }
     const durationMs = Math.round(this.o.now() - started);
-    await this.o.logs.append(d.runId, stepLog.contents()).catch((err: unknown) => log.warn({ err }, "cannot store the step's log"));
+    // The whole log, and its end, are stored before the result is recorded: a reader that sees the result has the log.
+    await stepLog.close();
     if (run.stopped) return fail(run.stopped, stepLog.tail(), durationMs);
     if (report.outcome === "failed") return fail(report, stepLog.tail(), durationMs);
     return this.succeeded(report, stepLog, durationMs);
   }
 
   /** The outputs come from the step's own report, to be journaled in the result event (Redis is only a cache). */
-  private succeeded(report: Extract<StepReport, { outcome: "succeeded" }>, stepLog: StepLog, durationMs: number): StepRunCommand {
+  private succeeded(report: Extract<StepReport, { outcome: "succeeded" }>, stepLog: Pick<StepLog, "tail">, durationMs: number): StepRunCommand {
     const kept: pb.OutputValue[] = report.outputs.map((o) => ({ name: o.name, value: Buffer.from(o.base64 ?? "", "base64") }));
     const damaged = report.outputs.filter((o, i) => kept[i]!.value.length !== o.size).map((o) => o.name);
     if (damaged.length) {

@@ -1,0 +1,19 @@
+import { logRetention, runnerConfig } from "./config.js";
+
+const defaults = { stepProgram: "/step.js", tmpdir: "/tmp", runnerId: "r1", uid: 1000 };
+
+describe("runner configuration: log retention", () => {
+  it("keeps step logs 7 days unless EPHEMERA_LOG_RETENTION says otherwise", () => {
+    expect(runnerConfig({}, defaults).logRetentionMs).toBe(7 * 24 * 3_600_000);
+    expect(logRetention({ EPHEMERA_LOG_RETENTION: "36h" })).toBe(36 * 3_600_000);
+    expect(logRetention({ EPHEMERA_LOG_RETENTION: "1d12h" })).toBe(36 * 3_600_000);
+    expect(logRetention({ EPHEMERA_LOG_RETENTION: "90m" })).toBe(90 * 60_000);
+    expect(logRetention({ EPHEMERA_LOG_RETENTION: "30s" })).toBe(30_000);
+  });
+
+  it("refuses what is not a duration of at least a second, naming the variable", () => {
+    for (const bad of ["7", "a week", "0s", "1.5d", "-1d", "7 d"]) {
+      expect(() => logRetention({ EPHEMERA_LOG_RETENTION: bad })).toThrow(`EPHEMERA_LOG_RETENTION must be a duration such as 7d, 36h or 90m (at least 1s), got "${bad}"`);
+    }
+  });
+});
