@@ -4,6 +4,7 @@
 // their steps; every one must become ready. Prints, per run, sandboxes ready / failed, step
 // attempts and wall time; fails when a sandbox did not become ready. Not part of
 // `pnpm test` (see jest.config.cjs).
+import { loadavg } from "node:os";
 import { FaultStack, Problems, clock, type Batch, type OngoingFault } from "../faults/fault-stack.js";
 
 const SANDBOXES = 20;
@@ -35,7 +36,12 @@ interface Figures {
   unsettled: number;
   attempts: number;
   scripts: number;
+  /** From the first apply to every sandbox settled; `applyMs` of it went to applying them (4 CLIs at a time). */
   wallMs: number;
+  applyMs: number;
+  hit?: number;
+  /** The machine's 1-minute load average at the end: on a shared 2-core machine, the context of the times. */
+  load: number;
 }
 
 const results: Figures[] = [];
@@ -45,8 +51,9 @@ describe(`outputs goal: ${SANDBOXES} creates under each Redis and IO context fau
     if (!results.length) return;
     console.info([
       `${SANDBOXES} creates per fault, ${SANDBOXES * CREATE_STEPS} create steps without retries`,
-      ...results.map((r) => `${r.title}: ${r.ready} ready, ${r.failed} failed${r.unsettled ? `, ${r.unsettled} not settled` : ""}; ` +
-        `${r.attempts} step attempts (${r.scripts} scripts started); ${(r.wallMs / 1000).toFixed(1)} s`),
+      ...results.map((r) => `${r.title}: ${r.ready} ready, ${r.failed} failed${r.unsettled ? `, ${r.unsettled} not settled` : ""}` +
+        `${r.hit === undefined ? "" : ` (${r.hit} still being created when the fault began)`}; ` +
+        `${r.attempts} step attempts (${r.scripts} scripts started); ${s(r.wallMs)} s (apply ${s(r.applyMs)} s), load ${r.load.toFixed(1)}`),
     ].join("\n"));
   });
 
@@ -60,20 +67,33 @@ describe(`outputs goal: ${SANDBOXES} creates under each Redis and IO context fau
       let ongoing: OngoingFault | undefined;
       let faultAt: number | undefined;
       const started = Date.now();
+      let applyMs: number | undefined;
+      /** Sandboxes still being created when the fault began. */
+      let hit: number | undefined;
       try {
         if (f.ongoing) {
           faultAt = Date.now();
+          hit = SANDBOXES;
           ongoing = f.ongoing(stack);
           note(`fault started: ${ongoing.what}`);
         }
         try {
-          await stack.apply(batch);
-          note(`applied ${SANDBOXES} sandboxes`);
-          const running = await stack.stepsRunning([{ batch, phase: "create" }], STEPS_RUNNING_MS);
-          note(`steps running: ${running.map((m) => m.runId).join(", ")}`);
-          if (f.fault) {
-            faultAt = Date.now();
-            note(`fault done: ${await f.fault(stack)}`);
+          // The fault comes with the first running step, while the rest are still being applied.
+          const applying = stack.apply(batch).then(() => {
+            applyMs = Date.now() - started;
+            note(`applied ${SANDBOXES} sandboxes`);
+          });
+          applying.catch(() => undefined); // awaited below, where its error is thrown
+          try {
+            const running = await stack.stepsRunning([{ batch, phase: "create" }], STEPS_RUNNING_MS);
+            note(`steps running: ${running.map((m) => m.runId).join(", ")}`);
+            if (f.fault) {
+              faultAt = Date.now();
+              hit = creating(stack, batch);
+              note(`fault done: ${await f.fault(stack)}`);
+            }
+          } finally {
+            await applying;
           }
           await stack.settle({ ready: batch }, SETTLE_MS, problems, started);
           note("settled (or deadline)");
@@ -83,10 +103,10 @@ describe(`outputs goal: ${SANDBOXES} creates under each Redis and IO context fau
         const wallMs = Date.now() - started;
         stack.checkDuplicates(problems);
         stack.checkCrashes(problems, started, faultAt);
-        const figures = { title: f.title, wallMs, ...count(batch), scripts: stack.scriptsStarted(batch, "create") };
+        const figures = { title: f.title, wallMs, applyMs: applyMs ?? wallMs, hit, load: loadavg()[0] ?? 0, ...count(batch), scripts: stack.scriptsStarted(batch, "create") };
         results.push(figures);
         console.info(`${f.title}: ${figures.ready} ready, ${figures.failed} failed, ${figures.attempts} step attempts, ` +
-          `${(wallMs / 1000).toFixed(1)} s\n${timeline.join("\n")}`);
+          `${s(wallMs)} s\n${timeline.join("\n")}`);
         problems.throwIfAny(f.title, timeline);
       } finally {
         await stack.stop();
@@ -94,6 +114,15 @@ describe(`outputs goal: ${SANDBOXES} creates under each Redis and IO context fau
     }, STEPS_RUNNING_MS + SETTLE_MS + 60_000);
   }
 });
+
+/** Sandboxes whose last create step (verify) has not ended yet: not applied, waiting or running. */
+function creating(stack: FaultStack, batch: Batch): number {
+  const state = stack.markers();
+  const done = new Set(state.markers.filter((m) => m.step === "verify" && state.done.has(m.runId)).map((m) => m.sandbox));
+  return batch.sandboxes.filter((sb) => !done.has(sb.name)).length;
+}
+
+const s = (ms: number) => (ms / 1000).toFixed(1);
 
 /** Outcomes from the last `eph sandbox list`, and the attempts of create steps it reports (an attempt number per step). */
 function count(batch: Batch): Pick<Figures, "ready" | "failed" | "unsettled" | "attempts"> {
