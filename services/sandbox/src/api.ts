@@ -4,6 +4,7 @@ import { redact } from "@ephemera/events";
 import { toServiceError, unary, type grpc, type Logger, type ServiceBinding } from "@ephemera/kit";
 import type { ApiAccess } from "./auth/access.js";
 import { guard, principalOf } from "./auth/guard.js";
+import { logService } from "./logs/api.js";
 import type { CallContext, SandboxCore } from "./service.js";
 
 /**
@@ -54,23 +55,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
       core.view(name, showOutputs).then((v) => send(v), (err: unknown) => finish(err));
     },
   };
-  const logs: pb.LogServiceServer = {
-    get: (call) => {
-      void (async () => {
-        try {
-          const { sandbox, resource, step, phase, attempt } = call.request;
-          for (const run of core.runsOf(sandbox, resource, attempt)) {
-            if ((step && run.step !== step) || (phase && run.phase !== phase)) continue;
-            const data = await core.log(run.runId);
-            call.write({ step: run.step, phase: run.phase, runId: run.runId, attempt: run.attempt, data });
-          }
-          call.end();
-        } catch (err) {
-          call.emit("error", toServiceError(err));
-        }
-      })();
-    },
-  };
+  const logs = logService(core);
   const events: pb.EventServiceServer = {
     watch: (call) => {
       const { follow, sandbox, typeGlob } = call.request;

@@ -1,11 +1,13 @@
 // The sandbox service's core: projections of plugins, sandboxes and workflows, the
 // commands behind the public API, and the reaction to workflow outcomes.
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode, encode, folding, workflowId, type DomainEvent } from "@ephemera/events";
+import { Aggregates, decode, encode, folding, parseRunId, workflowId, type DomainEvent } from "@ephemera/events";
 import { evolvePlugin, initialPlugin, type PluginState } from "./plugin/state.js";
 import { evolveWorkflow, initialWorkflow, isTerminal, type WorkflowState } from "./progress.js";
 import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } from "./sandbox/state.js";
-import { Feed, Projection, execute, type Commit, type EventStore, type LogStore, type Subscription } from "@ephemera/eventstore";
+import {
+  Feed, Projection, execute, type Commit, type EventStore, type LogEntry, type LogFollower, type LogStore, type ReadOptions, type Subscription,
+} from "@ephemera/eventstore";
 import { DueIndex, NotFoundError, ValidationError, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
 import {
   checkSandboxAgainstPlugins, parsePluginRef, pluginDigest, pluginToDoc, sandboxToDoc, validatePlugin, validateSandbox,
@@ -15,6 +17,7 @@ import { decidePlugin } from "./plugin/decide.js";
 import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandbox/decide.js";
 import { KeyedLock } from "./lock.js";
 import { buildView } from "./sandbox/view.js";
+import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
 
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 500;
@@ -311,23 +314,41 @@ export class SandboxCore {
   }
 
   /**
-   * The runs of a resource's steps, in plan order, create phase first: each step's latest
-   * attempt, or attempt `attempt` when given (steps without it are left out).
+   * The runs whose logs a request reads, in plan order, create phase first (each step's
+   * latest attempt, or attempt `filter.attempt`), and whether more may still start.
    */
-  runsOf(sandbox: string, resource: string, attempt = 0): Array<{ step: string; phase: string; runId: string; attempt: number }> {
+  logRuns(sandbox: string, resource: string, filter: LogFilter): LogSelection {
     const state = this.sandboxes.get(sandbox)?.state;
-    if (!state || state.status === "none") throw new NotFoundError(`sandbox ${sandbox} not found`);
-    if (!state.resources.some((r) => r.name === resource)) throw new NotFoundError(`sandbox ${sandbox} has no resource ${resource}`);
-    return (["create", "delete"] as const).flatMap((phase) =>
-      (this.workflows.get(workflowId(state.routingKey, resource, phase))?.state.steps ?? []).flatMap((s) => {
-        const a = attempt ? s.attempts.find((x) => x.attempt === attempt) : s.attempts.at(-1);
-        return a ? [{ step: s.name, phase, runId: a.runId, attempt: a.attempt }] : [];
-      }));
+    const record = state && state.status !== "none" ? state : undefined;
+    const r = record?.resources.find((x) => x.name === resource);
+    return selectRuns(sandbox, resource, filter, {
+      sandbox: state,
+      workflow: (phase) => (record ? this.workflows.get(workflowId(record.routingKey, resource, phase))?.state : undefined),
+      pluginSteps: (phase) => {
+        const spec = r && this.plugins.get(r.plugin)?.state.versions.get(r.version)?.spec;
+        return spec?.[phase].map((s) => s.name);
+      },
+    });
   }
 
-  /** A step run's whole log. */
-  log(runId: string): Promise<Buffer> {
-    return this.deps.logs.read(runId);
+  /** Whether a run is over, as its workflow records it. */
+  runEnded(runId: string): boolean {
+    const run = parseRunId(runId);
+    return !!run && runEnded(this.workflows.get(run.workflowId)?.state, runId);
+  }
+
+  /** A run's log as stored so far, entry by entry. */
+  logEntries(runId: string, options: ReadOptions): Promise<LogEntry[]> {
+    return this.deps.logs.entries(runId, options);
+  }
+
+  /** A run's log, then what is appended to it, until its end (see LogStore.follow). */
+  followLog(runId: string, options: ReadOptions, onEntry: (entry: LogEntry) => void): LogFollower {
+    return this.deps.logs.follow(runId, options, onEntry);
+  }
+
+  nowMs(): number {
+    return this.now();
   }
 
   /** Every commit from the beginning, then live ones (the audit stream of EventService). */
