@@ -285,10 +285,13 @@ describe("runner with the process driver, against NATS and Redis", () => {
   });
 
   it("stops a step that runs past its timeout and records DeadlineExceeded", async () => {
-    const d = await dispatch("rkk", "hang", {}, "local", { timeoutMs: 1000 });
+    // The timeout counts from the start of the step program: long enough for its script to
+    // be running (the barrier below) when the deadline comes, so it is the script that gets TERM.
+    const d = await dispatch("rkk", "hang", {}, "local", { timeoutMs: 5000 });
+    await waitFor(() => existsSync(join(scratchDir, "rkk.started")), { timeoutMs: 5000, what: "the hanging script to run before its deadline" });
     const e = await result(d.runId);
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
-      reason: "DeadlineExceeded", message: expect.stringContaining("timeout of 1s"), logTail: expect.stringContaining("stopping on TERM"),
+      reason: "DeadlineExceeded", message: expect.stringContaining("timeout of 5s"), logTail: expect.stringContaining("stopping on TERM"),
     });
     expect(processesOf(d.runId)).toEqual([]);
   });
