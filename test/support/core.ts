@@ -8,7 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  InMemoryEventStore, InMemoryLogStore, InMemoryWorkQueue, type Commit, type RecordedEvent,
+  InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, type Commit, type RecordedEvent,
 } from "@ephemera/eventstore";
 import { createLogger, startGrpcServer, waitFor, type ClientTls, type Logger, type RunningServer, type ServerTls } from "@ephemera/kit";
 import { InMemoryOutputStore, start as startIOContext, type RunningIOContext } from "../../services/iocontext/src/index.js";
@@ -79,6 +79,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
   const store = new InMemoryEventStore();
   const logs = new InMemoryLogStore();
   const outputs = new InMemoryOutputStore();
+  const values = new InMemoryValueStore();
   const queue = new InMemoryWorkQueue<Dispatch>();
   const scratch = await mkdtemp(join("/var/tmp", `eph-core-${tag}-`));
   // Every step program is handed its run directory under here (in its environment).
@@ -92,7 +93,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
 
   try {
     const sandboxes = new SandboxCore({
-      store, logs, logger, previewDomain: options.previewDomain ?? "preview.test",
+      store, logs, values, logger, previewDomain: options.previewDomain ?? "preview.test",
       routingKey: () => `${tag}${String(++keys).padStart(8, "0")}`,
     });
     await sandboxes.start();
@@ -106,7 +107,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     await scheduler.start();
     stops.push(() => scheduler.stop());
 
-    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}), keys: [TEST_KEY] }, { store, logger, outputs });
+    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}), keys: [TEST_KEY] }, { store, values, logger, outputs });
     stops.push(() => io.stop());
 
     const runner: RunningRunner = await startRunner({
@@ -116,7 +117,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
       hostEnv: Object.fromEntries(["PATH", "LANG"].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
       // Steps still running when the test ends are stopped at once.
       cancelGraceMs: 500, shutdownGraceMs: 0, heartbeatMs: 1_000,
-    }, { store, queue, logs, logger, signingKey: TEST_KEY });
+    }, { store, queue, logs, logger, signingKey: TEST_KEY, values });
     stops.push(() => runner.stop());
 
     const events = async (): Promise<RecordedEvent[]> => {

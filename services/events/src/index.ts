@@ -164,12 +164,12 @@ export const dispatchCodec = {
 /** Output values are secrets: tools print events with values replaced by their sizes. */
 export function redact<E extends Pick<StoredEvent, "type" | "data">>(e: E): E {
   if (e.type !== "ephemera.steprun.succeeded.v1") return e;
-  const data = e.data as { outputs?: Array<{ name: string; value?: string }> };
+  const data = e.data as { outputs?: Array<{ name: string; value?: string; size?: number; sha256?: string }> };
   return {
     ...e,
     data: {
       ...data,
-      outputs: (data.outputs ?? []).map((o) => ({ name: o.name, size: Buffer.from(o.value ?? "", "base64").length })),
+      outputs: (data.outputs ?? []).map((o) => ({ name: o.name, size: o.sha256 ? Number(o.size ?? 0) : Buffer.from(o.value ?? "", "base64").length })),
     },
   };
 }
@@ -182,3 +182,4 @@ export function folding<S>(fold: (state: S, event: DomainEvent, time: string) =>
     return event ? fold(state, event, recorded.time) : state;
   };
 }
+export * from "./values.js";

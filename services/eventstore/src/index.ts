@@ -5,3 +5,4 @@ export * from "./projection.js";
 export * from "./workqueue.js";
 export * from "./logs.js";
 export { deadLetter, recordDeadLetter } from "./deadletter.js";
+export { InMemoryValueStore, JetStreamValueStore, valuesBucket, type ValueStore } from "./values.js";

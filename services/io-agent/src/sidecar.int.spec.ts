@@ -12,7 +12,7 @@ describe("sidecar output collection (on a real filesystem)", () => {
     await writeFile(join(dir, "host"), "db-1");
     await writeFile(join(dir, "port"), "");
     const r = await collectOutputs([{ name: "host", path: join(dir, "host") }, { name: "port", path: join(dir, "port") }]);
-    expect(r).toEqual({ ok: true, values: [{ name: "host", value: Buffer.from("db-1") }, { name: "port", value: Buffer.alloc(0) }] });
+    expect(r).toEqual({ ok: true, values: [{ name: "host", value: Buffer.from("db-1"), size: 4, sha256: "" }, { name: "port", value: Buffer.alloc(0), size: 0, sha256: "" }] });
   });
 
   it("fails on a missing output, naming it", async () => {

@@ -29,7 +29,7 @@ export async function collectOutputs(
         message: `output "${o.name}": ${o.path} is ${size} bytes, over the ${limit}-byte limit`,
       };
     }
-    values.push({ name: o.name, value });
+    values.push({ name: o.name, value, size: value.length, sha256: "" });
   }
   return { ok: true, values };
 }

@@ -1,6 +1,6 @@
 import * as pb from "@ephemera/proto";
-import { Aggregates, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
-import { connectNats, JetStreamEventStore, type EventStore } from "@ephemera/eventstore";
+import { Aggregates, encode, ev, journalOutputs, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
+import { connectNats, JetStreamEventStore, JetStreamValueStore, type EventStore } from "@ephemera/eventstore";
 import { NotFoundError, PermissionDeniedError, ValidationError, call, createLogger, grpc, waitFor } from "@ephemera/kit";
 import { TEST_KEY, tokenForRun } from "../../../test/support/keys.js";
 import { openRedis, start, type Redis, type RunningIOContext } from "./index.js";
@@ -56,6 +56,7 @@ describe("iocontext against NATS and Redis", () => {
   let prefix: string;
   let cleanupStreams: (nc: NatsConnection) => Promise<void>;
   let service: RunningIOContext;
+  let values: JetStreamValueStore;
   let client: pb.IOContextClient;
 
   const append = async (aggregate: string, id: string, ...events: DomainEvent[]) => {
@@ -69,7 +70,8 @@ describe("iocontext against NATS and Redis", () => {
       await append(Aggregates.steprun, runId, ev("ephemera.steprun.started.v1", { runId, workflowId: runId.split(".").slice(0, 3).join("."), step: runId.split(".")[3]!, attempt: 1 }));
     }
     return call(client.putStepOutputs.bind(client), {
-      runId, token: await tokenForRun(spec, runId), outputs: Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) })),
+      runId, token: await tokenForRun(spec, runId),
+      outputs: Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v), size: Buffer.from(v).length, sha256: "" })),
     });
   };
   const byName = (r: pb.GetStepInputsResponse) =>
@@ -91,7 +93,8 @@ describe("iocontext against NATS and Redis", () => {
     await append(Aggregates.steprun, run,
       ...(started ? [] : [ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step, attempt: 1 })]),
       ev("ephemera.steprun.succeeded.v1", {
-        runId: run, workflowId: wf, step, outputs: Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) })),
+        runId: run, workflowId: wf, step,
+        outputs: await journalOutputs(values, run, Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) }))),
       }),
     );
     await append(Aggregates.workflow, wf, ev("ephemera.workflow.step_succeeded.v1", { step, runId: run }));
@@ -105,7 +108,8 @@ describe("iocontext against NATS and Redis", () => {
     store = await JetStreamEventStore.open(nc, { prefix });
     redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
-    service = await start({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, logger: createLogger("iocontext", "silent") });
+    values = await JetStreamValueStore.open(nc, prefix);
+    service = await start({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, values, redis, logger: createLogger("iocontext", "silent") });
     client = new pb.IOContextClient(`127.0.0.1:${service.port}`, grpc.credentials.createInsecure());
   });
 

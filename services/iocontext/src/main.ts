@@ -1,5 +1,5 @@
 // Entry point of the iocontext service: configuration from the environment, then start().
-import { connectNats, JetStreamEventStore } from "@ephemera/eventstore";
+import { connectNats, JetStreamEventStore, JetStreamValueStore } from "@ephemera/eventstore";
 import { tmpdir } from "node:os";
 import {
   DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envString, onShutdown, signingKeys,
@@ -18,7 +18,8 @@ try {
   const redis = openRedis(common.redisUrl, {}, common.redisAuth);
   redis.on("error", (err: Error) => logger.warn({ err }, "redis connection error"));
   const keys = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), common.prefix));
-  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys }, { store, redis, logger });
+  const values = await JetStreamValueStore.open(nc, common.prefix);
+  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys }, { store, values, redis, logger });
   onShutdown(logger, [
     async () => { await nc.drain(); },
     async () => { await redis.quit(); },

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as pb from "@ephemera/proto";
 import { Aggregates, ev } from "@ephemera/events";
-import { InMemoryEventStore, JetStreamEventStore, connectNats, type EventStore } from "@ephemera/eventstore";
+import { InMemoryEventStore, InMemoryValueStore, JetStreamEventStore, JetStreamValueStore, connectNats, type EventStore } from "@ephemera/eventstore";
 import { UnavailableError, call, grpc, waitFor } from "@ephemera/kit";
 import { testNats } from "../../../test/support/servers.js";
 import { startOwnRedis, type OwnServer } from "../../../test/support/own-servers.js";
@@ -70,9 +70,10 @@ describe("IO context while its own Redis is down or stalled", () => {
     redis.on("error", () => undefined); // expected while the server is down
     const recorder = recordingLogger();
     lines = recorder.lines;
-    service = await start({ listen: "127.0.0.1:0", prefix: t.prefix, keys: [TEST_KEY] }, { store, redis, logger: recorder.logger });
+    const values = await JetStreamValueStore.open(nc, t.prefix);
+    service = await start({ listen: "127.0.0.1:0", prefix: t.prefix, keys: [TEST_KEY] }, { store, values, redis, logger: recorder.logger });
     client = new pb.IOContextClient(`127.0.0.1:${service.port}`, grpc.credentials.createInsecure());
-    const j = journal(store);
+    const j = journal(store, values);
     await j.publishPlugin();
     await j.startWorkflow(provisionRun);
     await putOutputs(provisionRun, { host: "db-1", password: SECRET });
@@ -89,14 +90,14 @@ describe("IO context while its own Redis is down or stalled", () => {
     expect(lines.filter((l) => mentions(l, SECRET))).toEqual([]);
   });
 
-  it("with Redis killed: inputs from the journal, outputs UNAVAILABLE, all within the timeout; then back to normal", async () => {
+  it("with Redis killed: inputs from the journal, outputs taken uncached, all within the timeout; then back to normal", async () => {
     await own.stop("SIGKILL");
 
     const inputs = await timed(() => getInputs(seedRun));
     expect("value" in inputs && inputsOf(inputs.value)).toEqual({ host: "db-1", password: SECRET });
+    // Taken without the cache: the runner journals a step's values from its own report.
     const put = await timed(() => putOutputs(seedRun, { marker: "m1" }));
-    expect("error" in put && put.error).toBeInstanceOf(UnavailableError);
-    expect(mentions("error" in put && put.error, "m1")).toBe(false);
+    expect("value" in put).toBe(true);
     const notJournaled = await timed(() => getOutputs(seedRun));
     expect("error" in notJournaled && notJournaled.error).toBeInstanceOf(UnavailableError);
     const journaled = await timed(() => getOutputs(provisionRun));
@@ -113,14 +114,14 @@ describe("IO context while its own Redis is down or stalled", () => {
     expect(await redis.hexists(`${prefix}:io:${provisionRun}`, "password")).toBe(1);
   });
 
-  it("with Redis stalled (SIGSTOP): calls fail within the command timeout instead of hanging", async () => {
+  it("with Redis stalled (SIGSTOP): calls answer within the command timeout instead of hanging", async () => {
     process.kill(own.pid!, "SIGSTOP");
     try {
       const inputs = await timed(() => getInputs(seedRun));
       const put = await timed(() => putOutputs(seedRun, { marker: "m2" }));
       const outputs = await timed(() => getOutputs(seedRun));
       expect("value" in inputs && inputsOf(inputs.value)).toEqual({ host: "db-1", password: SECRET });
-      expect("error" in put && put.error).toBeInstanceOf(UnavailableError);
+      expect("value" in put).toBe(true);
       expect("error" in outputs && outputs.error).toBeInstanceOf(UnavailableError);
       expect([inputs.ms, put.ms, outputs.ms].every((ms) => ms <= FAILS_WITHIN_MS)).toBe(true);
     } finally {
@@ -136,9 +137,10 @@ describe("IO context: a deleted sandbox's outputs are dropped once the store is 
     const store = new InMemoryEventStore();
     const outputs = new InMemoryOutputStore();
     const { logger, lines } = recordingLogger();
-    const service = await start({ listen: "127.0.0.1:0", prefix: "t", keys: [TEST_KEY] }, { store, outputs, logger });
+    const journalValues = new InMemoryValueStore();
+    const service = await start({ listen: "127.0.0.1:0", prefix: "t", keys: [TEST_KEY] }, { store, values: journalValues, outputs, logger });
     try {
-      const j = journal(store);
+      const j = journal(store, journalValues);
       await j.append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: RK }));
       await outputs.write(provisionRun, RK, values({ host: "db-1" }));
       outputs.setAvailable(false);

@@ -1,7 +1,7 @@
 // A plugin whose second step reads an output of the first, and what the scheduler and the
 // runner journal for it, for tests of the IO context on any EventStore.
 import * as pb from "@ephemera/proto";
-import { Aggregates, encode, ev, runId, workflowId, type DomainEvent } from "@ephemera/events";
+import { Aggregates, encode, ev, journalOutputs, runId, workflowId, type DomainEvent, type ValueJournal } from "@ephemera/events";
 import type { EventStore } from "@ephemera/eventstore";
 import type { Logger } from "@ephemera/kit";
 import { tokenForStep } from "../../../test/support/keys.js";
@@ -34,10 +34,10 @@ export const spec = pb.ResourcePluginSpec.fromPartial({
 export const tokenOf = (run: string) => tokenForStep(run, spec.create.find((s) => s.name === run.split(".")[3])!);
 
 export const values = (outputs: Record<string, string>): pb.OutputValue[] =>
-  Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) }));
+  Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v), size: Buffer.byteLength(v), sha256: "" }));
 
-/** Appends what the other services would have written, on the store the IO context reads. */
-export function journal(store: EventStore) {
+/** Appends what the other services would have written, on the store (and output journal) the IO context reads. */
+export function journal(store: EventStore, journalValues: ValueJournal) {
   const append = async (aggregate: string, id: string, ...events: DomainEvent[]) => {
     const current = await store.read(aggregate, id);
     await store.append(aggregate, id, current, events.map(encode), { source: "test" });
@@ -66,7 +66,8 @@ export function journal(store: EventStore) {
     succeed: async (run: string, outputs: Record<string, string>) => {
       const step = stepOf(run);
       if ((await store.read(Aggregates.steprun, run)).events.length === 0) await started(run);
-      await append(Aggregates.steprun, run, ev("ephemera.steprun.succeeded.v1", { runId: run, workflowId: createWorkflow, step, outputs: values(outputs) }));
+      const journaled = await journalOutputs(journalValues, run, values(outputs));
+      await append(Aggregates.steprun, run, ev("ephemera.steprun.succeeded.v1", { runId: run, workflowId: createWorkflow, step, outputs: journaled }));
       await append(Aggregates.workflow, createWorkflow, ev("ephemera.workflow.step_succeeded.v1", { step, runId: run }));
     },
   };

@@ -3,7 +3,7 @@
 // Values are secrets: only names and sizes are logged. The output store is a cache of the
 // journal: while it is down, outputs of runs that succeeded are read from their events.
 import type * as pb from "@ephemera/proto";
-import { Aggregates, decode, parseRunId } from "@ephemera/events";
+import { Aggregates, decode, journaledValues, outputSize, parseRunId, sha256Hex, type ValueJournal } from "@ephemera/events";
 import type { EventStore } from "@ephemera/eventstore";
 import {
   ConflictError, NotFoundError, PermissionDeniedError, UnavailableError, ValidationError, paramSource, stepSource, verifyCapability,
@@ -22,6 +22,8 @@ export interface IOContextDeps {
   logger: Logger;
   /** Verify the runs' capability tokens (kit's signingKeys). */
   keys: SigningKey[];
+  /** The output journal: values of journaled outputs, by digest. */
+  values: ValueJournal;
   maxOutputBytes?: number;
   now?: () => Date;
 }
@@ -124,9 +126,10 @@ export class IOContextHandlers {
       await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
-      // UNAVAILABLE to the sidecar, which retries: nothing else holds these values yet.
-      this.deps.logger.warn({ runId: run.runId, outputs: sizes(req.outputs), err }, "cannot store step outputs");
-      throw err;
+      // Only the cache missed them: the runner journals the values from the step's own
+      // report, and later readers are served from the journal. The step need not wait.
+      this.deps.logger.warn({ runId: run.runId, outputs: sizes(req.outputs), err }, "output store unavailable: step outputs not cached");
+      return {};
     }
     this.deps.logger.info({ runId: run.runId, outputs: sizes(req.outputs) }, "step outputs stored");
     return {};
@@ -136,7 +139,7 @@ export class IOContextHandlers {
     await this.capability(req, "GetStepOutputs");
     const run = await this.knownRun(req.runId);
     const values = await this.outputsOf(run.runId);
-    return { outputs: [...values].map(([name, value]) => ({ name, value })) };
+    return { outputs: [...values].map(([name, value]) => ({ name, value, size: value.length, sha256: "" })) };
   }
 
   /**
@@ -210,29 +213,40 @@ export class IOContextHandlers {
   }
 
   /**
-   * The outputs of a run. When the cache lacks one that is wanted (or, with nothing named,
-   * holds none), the run's `steprun.succeeded` event answers, and the cache is refilled
-   * from it. While the cache is down the journal alone answers; a run with no journaled
-   * result yet (a step that just ended, read back by the runner) is then UNAVAILABLE.
+   * The outputs of a run (those `wanted`, or all). The journal is the truth: a run that
+   * succeeded names each output's size and SHA-256 in its `steprun.succeeded` event, and a
+   * value from the cache (Redis) is used only when it matches that digest; otherwise it is
+   * read from the output journal and written back to the cache. A run not journaled yet
+   * (a step that just ended, read back by itself) has only the cache; while the cache is
+   * down such a run is UNAVAILABLE.
    */
   private async outputsOf(runId: string, wanted: string[] = []): Promise<Map<string, Buffer>> {
     let cached: Map<string, Buffer> | undefined;
-    let down: UnavailableError | undefined;
     try {
       cached = await this.deps.outputs.read(runId);
-      if (wanted.length ? wanted.every((w) => cached?.has(w)) : cached.size > 0) return cached;
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
-      down = err;
       this.deps.logger.warn({ runId, err }, "output store unavailable: reading outputs from the journal");
+      const journaled = await this.journaledOutputs(runId);
+      if (!journaled) throw new UnavailableError(`outputs of ${runId} are not journaled yet and the output store is unavailable`, { cause: err });
+      return journaledValues(this.deps.values, runId, journaled, wanted.length ? wanted : undefined);
     }
     const journaled = await this.journaledOutputs(runId);
-    if (!journaled) {
-      if (cached) return cached;
-      throw new UnavailableError(`outputs of ${runId} are not journaled yet and the output store is unavailable`, { cause: down });
+    if (!journaled) return cached;
+    const values = new Map<string, Buffer>();
+    const missed: pb.OutputValue[] = [];
+    for (const o of journaled) {
+      if (wanted.length && !wanted.includes(o.name)) continue;
+      const hit = cached.get(o.name);
+      if (hit && (o.sha256 ? sha256Hex(hit) === o.sha256 : hit.equals(Buffer.from(o.value)))) values.set(o.name, hit);
+      else missed.push(o);
     }
-    if (cached && journaled.length) await this.rehydrate(runId, journaled);
-    return new Map(journaled.map((o) => [o.name, o.value]));
+    if (missed.length) {
+      const fetched = await journaledValues(this.deps.values, runId, missed);
+      for (const [name, value] of fetched) values.set(name, value);
+      await this.rehydrate(runId, [...fetched].map(([name, value]) => ({ name, value, size: value.length, sha256: "" })));
+    }
+    return values;
   }
 
   /** Best effort: the values were served from the journal either way. */
@@ -245,7 +259,7 @@ export class IOContextHandlers {
     }
   }
 
-  /** The outputs journaled by the run's success; undefined while it has not succeeded. */
+  /** The outputs (names, sizes, digests) journaled by the run's success; undefined while it has not succeeded. */
   private async journaledOutputs(runId: string): Promise<pb.OutputValue[] | undefined> {
     const { events } = await this.deps.store.read(Aggregates.steprun, runId);
     for (const r of events) {
@@ -256,4 +270,4 @@ export class IOContextHandlers {
   }
 }
 
-const sizes = (outputs: pb.OutputValue[]) => outputs.map((o) => ({ name: o.name, size: o.value.length }));
+const sizes = (outputs: pb.OutputValue[]) => outputs.map((o) => ({ name: o.name, size: outputSize(o) }));

@@ -3,7 +3,7 @@
 import type { Redis } from "ioredis";
 import * as pb from "@ephemera/proto";
 import { Aggregates } from "@ephemera/events";
-import { Feed, JetStreamEventStore, type Commit, type EventStore } from "@ephemera/eventstore";
+import { Feed, JetStreamEventStore, type Commit, type EventStore, type ValueStore } from "@ephemera/eventstore";
 import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger, type ServerTls, type SigningKey } from "@ephemera/kit";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
@@ -22,7 +22,7 @@ export interface IOContextConfig {
 }
 
 /** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
-export type IOContextServiceDeps = { store: EventStore; logger: Logger } & ({ redis: Redis } | { outputs: OutputStore });
+export type IOContextServiceDeps = { store: EventStore; logger: Logger; values: ValueStore } & ({ redis: Redis } | { outputs: OutputStore });
 
 /** Attempts at dropping a deleted sandbox's outputs while the store is down (about a minute in all). */
 const DROP_ATTEMPTS = 8;
@@ -44,16 +44,21 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     if (!routingKey) return;
     const onRetry = (err: unknown, delayMs: number) =>
       logger.warn({ err, sandbox: commit.aggregateId, routingKey, delayMs }, "cannot drop the outputs of a deleted sandbox yet; retrying");
-    const p = dropWithRetries(outputs, routingKey, stopping.signal, onRetry).then(
-      (runs) => { if (runs) logger.info({ sandbox: commit.aggregateId, routingKey, runs }, "outputs of a deleted sandbox dropped"); },
-      (err: unknown) => logger.warn({ err, sandbox: commit.aggregateId }, "cannot drop the outputs of a deleted sandbox"),
-    ).finally(() => cleanups.delete(p));
-    cleanups.add(p);
+    const drop = (what: string, fn: () => Promise<number>) => {
+      const p = dropWithRetries(fn, stopping.signal, onRetry).then(
+        (n) => { if (n) logger.info({ sandbox: commit.aggregateId, routingKey, [what]: n }, `${what} of a deleted sandbox dropped`); },
+        (err: unknown) => logger.warn({ err, sandbox: commit.aggregateId }, `cannot drop the ${what} of a deleted sandbox`),
+      ).finally(() => cleanups.delete(p));
+      cleanups.add(p);
+    };
+    // Its delete steps have read what they needed: the cache and the journal let go of its values.
+    drop("cached runs", () => outputs.dropSandbox(routingKey));
+    drop("journaled values", () => deps.values.drop(`${routingKey}.`));
   });
   await feed.start();
 
   const handlers = new IOContextHandlers({
-    store, projections, outputs, logger, keys: config.keys, ...(config.maxOutputBytes ? { maxOutputBytes: config.maxOutputBytes } : {}),
+    store, projections, outputs, values: deps.values, logger, keys: config.keys, ...(config.maxOutputBytes ? { maxOutputBytes: config.maxOutputBytes } : {}),
   });
   const implementation: pb.IOContextServer = {
     getStepInputs: unary((req: pb.GetStepInputsRequest) => handlers.getStepInputs(req), logger),
@@ -76,17 +81,17 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
 }
 
 /**
- * Values of a deleted sandbox must not outlive it in the cache: a drop that fails while
+ * Values of a deleted sandbox must not outlive it in the cache or the journal: a drop that fails while
  * the store is down is tried again with backoff. (A restart also drops them: the feed
  * replays every `sandbox.deleted`.) A loop rather than kit's retry(): stop() must be able
  * to cut a backoff short.
  */
 async function dropWithRetries(
-  outputs: OutputStore, routingKey: string, stop: AbortSignal, onRetry: (err: unknown, delayMs: number) => void,
+  drop: () => Promise<number>, stop: AbortSignal, onRetry: (err: unknown, delayMs: number) => void,
 ): Promise<number> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await outputs.dropSandbox(routingKey);
+      return await drop();
     } catch (err) {
       if (!(err instanceof UnavailableError) || attempt >= DROP_ATTEMPTS || stop.aborted) throw err;
       const delayMs = Math.min(30_000, 500 * 2 ** (attempt - 1));

@@ -44,11 +44,6 @@ export interface RunnerConfig {
   /** How long running steps may go on after SIGTERM to the runner. */
   shutdownGraceMs?: number;
   heartbeatMs?: number;
-  /**
-   * The largest result event the store takes (the NATS server's max_payload): a step
-   * whose outputs, base64-encoded in the event, do not fit fails with OutputTooLarge.
-   */
-  maxResultBytes?: number;
   /** How long step logs are kept (EPHEMERA_LOG_RETENTION, default 7 days): the log stream's max age, set by the runner. */
   logRetentionMs?: number;
 }

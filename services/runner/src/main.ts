@@ -1,6 +1,6 @@
 // Entry point of the runner service: configuration from the environment, then start().
 import { hostname, tmpdir } from "node:os";
-import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue } from "@ephemera/eventstore";
+import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue } from "@ephemera/eventstore";
 import { createLogger, defaultSigningKeyFile, onShutdown, signingKeys } from "@ephemera/kit";
 import { runnerConfig } from "./config.js";
 import { dispatchCodec } from "@ephemera/events";
@@ -14,12 +14,12 @@ try {
     stepProgram: stepProgramPath(), tmpdir: tmpdir(), runnerId: `${hostname()}-${process.pid}`,
   });
   const nc = await connectNats(config.natsUrl, "runner", config.natsAuth);
-  config.maxResultBytes = nc.info?.max_payload ?? config.maxResultBytes;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
   const logs = await JetStreamLogStore.open(nc, config.prefix, { retentionMs: config.logRetentionMs });
   const [signingKey] = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), config.prefix));
-  const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey! });
+  const values = await JetStreamValueStore.open(nc, config.prefix);
+  const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey!, values });
   onShutdown(logger, [async () => { await nc.drain(); }, () => runner.stop()]);
 } catch (err) {
   logger.fatal({ err }, "runner failed to start");

@@ -4,9 +4,9 @@ import { chmod, mkdir, mkdtemp, readFile, readdir, rm, rmdir, writeFile } from "
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
+import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent, journaledValues } from "@ephemera/events";
 import {
-  connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue,
+  connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue,
   type EventStore, type LogStore, type WorkQueue,
 } from "@ephemera/eventstore";
 import { createLogger, stepCapability, waitFor } from "@ephemera/kit";
@@ -39,6 +39,7 @@ const step = (name: string, script: string, inputs: Array<Partial<pb.StepInput>>
   name, script, inputs: inputs as pb.StepInput[], outputs: outputs.map(([n, valueFromPath]) => ({ name: n, valueFromPath })),
 });
 const scratch = { name: "scratch", valueFromSandbox: true };
+const MiB = 1024 * 1024;
 
 const spec = pb.ResourcePluginSpec.fromPartial({
   create: [
@@ -77,13 +78,16 @@ touch "$SCRATCH/$EPHEMERA_ROUTING_KEY.started"
 wait
 `, [scratch]),
     step("forget", "#!/bin/sh\necho 'not writing the output'\n", [], [["result", "/tmp/result"]]),
-    step("bulky", "#!/bin/sh\nhead -c 30000 /dev/zero > /tmp/a\nhead -c 30000 /dev/zero > /tmp/b\n", [], [["a", "/tmp/a"], ["b", "/tmp/b"]]),
+    // Three outputs of exactly the limit (1 MiB each), and one a byte over it.
+    step("bulky", "#!/bin/sh\nfor f in a b c; do head -c 1048576 /dev/urandom > /tmp/$f; done\n", [], [["a", "/tmp/a"], ["b", "/tmp/b"], ["c", "/tmp/c"]]),
+    step("toobig", "#!/bin/sh\nhead -c 1048577 /dev/zero > /tmp/x\n", [], [["x", "/tmp/x"]]),
   ],
 });
 
 describe("runner with the process driver, against NATS and Redis", () => {
   let nc: NatsConnection;
   let store: EventStore;
+  let values: JetStreamValueStore;
   let queue: WorkQueue<pb.StepDispatch>;
   let logs: LogStore;
   let redis: Redis;
@@ -111,6 +115,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     cleanupStreams = t.cleanup;
     nc = await connectNats(t.url, "runner-test");
     store = await JetStreamEventStore.open(nc, { prefix });
+    values = await JetStreamValueStore.open(nc, prefix);
     const jsQueue = await JetStreamWorkQueue.open(nc, prefix, dispatchCodec);
     received = [];
     handled = [];
@@ -132,12 +137,12 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await chmod(scratchDir, 0o1777);
     workdir = await mkdtemp(join(tmpdir(), `${prefix}-work-`));
     const logger = createLogger("test", "silent");
-    io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, logger });
+    io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, values, logger });
     runner = await start({
       natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       workdir, listen: "127.0.0.1:0", runnerId: "test-runner", stepProgram: STEP_PROGRAM, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
-      cancelGraceMs: 2000, shutdownGraceMs: 1000, maxResultBytes: 64 * 1024,
-    }, { store, queue, logs, logger, signingKey: TEST_KEY });
+      cancelGraceMs: 2000, shutdownGraceMs: 1000,
+    }, { store, queue, logs, logger, signingKey: TEST_KEY, values });
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
   });
 
@@ -198,15 +203,17 @@ describe("runner with the process driver, against NATS and Redis", () => {
     return last && last.type !== "ephemera.steprun.started.v1" ? last : undefined;
   }, { timeoutMs, intervalMs: 50, what: `the result of ${run}` });
 
-  const outputsOf = (e: DomainEvent) => {
+  /** A success's output values, read from the output journal by the digests its event names. */
+  const outputsOf = async (e: DomainEvent) => {
     if (e.type !== "ephemera.steprun.succeeded.v1") throw new Error(`expected success, got ${JSON.stringify(e)}`);
-    return Object.fromEntries(e.data.outputs.map((o) => [o.name, o.value.toString()]));
+    const journaled = await journaledValues(values, e.data.runId, e.data.outputs);
+    return Object.fromEntries([...journaled].map(([name, value]) => [name, value.toString()]));
   };
 
   it("runs a bash script with its inputs and the default environment, and journals its outputs", async () => {
     const d = await dispatch("rka", "provision", { "db-name": "orders", config: "5432" });
     const e = await result(d.runId);
-    expect(outputsOf(e)).toEqual({ host: "db-rka", port: "5432" });
+    expect(await outputsOf(e)).toEqual({ host: "db-rka", port: "5432" });
     expect(await stepRunEvents(d.runId)).toEqual([
       expect.objectContaining({ type: "ephemera.steprun.started.v1", data: expect.objectContaining({ driver: "process", runner: "test-runner" }) }),
       expect.objectContaining({ type: "ephemera.steprun.succeeded.v1" }),
@@ -225,7 +232,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     }, 100);
     try {
       const d = await dispatch("rkw", "provision", { "db-name": "orders", config: "5432" });
-      expect(outputsOf(await result(d.runId))).toEqual({ host: "db-rkw", port: "5432" });
+      expect(await outputsOf(await result(d.runId))).toEqual({ host: "db-rkw", port: "5432" });
     } finally {
       clearInterval(wipe);
     }
@@ -252,14 +259,24 @@ describe("runner with the process driver, against NATS and Redis", () => {
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "OutputMissing", message: expect.stringContaining('"result"') });
   });
 
-  it("fails a step whose outputs cannot fit one result event with OutputTooLarge, naming the sizes", async () => {
+  it("journals three 1 MiB outputs of one step outside its result event, each named by size and digest", async () => {
     const d = await dispatch("rkt", "bulky");
+    const e = await result(d.runId, 60_000);
+    if (e.type !== "ephemera.steprun.succeeded.v1") throw new Error(`expected success, got ${JSON.stringify(e)}`);
+    expect(e.data.outputs.map((o) => [o.name, o.size, o.value.length, o.sha256.length])).toEqual([["a", MiB, 0, 64], ["b", MiB, 0, 64], ["c", MiB, 0, 64]]);
+    const recorded = (await store.read(Aggregates.steprun, d.runId)).events.at(-1)!;
+    expect(JSON.stringify(recorded.data).length).toBeLessThan(2048);
+    const journaled = await journaledValues(values, d.runId, e.data.outputs);
+    expect([...journaled.values()].map((v) => v.length)).toEqual([MiB, MiB, MiB]);
+  });
+
+  it("refuses an output of 1 MiB + 1 byte, naming it, its size and the limit; nothing is journaled", async () => {
+    const d = await dispatch("rku", "toobig");
     const e = await result(d.runId);
     expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
-      reason: "OutputTooLarge",
-      message: expect.stringContaining("the outputs total 60000 bytes (a 30000 bytes, b 30000 bytes)"),
+      reason: "OutputTooLarge", message: expect.stringContaining('output "x": /tmp/x is 1048577 bytes, over the 1048576-byte limit'),
     });
-    await waitFor(() => handled.includes(d.runId), { what: "the dispatch to be acknowledged" });
+    expect(await values.drop(`${d.runId}/`)).toBe(0);
   });
 
   it("gives two concurrent runs of one plugin private files at the same paths", async () => {
@@ -269,8 +286,8 @@ describe("runner with the process driver, against NATS and Redis", () => {
     });
     await writeFile(join(scratchDir, "go"), "");
     const [ea, eb] = [await result(a.runId), await result(b.runId)];
-    expect(outputsOf(ea)).toEqual({ value: "rk1", listing: "value .ephemera mine" });
-    expect(outputsOf(eb)).toEqual({ value: "rk2", listing: "value .ephemera mine" });
+    expect(await outputsOf(ea)).toEqual({ value: "rk1", listing: "value .ephemera mine" });
+    expect(await outputsOf(eb)).toEqual({ value: "rk2", listing: "value .ephemera mine" });
     expect(await readdir(SHARED_OUT)).toEqual([]);
   });
 

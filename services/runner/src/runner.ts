@@ -3,6 +3,7 @@
 // its log, records the result, and only then lets the item be acknowledged.
 import * as pb from "@ephemera/proto";
 import { recordDeadLetter, deadLetter, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer } from "@ephemera/eventstore";
+import { journalOutputs, type ValueJournal } from "@ephemera/events";
 import { FailureReason, type StepReport } from "@ephemera/io-agent";
 import { errorMessage, isRetryable, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
@@ -28,8 +29,8 @@ export interface RunnerOptions {
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
   cancelGraceMs: number;
   heartbeatMs: number;
-  /** The largest result event the store takes; see RunnerConfig.maxResultBytes. */
-  maxResultBytes: number;
+  /** The output journal: a succeeded run's values go there, its result event names them by digest. */
+  values: ValueJournal;
   now: () => number;
   /** Signs each run's capability token for the IO context (see kit's capability.ts). */
   signingKey: SigningKey;
@@ -38,9 +39,6 @@ export interface RunnerOptions {
 /** A token outlives its step's timeout by this much: the agents' IO-context retries (60 s) and the outputs after the script. */
 const TOKEN_GRACE_MS = 10 * 60_000;
 const DEFAULT_STEP_TIMEOUT_MS = 30 * 60_000;
-
-/** Room kept in a result event for the envelope and the other fields. */
-const RESULT_OVERHEAD_BYTES = 4096;
 
 interface Stop {
   reason: typeof FailureReason.Cancelled | typeof FailureReason.RunnerLost | "DeadlineExceeded";
@@ -122,7 +120,8 @@ export class Runner {
     // The work item stays ours for as long as we handle it, not only while the script runs.
     const beat = setInterval(() => item.heartbeat(), this.o.heartbeatMs);
     try {
-      const record = (command: StepRunCommand) => retry(() => executeStepRun(this.o.store, d.runId, command, SOURCE, cause), {
+      // A success's values are journaled first (idempotently: a retry puts the same values again).
+      const record = (command: StepRunCommand) => retry(async () => executeStepRun(this.o.store, d.runId, await this.journaled(d.runId, command), SOURCE, cause), {
         attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable,
       });
       const { state } = await readStepRun(this.o.store, d.runId);
@@ -215,26 +214,23 @@ export class Runner {
     return this.succeeded(report, stepLog, durationMs);
   }
 
-  /** The outputs come from the step's own report, to be journaled in the result event (Redis is only a cache). */
+  /** The outputs come from the step's own report, to be journaled (Redis is only a cache). */
   private succeeded(report: Extract<StepReport, { outcome: "succeeded" }>, stepLog: Pick<StepLog, "tail">, durationMs: number): StepRunCommand {
-    const kept: pb.OutputValue[] = report.outputs.map((o) => ({ name: o.name, value: Buffer.from(o.base64 ?? "", "base64") }));
+    const kept: pb.OutputValue[] = report.outputs.map((o) => {
+      const value = Buffer.from(o.base64 ?? "", "base64");
+      return { name: o.name, value, size: value.length, sha256: "" };
+    });
     const damaged = report.outputs.filter((o, i) => kept[i]!.value.length !== o.size).map((o) => o.name);
     if (damaged.length) {
       return fail({ reason: FailureReason.DriverError, message: `the step's report is damaged (outputs ${damaged.join(", ")})` }, stepLog.tail(), durationMs);
     }
-    // The outputs are journaled base64-encoded in one event; one that cannot be stored must
-    // fail the step with a reason, not fail the append over and over.
-    const encoded = kept.reduce((n, o) => n + Math.ceil(o.value.length / 3) * 4 + o.name.length + 32, 0);
-    if (encoded + RESULT_OVERHEAD_BYTES > this.o.maxResultBytes) {
-      const raw = kept.reduce((n, o) => n + o.value.length, 0);
-      const sizes = [...kept].sort((x, y) => x.name.localeCompare(y.name)).map((o) => `${o.name} ${o.value.length} bytes`).join(", ");
-      return fail({
-        reason: FailureReason.OutputTooLarge,
-        message: `the outputs total ${raw} bytes (${sizes}); a step's result event holds at most ` +
-          `${Math.floor(((this.o.maxResultBytes - RESULT_OVERHEAD_BYTES) * 3) / 4)} bytes of outputs (NATS max_payload ${this.o.maxResultBytes})`,
-      }, stepLog.tail(), durationMs);
-    }
     return { type: "succeed", outputs: kept, durationMs };
+  }
+
+  /** A success with its values put in the output journal, and only their names, sizes and digests left in the command. */
+  private async journaled(runId: string, command: StepRunCommand): Promise<StepRunCommand> {
+    if (command.type !== "succeed" || command.outputs.every((o) => o.sha256)) return command;
+    return { ...command, outputs: await journalOutputs(this.o.values, runId, command.outputs) };
   }
 
   private onCancel(message: unknown): void {

@@ -4,6 +4,7 @@ import { access, mkdir } from "node:fs/promises";
 import type * as pb from "@ephemera/proto";
 import { JetStreamEventStore, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
 import { followHealth, startGrpcServer, type Logger, type SigningKey } from "@ephemera/kit";
+import type { ValueJournal } from "@ephemera/events";
 import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
 import { cleanupLeftovers } from "./driver/leftovers.js";
@@ -17,6 +18,8 @@ export interface RunnerDeps {
   logger: Logger;
   /** Signs the runs' capability tokens (kit's signingKeys: the first key). */
   signingKey: SigningKey;
+  /** The output journal (JetStreamValueStore). */
+  values: ValueJournal;
 }
 
 export interface RunningRunner {
@@ -58,7 +61,7 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     logger,
     cancelGraceMs: config.cancelGraceMs ?? 10_000,
     heartbeatMs: config.heartbeatMs ?? 5_000,
-    maxResultBytes: config.maxResultBytes ?? 1024 * 1024,
+    values: deps.values,
     now: () => performance.now(),
     signingKey: deps.signingKey,
   });

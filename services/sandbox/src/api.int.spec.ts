@@ -2,7 +2,7 @@
 // spec package's violations and write nothing; the plugin registry's versions; watch streams.
 import { join } from "node:path";
 import * as pb from "@ephemera/proto";
-import { InMemoryLogStore, JetStreamEventStore, connectNats, type EventStore } from "@ephemera/eventstore";
+import { InMemoryLogStore, JetStreamEventStore, connectNats, type EventStore, InMemoryValueStore } from "@ephemera/eventstore";
 import {
   ConflictError, NotFoundError, ValidationError, call, createLogger, fromServiceError, grpc, startGrpcServer, waitFor,
   type FieldViolation, type RunningServer,
@@ -27,7 +27,7 @@ async function startApi() {
   const store: EventStore = await JetStreamEventStore.open(nc, { prefix, logger });
   let keys = 0;
   const core = new SandboxCore({
-    store, logs: new InMemoryLogStore(), logger, previewDomain: "preview.test",
+    store, values: new InMemoryValueStore(), logs: new InMemoryLogStore(), logger, previewDomain: "preview.test",
     routingKey: () => `rk${String(++keys).padStart(4, "0")}`,
   });
   await core.start();

@@ -1,5 +1,5 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
-import { JetStreamEventStore, JetStreamLogStore, connectNats } from "@ephemera/eventstore";
+import { JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
 import { followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
@@ -30,7 +30,8 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<{ st
   const nc = await connectNats(config.natsUrl, "ephemera-sandbox", config.natsAuth);
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
   const logs = await JetStreamLogStore.open(nc, config.prefix);
-  const core = new SandboxCore({ store, logs, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
+  const values = await JetStreamValueStore.open(nc, config.prefix);
+  const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
   await core.start();
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, config.tls ? { tls: config.tls } : {});
   // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.

@@ -1,7 +1,7 @@
 // The sandbox service's core: projections of plugins, sandboxes and workflows, the
 // commands behind the public API, and the reaction to workflow outcomes.
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode, encode, folding, parseRunId, workflowId, type DomainEvent } from "@ephemera/events";
+import { Aggregates, decode, encode, folding, journaledValues, parseRunId, workflowId, type DomainEvent, type ValueJournal } from "@ephemera/events";
 import { evolvePlugin, initialPlugin, type PluginState } from "./plugin/state.js";
 import { evolveWorkflow, initialWorkflow, isTerminal, type WorkflowState } from "./progress.js";
 import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } from "./sandbox/state.js";
@@ -31,6 +31,8 @@ export interface SandboxServiceDeps {
   /** Base domain of endpoint URLs. */
   previewDomain: string;
   now?: () => number;
+  /** The output journal, read for `sandbox get --show-outputs`. */
+  values: ValueJournal;
 }
 
 /** Who asked, and the id every event the call causes carries as its correlation id. */
@@ -296,7 +298,7 @@ export class SandboxCore {
     return () => { set.delete(watcher); };
   }
 
-  /** Output values live in the step runs' result events (the journal); read them on demand. */
+  /** Output values live in the output journal, named with their digests by the step runs' result events; read on demand. */
   private async outputValues(state: SandboxRecord): Promise<Map<string, Buffer>> {
     const values = new Map<string, Buffer>();
     for (const r of state.resources) {
@@ -306,7 +308,7 @@ export class SandboxCore {
         for (const recorded of (await this.deps.store.read(Aggregates.steprun, step.runId)).events) {
           const e = decode(recorded);
           if (e?.type !== "ephemera.steprun.succeeded.v1") continue;
-          for (const o of e.data.outputs) values.set(`${r.name}/${step.name}.${o.name}`, o.value);
+          for (const [name, value] of await journaledValues(this.deps.values, step.runId, e.data.outputs)) values.set(`${r.name}/${step.name}.${name}`, value);
         }
       }
     }

@@ -4,7 +4,7 @@
 // outbox, never here. Reactions are level-triggered: each looks at the projected state of
 // one resource and does what is missing, so replays, redeliveries and restarts are harmless.
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode, encode, folding, runId, workflowId, type DomainEvent, type Phase } from "@ephemera/events";
+import { Aggregates, decode, encode, folding, outputSize, runId, workflowId, type DomainEvent, type Phase } from "@ephemera/events";
 import { Feed, Projection, execute, type Commit, type EventStore, type RecordedEvent, type Subscription, type WorkQueue } from "@ephemera/eventstore";
 import { DueIndex, type Logger } from "@ephemera/kit";
 import { foldPlugin, foldSandbox, noPlugin, noSandbox, type PluginFacts, type SandboxFacts } from "./facts.js";
@@ -99,7 +99,7 @@ export class Scheduler {
     } else if (e?.type === "ephemera.steprun.succeeded.v1") {
       await this.command(e.data.workflowId, {
         kind: "record-success", step: e.data.step, runId: e.data.runId,
-        outputs: e.data.outputs.map((o) => ({ key: o.name, size: o.value.length })),
+        outputs: e.data.outputs.map((o) => ({ key: o.name, size: outputSize(o) })),
       }, cause);
     } else if (e?.type === "ephemera.steprun.failed.v1") {
       await this.command(e.data.workflowId, {

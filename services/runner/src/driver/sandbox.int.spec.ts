@@ -6,8 +6,8 @@ import { existsSync, rmSync } from "node:fs";
 import { mkdir, mkdtemp, rm, rmdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent } from "@ephemera/events";
-import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamWorkQueue, type EventStore, type WorkQueue } from "@ephemera/eventstore";
+import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent, journaledValues } from "@ephemera/events";
+import { connectNats, JetStreamEventStore, JetStreamValueStore, JetStreamLogStore, JetStreamWorkQueue, type EventStore, type WorkQueue } from "@ephemera/eventstore";
 import { createLogger, stepCapability, waitFor } from "@ephemera/kit";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { Runner } from "../runner.js";
@@ -67,6 +67,7 @@ ln -s /etc/hostname ${OUT}/host
 describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB views)", () => {
   let nc: NatsConnection;
   let store: EventStore;
+  let values: JetStreamValueStore;
   let queue: WorkQueue<pb.StepDispatch>;
   let redis: Redis;
   let prefix: string;
@@ -86,12 +87,13 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     cleanupStreams = t.cleanup;
     nc = await connectNats(t.url, "sandbox-test");
     store = await JetStreamEventStore.open(nc, { prefix });
+    values = await JetStreamValueStore.open(nc, prefix);
     queue = await JetStreamWorkQueue.open(nc, prefix, dispatchCodec);
     redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
     // Outside /tmp (which the step sees as its own tmpfs), so a write there would be a real escape.
     workdir = await mkdtemp(join("/var/tmp", `${prefix}-work-`));
     const logger = createLogger("test", "silent");
-    io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, logger });
+    io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, values, logger });
     const driver = new ProcessDriver({
       workdir, iocontext: `127.0.0.1:${io.port}`, stepProgram: STEP_PROGRAM, isolation: await detectIsolation(workdir), logger,
       // As a careless composition might hand it: the driver must pass PATH and LANG only.
@@ -103,7 +105,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     });
     runner = new Runner({
       cluster: "local", concurrency: 4, runnerId: "sandbox-runner", driver, store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger,
-      cancelGraceMs: 2000, heartbeatMs: 5000, maxResultBytes: 1024 * 1024, now: () => performance.now(), signingKey: TEST_KEY,
+      cancelGraceMs: 2000, heartbeatMs: 5000, now: () => performance.now(), signingKey: TEST_KEY, values,
     });
     runner.start();
     await append(Aggregates.plugin, "sandboxed", ev("ephemera.plugin.published.v1", { name: "sandboxed", version: "1.0.0", spec }));
@@ -147,16 +149,18 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     }, { timeoutMs: 30_000, intervalMs: 50, what: `the result of ${id}` });
   };
 
-  const outputsOf = (e: DomainEvent) => {
+  /** A success's output values, read from the output journal by the digests its event names. */
+  const outputsOf = async (e: DomainEvent) => {
     if (e.type !== "ephemera.steprun.succeeded.v1") throw new Error(`expected success, got ${JSON.stringify(e)}`);
-    return Object.fromEntries(e.data.outputs.map((o) => [o.name, o.value.toString()]));
+    const journaled = await journaledValues(values, e.data.runId, e.data.outputs);
+    return Object.fromEntries([...journaled].map(([name, value]) => [name, value.toString()]));
   };
 
   it("gives the script PATH, LANG and its own variables only: no NATS/Redis URL, no credentials, no step config", async () => {
     const previous = process.env["NATS_PASSWORD"];
     process.env["NATS_PASSWORD"] = "inherited-secret"; // not inherited from the runner's environment either
     try {
-      const outputs = outputsOf(await run("sa", "env"));
+      const outputs = (await outputsOf(await run("sa", "env")));
       const shells = new Set(["PWD", "OLDPWD", "SHLVL", "_"]);
       const names = outputs["env"]!.split("\n").filter(Boolean).map((l) => l.split("=")[0]!).filter((n) => !shells.has(n));
       expect(names.sort()).toEqual([
@@ -173,19 +177,19 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
   });
 
   it("runs the script as the configured user and group", async () => {
-    expect(outputsOf(await run("sb", "who"))).toEqual({ id: "65534:65534" });
+    expect(await outputsOf(await run("sb", "who"))).toEqual({ id: "65534:65534" });
   });
 
   it("lets the script write its declared paths and /tmp, and read its input file; not /etc nor the runner's workdir", async () => {
     await mkdir(IN, { recursive: true });
-    const outputs = outputsOf(await run("sc", "confined", { "runner-workdir": workdir, config: "5432" }));
+    const outputs = (await outputsOf(await run("sc", "confined", { "runner-workdir": workdir, config: "5432" })));
     expect(outputs).toEqual({ result: "etc:denied workdir:denied tmp:written out:written ", value: "5432" });
     expect(existsSync("/etc/ephemera-escape")).toBe(false);
     expect(existsSync(join(workdir, "escape"))).toBe(false);
   });
 
   it("leaves the host read-only to the script, world-writable /var/tmp and /dev/shm included; its views stay writable", async () => {
-    const outputs = outputsOf(await run("sg", "readonly"));
+    const outputs = (await outputsOf(await run("sg", "readonly")));
     expect(outputs["result"]).toBe("var-tmp:read-only dev-shm:read-only tmp:written out:written ");
     expect(existsSync("/var/tmp/ephemera-escape")).toBe(false);
     expect(existsSync("/dev/shm/ephemera-escape")).toBe(false);

@@ -42,7 +42,7 @@ describe("StepRun decider", () => {
   });
 
   it("records success with the outputs", () => {
-    const outputs = [{ name: "host", value: Buffer.from("db-1") }];
+    const outputs = [{ name: "host", value: Buffer.alloc(0), size: 4, sha256: "a".repeat(64) }];
     expect(given(started).when({ type: "succeed", outputs, durationMs: 1200 })).toEqual([
       ev("ephemera.steprun.succeeded.v1", { ...run, outputs, durationMs: 1200 }),
     ]);

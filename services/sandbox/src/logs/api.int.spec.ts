@@ -3,7 +3,7 @@
 // the client going, the server's bound) and how it moves from run to run.
 import * as pb from "@ephemera/proto";
 import { Aggregates, encode, ev, type DomainEvent } from "@ephemera/events";
-import { InMemoryEventStore, InMemoryLogStore, type LogStore } from "@ephemera/eventstore";
+import { InMemoryEventStore, InMemoryLogStore, type LogStore, InMemoryValueStore } from "@ephemera/eventstore";
 import { createLogger, fromServiceError, grpc, startGrpcServer, waitFor, type RunningServer } from "@ephemera/kit";
 import { SandboxCore } from "../service.js";
 import { logService } from "./api.js";
@@ -30,7 +30,7 @@ function counting(store: LogStore): LogStore & { open: number } {
 async function startLogs(followLimitMs?: number) {
   const store = new InMemoryEventStore();
   const logs = counting(new InMemoryLogStore());
-  const core = new SandboxCore({ store, logs, logger, previewDomain: "preview.test", routingKey: () => "rk1" });
+  const core = new SandboxCore({ store, logs, values: new InMemoryValueStore(), logger, previewDomain: "preview.test", routingKey: () => "rk1" });
   await core.start();
   const server: RunningServer = await startGrpcServer("127.0.0.1:0", [{
     definition: pb.LogServiceService,

@@ -1,0 +1,125 @@
+// The output journal: step output values kept outside the events, one object per run and
+// output (`<runId>/<output>`), each checked against the SHA-256 its result event names.
+// On NATS a JetStream Object Store bucket (`<prefix>_outputs`, values chunked, so 1 MiB
+// and more per value); in tests an in-memory twin that passes the same contract.
+import { createHash } from "node:crypto";
+import { headers as natsHeaders, type NatsConnection } from "@nats-io/nats-core";
+import { jetstream } from "@nats-io/jetstream";
+import { Objm, type ObjectStore } from "@nats-io/obj";
+import { ConflictError, NotFoundError, UnavailableError, errorMessage } from "@ephemera/kit";
+
+/** Structurally the events package's ValueJournal, plus dropping a sandbox's values. */
+export interface ValueStore {
+  /** Stores `value` under `key` (the same value again changes nothing); resolves to its SHA-256 (hex). */
+  put(key: string, value: Uint8Array): Promise<string>;
+  /** The value under `key`: NotFoundError when missing, ConflictError when it does not match `sha256`. */
+  get(key: string, sha256: string): Promise<Buffer>;
+  /** Removes every value whose key starts with `prefix`; resolves to how many went. */
+  drop(prefix: string): Promise<number>;
+}
+
+const SHA256_HEADER = "Ephemera-Sha256";
+const sha256Hex = (value: Uint8Array) => createHash("sha256").update(value).digest("hex");
+export const valuesBucket = (prefix: string) => `${prefix}_outputs`;
+
+function checked(key: string, value: Buffer, sha256: string): Buffer {
+  const actual = sha256Hex(value);
+  if (actual !== sha256) throw new ConflictError(`the journaled value of ${key} does not match its digest (sha256 ${actual.slice(0, 12)}…, expected ${sha256.slice(0, 12)}…)`);
+  return value;
+}
+
+export class JetStreamValueStore implements ValueStore {
+  private constructor(private readonly os: ObjectStore) {}
+
+  /** Opens (creating it if needed) the bucket of `prefix`; each call fails within `timeoutMs` while NATS does not answer. */
+  static async open(nc: NatsConnection, prefix: string, { timeoutMs = 5_000 }: { timeoutMs?: number } = {}): Promise<JetStreamValueStore> {
+    try {
+      const objm = new Objm(jetstream(nc, { timeout: timeoutMs }));
+      return new JetStreamValueStore(await objm.create(valuesBucket(prefix), { description: "ephemera: step output values" }));
+    } catch (err) {
+      throw new UnavailableError(`cannot open the output journal ${valuesBucket(prefix)}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  async put(key: string, value: Uint8Array): Promise<string> {
+    const sha256 = sha256Hex(value);
+    // Idempotent: a retried put (an answer lost) finds the same value and writes nothing.
+    const existing = await this.guard(() => this.os.info(key), `look up ${key}`);
+    if (existing && !existing.deleted && existing.headers?.get(SHA256_HEADER) === sha256) return sha256;
+    await this.guard(() => this.os.putBlob({ name: key, headers: headersOf(sha256) }, value), `store ${key}`);
+    return sha256;
+  }
+
+  async get(key: string, sha256: string): Promise<Buffer> {
+    const blob = await this.guard(() => this.os.getBlob(key), `read ${key}`);
+    if (blob === null) throw new NotFoundError(`the journaled value of ${key} is missing`);
+    return checked(key, Buffer.from(blob), sha256);
+  }
+
+  async drop(prefix: string): Promise<number> {
+    const entries = await this.guard(() => this.os.list(), "list the output journal");
+    const doomed = entries.filter((e) => !e.deleted && e.name.startsWith(prefix));
+    for (const e of doomed) await this.guard(() => this.os.delete(e.name), `drop ${e.name}`);
+    return doomed.length;
+  }
+
+  private async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      // Messages name keys (run ids and output names), never values.
+      throw new UnavailableError(`output journal: cannot ${what}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+}
+
+/** The object store's own digest is its own; ours names the value as the events do. */
+function headersOf(sha256: string) {
+  const h = natsHeaders();
+  h.set(SHA256_HEADER, sha256);
+  return h;
+}
+
+/** The in-memory twin; `setAvailable(false)` makes every call fail as NATS down would. */
+export class InMemoryValueStore implements ValueStore {
+  private readonly values = new Map<string, Buffer>();
+  private available = true;
+  /** Calls refused while unavailable: lets a test wait until a caller has met the outage. */
+  failures = 0;
+
+  setAvailable(available: boolean): void {
+    this.available = available;
+  }
+
+  /** For tests of what a damaged journal does: replaces a value without its digest. */
+  tamper(key: string, value: Uint8Array): void {
+    this.values.set(key, Buffer.from(value));
+  }
+
+  async put(key: string, value: Uint8Array): Promise<string> {
+    this.check(`store ${key}`);
+    this.values.set(key, Buffer.from(value));
+    return sha256Hex(value);
+  }
+
+  async get(key: string, sha256: string): Promise<Buffer> {
+    this.check(`read ${key}`);
+    const value = this.values.get(key);
+    if (!value) throw new NotFoundError(`the journaled value of ${key} is missing`);
+    return checked(key, Buffer.from(value), sha256);
+  }
+
+  async drop(prefix: string): Promise<number> {
+    this.check("list the output journal");
+    const doomed = [...this.values.keys()].filter((k) => k.startsWith(prefix));
+    for (const k of doomed) this.values.delete(k);
+    return doomed.length;
+  }
+
+  private check(what: string): void {
+    if (!this.available) {
+      this.failures++;
+      throw new UnavailableError(`output journal: cannot ${what}: unavailable`);
+    }
+  }
+}
