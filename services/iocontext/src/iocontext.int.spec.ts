@@ -188,6 +188,16 @@ describe("iocontext against NATS and Redis", () => {
     expect((await redis.hgetBuffer(`${prefix}:io:${provisionRun}`, "host"))?.toString()).toBe("db-rk0001");
   });
 
+  it("uses a cached value only when it matches the journal's digest: one changed in Redis is served and re-cached from the journal", async () => {
+    await startWorkflow(create, "create", provisionRun);
+    await putOutputs(provisionRun, { host: "db-rk0001", port: "5432" });
+    await succeed(create, provisionRun, { host: "db-rk0001", port: "5432" });
+    await redis.hset(`${prefix}:io:${provisionRun}`, "host", "db-evil");
+    await append(Aggregates.workflow, create, ev("ephemera.workflow.step_dispatched.v1", { step: "seed", runId: seedRun, attempt: 1 }));
+    expect(byName(await getInputs(seedRun))["host"]).toMatchObject({ present: true, value: "db-rk0001" });
+    expect((await redis.hgetBuffer(`${prefix}:io:${provisionRun}`, "host"))?.toString()).toBe("db-rk0001");
+  });
+
   it("drops a sandbox's outputs once the sandbox is deleted", async () => {
     await append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: RK }));
     await startWorkflow(create, "create", provisionRun);
