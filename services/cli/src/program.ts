@@ -57,7 +57,7 @@ function buildProgram(ctx: Context): Command {
 Exit codes: 0 success, 1 the operation failed, 2 bad usage or an invalid file,
 3 not authenticated (no token, or one the API does not accept), 4 permission denied (the
 token's role does not allow it).
-With -o json, stdout holds exactly one JSON document (one per line for events);
+With -o json, stdout holds exactly one JSON document (one per line for events and logs);
 progress and diagnostics go to stderr.`,
     )
     .hook("preAction", (_program, action) => {
