@@ -99,7 +99,10 @@ describe("the sidecar while the IO context's Redis is down", () => {
     await storeStepOutputs(client, RUN, token, outputs, { onRetry: (n) => notices.push(n), timeoutMs: 10_000 });
     expect(notices).toEqual([]);
     const serviceLog = () => iocontext.log.lines().map((l) => l.line);
-    expect(serviceLog().some((l) => l.includes("output store unavailable: step outputs not cached") && l.includes(RUN))).toBe(true);
+    // The service's log reaches us through its stdout pipe: wait for the line, not for a moment.
+    await waitFor(() => serviceLog().some((l) => l.includes("output store unavailable: step outputs not cached") && l.includes(RUN)), {
+      timeoutMs: 10_000, what: "the IO context to log that it took the outputs uncached",
+    });
 
     await redis.start();
     await waitFor(() => storeStepOutputs(client, RUN, token, outputs, { retry: false, timeoutMs: 2_000 }).then(() => true, () => false), {
