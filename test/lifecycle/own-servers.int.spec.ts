@@ -4,7 +4,7 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ephAt, ephOk, type Eph } from "../support/eph.js";
-import { startOwnNats, startOwnRedis, type OwnServer } from "../support/own-servers.js";
+import { startOwnNats, startOwnRedis } from "../support/own-servers.js";
 import { uniquePrefix } from "../support/servers.js";
 import { Services } from "../support/services.js";
 import { freePort } from "../support/stack.js";
