@@ -22,4 +22,7 @@ module.exports = {
     ...(process.env.EPHEMERA_MEASURE === "1" ? [{ ...common, displayName: "measure", testMatch: ["<rootDir>/test/load/**/*.measure.ts"] }] : []),
   ],
   testTimeout: 60000,
+  // Two suites at a time even on two cores: the long ones (faults, blips, the stacks) mostly
+  // wait on servers and steps, and every suite works under its own prefix or servers.
+  maxWorkers: 2,
 };
