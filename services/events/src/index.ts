@@ -27,6 +27,7 @@ export interface EventPayloads {
   "ephemera.plugin.version_delete_requested.v1": pb.ResourcePluginVersionDeleteRequested;
   "ephemera.plugin.version_deleted.v1": pb.ResourcePluginVersionDeleted;
   "ephemera.sandbox.created.v1": pb.SandboxCreated;
+  "ephemera.sandbox.updated.v1": pb.SandboxUpdated;
   "ephemera.sandbox.resource_provision_requested.v1": pb.ResourceProvisionRequested;
   "ephemera.sandbox.resource_provisioned.v1": pb.ResourceProvisioned;
   "ephemera.sandbox.resource_provision_failed.v1": pb.ResourceProvisionFailed;
@@ -62,6 +63,7 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.plugin.version_delete_requested.v1": pb.ResourcePluginVersionDeleteRequested,
   "ephemera.plugin.version_deleted.v1": pb.ResourcePluginVersionDeleted,
   "ephemera.sandbox.created.v1": pb.SandboxCreated,
+  "ephemera.sandbox.updated.v1": pb.SandboxUpdated,
   "ephemera.sandbox.resource_provision_requested.v1": pb.ResourceProvisionRequested,
   "ephemera.sandbox.resource_provisioned.v1": pb.ResourceProvisioned,
   "ephemera.sandbox.resource_provision_failed.v1": pb.ResourceProvisionFailed,

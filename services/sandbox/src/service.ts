@@ -246,7 +246,7 @@ export class SandboxCore {
         canonicalSpec: canonical(spec), existingSpec: state.status === "active" ? canonical(state.spec) : undefined,
       }, state).map(encode),
       this.meta(call, "create"));
-    return { sandbox: await this.view(sandbox.name, false), created: !!appended, unchanged: !appended };
+    return { sandbox: await this.view(sandbox.name, false), created: !!appended && !active, unchanged: !appended };
   }
 
   async deleteSandbox(name: string, force: boolean, call: CallContext = {}): Promise<pb.SandboxView> {

@@ -39,6 +39,12 @@ export function foldSandbox(state: SandboxFacts | undefined, e: DomainEvent): Sa
         forced: false,
         resources: e.data.resources.map((r) => ({ ...r, provision: false, deprovision: false, retries: 0, deprovisionRetries: 0 })),
       };
+    case "ephemera.sandbox.updated.v1":
+      // Resources an update adds; those it removes get a deprovision request of their own.
+      return state && {
+        ...state,
+        resources: [...state.resources, ...e.data.added.map((r) => ({ ...r, provision: false, deprovision: false, retries: 0, deprovisionRetries: 0 }))],
+      };
     case "ephemera.sandbox.resource_provision_requested.v1":
       return resource(e.data.resource!.name, (r) => ({ ...r, provision: true }));
     case "ephemera.sandbox.resource_deprovision_requested.v1":

@@ -3,7 +3,7 @@
 import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
 import type { SandboxRecord, SandboxState } from "./state.js";
-import { ConflictError, NotFoundError } from "@ephemera/kit";
+import { ConflictError, NotFoundError, ValidationError } from "@ephemera/kit";
 import { decideSandbox, sandboxDecider, scheduledDeleteTime, type SandboxCommand } from "./decide.js";
 import { deciderSpec } from "../../../../test/support/decider.js";
 import { sandboxStatus } from "./status.js";
@@ -39,6 +39,15 @@ const specOf = (ttl?: pb.Ttl) => pb.SandboxSpec.fromPartial({
 });
 const endpoints: pb.EndpointUrl[] = [{ name: "web", target: "svc:80", url: "https://web.rk1.example" }];
 
+/** A re-apply of feature-x with `spec` (default: the created one with `extra` fields). */
+function updateTo(extra: Partial<pb.SandboxSpec>, spec?: pb.SandboxSpec, res = resources): SandboxCommand {
+  const next = spec ?? pb.SandboxSpec.fromPartial({ ...specOf(), ...extra });
+  return {
+    kind: "create", sandbox: pb.Sandbox.fromPartial({ name: "feature-x", spec: next }), resources: res,
+    routingKey: "rk1", endpoints, canonicalSpec: JSON.stringify(pb.SandboxSpec.toJSON(next)), existingSpec: "spec-1",
+  };
+}
+
 function create(opts: { ttl?: pb.Ttl; res?: pb.ResolvedResource[]; canonical?: string; existing?: string; routingKey?: string } = {}): SandboxCommand {
   return {
     kind: "create", sandbox: pb.Sandbox.fromPartial({ name: "feature-x", spec: specOf(opts.ttl) }), resources: opts.res ?? resources,
@@ -65,6 +74,7 @@ const deprovisioned = (resource: string) => ev("ephemera.sandbox.resource_deprov
 /** Created at T0 (with an optional ttl), every resource requested. */
 const requested = (ttl?: pb.Ttl) => at(T0, created(ttl), ...resources.map(provisionRequested));
 const T1 = "2026-01-01T00:10:00.000Z";
+const T2 = "2026-01-01T00:20:00.000Z";
 const ready = [...requested(), ...at(T1, provisioned("db"), provisioned("q"), ev("ephemera.sandbox.ready.v1", {}))];
 /** db failed, q ready. */
 const dbFailed = [...requested(), ...at(T1, provisionFailed("db"), provisioned("q"))];
@@ -85,8 +95,67 @@ describe("sandbox: create", () => {
     given(ready).when(create({ canonical: "spec-1", existing: "spec-1" })).thenNothing();
   });
 
-  it("applying a different spec to an existing sandbox is a conflict while updates are not supported", () => {
-    given(requested()).when(create({ canonical: "spec-2", existing: "spec-1" })).thenThrows(ConflictError, /different spec/);
+  it("a changed spec updates in place: routing key kept, nothing re-provisioned, what changed recorded", () => {
+    const update = updateTo({ description: "new", labels: { team: "a" } });
+    const events = given(ready).when(update).events;
+    expect(types(events)).toEqual(["updated"]);
+    const data = events[0]!.data as pb.SandboxUpdated;
+    expect(data.added).toEqual([]);
+    expect(data.removed).toEqual([]);
+    expect(data.changes.map((c) => [c.field, c.oldJson, c.newJson])).toEqual([
+      ["spec.description", "null", '"new"'], ["spec.labels", "null", '{"team":"a"}'],
+    ]);
+    const after = record(given(ready).when(update).state(T2));
+    expect(after).toMatchObject({ routingKey: "rk1", ready: true, specUpdatedAt: T2 });
+    expect(after.resources.map((r) => r.status)).toEqual(["Ready", "Ready"]);
+  });
+
+  it("names every immutable field that changed (cluster, a resource's plugin and params), and writes nothing", () => {
+    const spec = pb.SandboxSpec.fromPartial({
+      cluster: "other",
+      resources: [{ name: "db", plugin: "hello-db@2.0.0", params: { dbname: "orders", size: "l" } }, { name: "q", plugin: "queue", params: {} }],
+    });
+    let thrown: unknown;
+    try {
+      decideSandbox(updateTo({}, spec), record(given(ready).state));
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ValidationError);
+    expect((thrown as ValidationError).violations.map((v) => [v.field, v.rule])).toEqual([
+      ["spec.cluster", "immutable"], ["spec.resources[0].plugin", "immutable"], ["spec.resources[0].params", "immutable"],
+    ]);
+    expect((thrown as ValidationError).violations[2]!.description).toContain("changed: size");
+  });
+
+  it("adds a resource: only its create workflow runs, and the sandbox is ready again once it is", () => {
+    const cache: pb.ResolvedResource = { name: "cache", plugin: "redis", version: "1.0.0", params: {} };
+    const spec = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [...resources, cache].map((r) => ({ name: r.name, plugin: r.plugin, params: r.params })) });
+    const update = updateTo({}, spec, [...resources, cache]);
+    const events = given(ready).when(update).events;
+    expect(types(events)).toEqual(["updated", "resource_provision_requested"]);
+    expect((events[1]!.data as pb.ResourceProvisionRequested).resource?.name).toBe("cache");
+    const updated = given(ready).when(update).history(T2);
+    expect(record(given(updated).state).ready).toBe(false);
+    given(updated).when(ended("cache", "create", "succeeded")).then(provisioned("cache"), ev("ephemera.sandbox.ready.v1", {}));
+  });
+
+  it("removes a resource: only its delete workflow runs, and it leaves the sandbox once it is deprovisioned", () => {
+    const spec = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [{ name: "db", plugin: "hello-db", params: { dbname: "orders" } }] });
+    const update = updateTo({}, spec, [resources[0]!]);
+    const events = given(ready).when(update).events;
+    expect(types(events)).toEqual(["updated", "resource_deprovision_requested"]);
+    expect((events[0]!.data as pb.SandboxUpdated).removed).toEqual(["q"]);
+    const updated = given(ready).when(update).history(T2);
+    given(updated).when(ended("q", "delete", "succeeded")).then(ev("ephemera.sandbox.resource_deprovisioned.v1", { resource: "q", workflowId: wfId("q", "delete") }));
+    const gone = [...updated, ...at(T2, ev("ephemera.sandbox.resource_deprovisioned.v1", { resource: "q", workflowId: wfId("q", "delete") }))];
+    const after = record(given(gone).state);
+    expect(after.resources.map((r) => r.name)).toEqual(["db"]);
+    expect(after.ready).toBe(true);
+  });
+
+  it("refuses an update while a workflow of the sandbox runs, naming it", () => {
+    given(requested()).when(updateTo({ description: "x" })).thenThrows(ConflictError, /while a workflow runs \(db: Provisioning, q: Provisioning\)/);
   });
 
   it("applying while it is being deleted is a conflict; once deleted, the name can be created again", () => {

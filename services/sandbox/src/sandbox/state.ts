@@ -34,7 +34,7 @@ export interface SandboxRecord {
   forced: boolean;
   createdAt: string;
   updatedAt: string;
-  /** When the spec last changed (creation, until updates are supported): TTL's `updatedAt`. */
+  /** When the spec last changed (creation or the last update): TTL's `updatedAt`. */
   specUpdatedAt: string;
   /** Why it is being deleted: "requested" or "ttl". */
   deleteReason: string;
@@ -84,6 +84,22 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
     };
   };
   switch (event.type) {
+    case "ephemera.sandbox.updated.v1":
+      return {
+        ...state,
+        spec: event.data.spec,
+        endpoints: event.data.endpoints,
+        resources: [
+          ...state.resources,
+          ...event.data.added.map((r): ResourceState => ({
+            name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [], retries: 0, deprovisionRetries: 0,
+          })),
+        ],
+        // Not ready until what it adds is; what it removes does not hold it back.
+        ready: state.ready && event.data.added.length === 0,
+        updatedAt: time,
+        specUpdatedAt: time,
+      };
     case "ephemera.sandbox.resource_provision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Provisioning" }));
     case "ephemera.sandbox.resource_provisioned.v1":
@@ -101,6 +117,8 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
     case "ephemera.sandbox.resource_deprovision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Deprovisioning" }));
     case "ephemera.sandbox.resource_deprovisioned.v1":
+      // In a live sandbox, a resource an update removed leaves it.
+      if (state.status === "active") return { ...state, updatedAt: time, resources: state.resources.filter((r) => r.name !== event.data.resource) };
       return resource(event.data.resource, (r) => ({ ...r, status: "Deprovisioned" }));
     case "ephemera.sandbox.resource_deprovision_failed.v1":
       return resource(event.data.resource, (r) => ({ ...r, status: "DeprovisionFailed", failure: event.data.failure }));

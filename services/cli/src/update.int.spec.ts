@@ -1,0 +1,130 @@
+// Re-applying a changed sandbox updates it in place (seed 003's rules), against the real
+// core: mutable fields change with the routing key, the kept endpoint's URL and the
+// resources' runs untouched; immutable changes are refused by name with nothing written;
+// a resource added or removed runs only its own workflow; an update while a workflow runs
+// is refused.
+import { rmSync } from "node:fs";
+import { waitFor } from "@ephemera/kit";
+import { eph, useCore } from "./eph.testkit.js";
+
+const PLUGIN = (name: string) => `
+name: ${name}@1.0.0
+spec:
+  runner: {image: debian:bookworm-slim}
+  create:
+  - name: provision
+    inputs:
+    - {name: gate, valueFromSandbox: true}
+    script: |
+      #!/bin/sh
+      if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
+      echo "provisioned $EPHEMERA_RESOURCE_NAME"
+  delete:
+  - name: deprovision
+    script: |
+      #!/bin/sh
+      echo "deprovisioned $EPHEMERA_RESOURCE_NAME"
+`;
+
+const core = useCore();
+const api = () => core().address;
+
+interface Doc { description?: string; labels?: Record<string, string>; endpoints?: string[]; resources?: Array<[string, string, Record<string, string>?]>; cluster?: string }
+
+function sandbox({ description, labels, endpoints = ["web"], resources = [["db", "hello-db"]], cluster = "local" }: Doc): string {
+  return `
+name: sb
+spec:
+  cluster: ${cluster}
+${description ? `  description: ${JSON.stringify(description)}\n` : ""}${labels ? `  labels: ${JSON.stringify(labels)}\n` : ""}  defaultRouteGroup:
+    endpoints: [${endpoints.map((e) => `{name: ${e}, target: "http://${e}:8080"}`).join(", ")}]
+  resources:
+${resources.map(([n, p, params]) => `  - {name: ${n}, plugin: ${p}, params: ${JSON.stringify(params ?? {})}}`).join("\n")}
+`;
+}
+
+async function apply(doc: Doc, wait = true) {
+  return eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", sandbox(doc)), ...(wait ? ["--wait"] : [])]);
+}
+
+async function get(): Promise<{ routingKey: string; endpoints: Array<{ name: string; url: string }>; resources: Array<{ name: string; status: string }>; status: { ready: boolean } }> {
+  const r = await eph(api(), ["sandbox", "get", "sb", "-o", "json"]);
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+/** How many runs of `phase` steps each resource had (from the step runs' started events). */
+async function runs(phase: "create" | "delete"): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const e of await core().events()) {
+    if (e.type !== "ephemera.steprun.started.v1") continue;
+    const [, resource, p] = e.subject.split(".");
+    if (p === phase) out[resource!] = (out[resource!] ?? 0) + 1;
+  }
+  return out;
+}
+
+beforeEach(async () => {
+  for (const p of ["hello-db", "cache"]) expect((await eph(api(), ["plugin", "apply", "-f", core().file(`${p}.yaml`, PLUGIN(p))])).code).toBe(0);
+  expect((await apply({})).code).toBe(0);
+});
+
+describe("eph sandbox apply of a changed sandbox", () => {
+  it("updates description, labels and endpoints in place: same routing key, the kept endpoint's URL kept, nothing provisioned again", async () => {
+    const before = await get();
+    const r = await apply({ description: "now with an api", labels: { team: "payments" }, endpoints: ["web", "api"] });
+    expect(r.code).toBe(0);
+    expect(r.stdout + r.stderr).toMatch(/updated/);
+    const after = await get();
+    expect(after.routingKey).toBe(before.routingKey);
+    expect(after.endpoints.find((e) => e.name === "web")!.url).toBe(before.endpoints.find((e) => e.name === "web")!.url);
+    expect(after.endpoints.map((e) => e.name)).toEqual(["web", "api"]);
+    expect(after.status.ready).toBe(true);
+    expect(await runs("create")).toEqual({ db: 1 });
+    const updated = (await core().events()).filter((e) => e.type === "ephemera.sandbox.updated.v1");
+    expect(updated).toHaveLength(1);
+    expect((updated[0]!.data as { changes: Array<{ field: string }> }).changes.map((c) => c.field))
+      .toEqual(["spec.defaultRouteGroup", "spec.description", "spec.labels"]);
+    // A removed endpoint disappears.
+    expect((await apply({ endpoints: ["api"] })).code).toBe(0);
+    expect((await get()).endpoints.map((e) => e.name)).toEqual(["api"]);
+  });
+
+  it("refuses immutable changes (cluster, a resource's plugin and params) naming each, exit 2, nothing written", async () => {
+    const count = (await core().events()).length;
+    const r = await apply({ cluster: "elsewhere", resources: [["db", "cache", { size: "l" }]] }, false);
+    expect(r.code).toBe(2);
+    for (const field of ["spec.cluster", "spec.resources[0].plugin", "spec.resources[0].params"]) expect(r.stderr).toContain(field);
+    expect((await core().events()).length).toBe(count);
+  });
+
+  it("adds a resource, running only its create workflow, and removes one, running only its delete workflow", async () => {
+    expect((await apply({ resources: [["db", "hello-db"], ["cache", "cache"]] })).code).toBe(0);
+    let sb = await get();
+    expect(sb.status.ready).toBe(true);
+    expect(sb.resources.map((x) => [x.name, x.status])).toEqual([["db", "Ready"], ["cache", "Ready"]]);
+    expect(await runs("create")).toEqual({ db: 1, cache: 1 });
+
+    expect((await apply({ resources: [["cache", "cache"]] })).code).toBe(0);
+    await core().waitForEvent("ephemera.sandbox.resource_deprovisioned.v1", "sb");
+    sb = await get();
+    expect(sb.resources.map((x) => x.name)).toEqual(["cache"]);
+    expect(await runs("delete")).toEqual({ db: 1 });
+    expect(await runs("create")).toEqual({ db: 1, cache: 1 });
+  });
+
+  it("refuses an update while a workflow runs, saying so, and takes it once it has ended", async () => {
+    // The cache's create waits for a file the test writes only after the refused update.
+    const gate = core().file("gate", "");
+    rmSync(gate);
+    expect((await apply({ resources: [["db", "hello-db"], ["cache", "cache", { gate }]] }, false)).code).toBe(0);
+    const { routingKey } = await get();
+    await core().waitForEvent("ephemera.steprun.started.v1", `${routingKey}.cache.create.provision.1`);
+    const refused = await apply({ description: "meanwhile", resources: [["db", "hello-db"], ["cache", "cache", { gate }]] }, false);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/cannot be updated while a workflow runs \(cache: Provisioning\)/);
+    core().file("gate", "");
+    await waitFor(async () => (await get()).status.ready, { what: "the sandbox ready once the cache is" });
+    expect((await apply({ description: "meanwhile", resources: [["db", "hello-db"], ["cache", "cache", { gate }]] })).code).toBe(0);
+  });
+});
