@@ -110,6 +110,15 @@ describe("sandbox: create", () => {
     expect(after.resources.map((r) => r.status)).toEqual(["Ready", "Ready"]);
   });
 
+  it("restarts a TTL counted from updatedAt, and not one counted from createdAt", () => {
+    for (const [offsetFrom, from] of [["updatedAt", T2], ["createdAt", T0]] as const) {
+      const ttl = { duration: "1h", offsetFrom };
+      const history = [...at(T0, created(ttl), ...resources.map(provisionRequested)), ...at(T1, provisioned("db"), provisioned("q"), ev("ephemera.sandbox.ready.v1", {}))];
+      const after = record(given(history).when(updateTo({ description: "x", ttl })).state(T2));
+      expect(scheduledDeleteTime(after)).toBe(ms(from) + HOUR);
+    }
+  });
+
   it("names every immutable field that changed (cluster, a resource's plugin and params), and writes nothing", () => {
     const spec = pb.SandboxSpec.fromPartial({
       cluster: "other",
