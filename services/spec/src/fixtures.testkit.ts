@@ -10,6 +10,8 @@ export const FIXTURE_SETS: Record<string, string[]> = {
   "vault-db/plugin.yaml": [],
   "sqs-queue/plugin.yaml": ["role-arn=arn:aws:iam::123456789012:role/sqs", "service-account=sqs-runner"],
   "sandboxes/feature.yaml": ["pr=42", "image=registry.example/orders:pr-42"],
+  "upstream-format/plugin.yaml": [],
+  "upstream-format/sandbox.yaml": ["pr=7", "cluster=local"],
 };
 
 export function loadFixture(file: string): Promise<unknown> {

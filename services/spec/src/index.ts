@@ -4,7 +4,7 @@ export type { FieldViolation } from "@ephemera/kit";
 export {
   validatePlugin, validateSandbox, checkSandboxAgainstPlugins, pluginToDoc, sandboxToDoc,
   parsePluginRef, stepEnvName, stepDependencies, pluginDigest,
-  pluginViolations, sandboxViolations, canonicalVersion, canonicalJson, type PluginRef,
+  pluginViolations, sandboxViolations, canonicalVersion, canonicalJson, type PluginRef, type WarningSink,
 } from "./validate.js";
 export { loadTemplate, renderTemplate, parseSets, TemplateError, type TemplateProblem, type RenderOptions } from "./template.js";
 export { jsonSchema } from "./schema.js";

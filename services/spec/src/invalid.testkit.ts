@@ -68,7 +68,6 @@ export const pluginRows: Row[] = [
   ["misspelt step field", (d) => { create(0)(d).timout = "5m"; }, "spec.create[0].timout", "unknown-field", 'did you mean "timeout"'],
   ["spec missing", (d) => { delete d.spec; }, "spec", "required"],
   ["create not a list", (d) => { d.spec.create = "provision"; }, "spec.create", "type", "must be a list"],
-  ["description over 255 bytes", (d) => { d.spec.description = "é".repeat(128); }, "spec.description", "too-long"],
   ["runner missing", (d) => { delete d.spec.runner; }, "spec.runner", "required"],
   ["runner.image missing", (d) => { delete d.spec.runner.image; }, "spec.runner.image", "required"],
   ["runner.image empty", (d) => { d.spec.runner.image = ""; }, "spec.runner.image", "required"],
@@ -217,4 +216,33 @@ export const sandboxRows: Row[] = [
     "spec.defaultRouteGroup.endpoints[1].name", "duplicate-endpoint"],
   ["endpoint target not a URL", (d) => { d.spec.defaultRouteGroup.endpoints[0].target = "orders:8080"; },
     "spec.defaultRouteGroup.endpoints[0].target", "endpoint-target"],
+  ["patch of an unknown type", (d) => { d.spec.forks[0].customizations.patch = { type: "jsonpatch", value: "[]" }; },
+    "spec.forks[0].customizations.patch.type", "patch-type", "strategic, merge, json"],
+  ["patch without a value", (d) => { d.spec.forks[0].customizations.patch = { type: "merge" }; },
+    "spec.forks[0].customizations.patch.value", "required"],
+  ["valueFrom with two sources", (d) => { d.spec.forks[0].customizations.env[0].valueFrom.secret = { name: "s", key: "k" }; },
+    "spec.forks[0].customizations.env[0].valueFrom", "value-source", "resource and secret"],
+  ["valueFrom with no source", (d) => { d.spec.forks[0].customizations.env[0].valueFrom = {}; },
+    "spec.forks[0].customizations.env[0].valueFrom", "value-source"],
+  ["secret without a key", (d) => { d.spec.forks[0].customizations.env[0].valueFrom = { secret: { name: "s" } }; },
+    "spec.forks[0].customizations.env[0].valueFrom.secret.key", "required"],
+  ["valueFrom.fork naming a workload the sandbox does not fork", (d) => {
+    d.spec.forks[0].customizations.env[0].valueFrom = { fork: { forkOf: { kind: "Deployment", namespace: "shop", name: "cart" }, expression: "{{ .Service.Host }}" } };
+  }, "spec.forks[0].customizations.env[0].valueFrom.fork.forkOf", "unknown-fork", "Deployment shop/cart"],
+  ["local env valueFrom naming no resource", (d) => { d.spec.local[0].env = [{ name: "DB", valueFrom: { resource: { name: "cache", outputKey: "a.b" } } }]; },
+    "spec.local[0].env[0].valueFrom.resource.name", "unknown-resource"],
+  ["local file valueFrom naming no resource", (d) => { d.spec.local[0].files = [{ path: "/tmp/dsn", valueFrom: { resource: { name: "cache", outputKey: "a.b" } } }]; },
+    "spec.local[0].files[0].valueFrom.resource.name", "unknown-resource"],
+  ["local file without valueFrom", (d) => { d.spec.local[0].files = [{ path: "/tmp/dsn" }]; }, "spec.local[0].files[0].valueFrom", "required"],
+  ["fork name repeated", (d) => {
+    d.spec.forks[0].name = "orders";
+    d.spec.forks.push({ name: "orders", forkOf: { kind: "Deployment", namespace: "shop", name: "cart" } });
+  }, "spec.forks[1].name", "duplicate-fork"],
+  ["virtual name repeated", (d) => {
+    const workload = { kind: "Deployment", namespace: "shop", name: "cart" };
+    d.spec.virtual = [{ name: "cart", workload }, { name: "cart", workload }];
+  }, "spec.virtual[1].name", "duplicate-virtual"],
+  ["virtual without a workload", (d) => { d.spec.virtual = [{ name: "cart" }]; }, "spec.virtual[0].workload", "required"],
+  ["misspelt field in a deprecated endpoint", (d) => { d.spec.endpoints = [{ name: "web", hots: "orders" }]; },
+    "spec.endpoints[0].hots", "unknown-field", 'did you mean "host"'],
 ];

@@ -4,7 +4,7 @@
 import * as z from "zod";
 import {
   byteLength, CLUSTER_NAME, ENV_NAME, ENV_OPERATIONS, isReservedEnv, LABEL_NAME, MAX_BYTES, MAX_COUNT, MAX_RETRIES, STEP_NAME,
-  STEP_TIMEOUT, TTL_DURATION, TTL_OFFSETS, WORKLOAD_ENV_NAME,
+  STEP_TIMEOUT, TTL_DURATION, PATCH_TYPES, TTL_OFFSETS, WORKLOAD_ENV_NAME,
 } from "./names.js";
 import { checkPath } from "./paths.js";
 import { pluginRefProblems } from "./refs.js";
@@ -91,12 +91,14 @@ const StepInput = z.strictObject({
   valueFromSandbox: z.boolean().optional().meta({ description: "Take the value from the sandbox resource's `params[name]`. A param the sandbox does not set is left unset (no env var, no file)." }),
   valueFromStep: StepRef.optional(),
   as: InputAs.optional(),
+  type: text("The value's type as upstream declares it (e.g. `string`); kept with the plugin version and shown by `plugin get`, not interpreted.", false).optional(),
 }).meta({ description: "A value the step reads: exactly one of `valueFromSandbox: true` or `valueFromStep`." });
 
 const StepOutput = z.strictObject({
   name: stepName("output", "Output name, unique within the step. Sandboxes read it as `<step>.<output>`."),
   valueFromPath: filePath("File in the `main` container read after the script ends; its content is the output value.", true),
-  description: maxBytes(text("What the output holds (at most 255 bytes).", false), MAX_BYTES.description, "description").optional(),
+  description: text("What the output holds (free text; only the whole spec's size is bounded).", false).optional(),
+  type: text("The value's type as upstream declares it (e.g. `string`); kept and shown, not interpreted.", false).optional(),
 }).meta({ description: "A value the step produces, read from a file after the script ends." });
 
 const Step = z.strictObject({
@@ -130,7 +132,7 @@ const Runner = z.strictObject({
 }).meta({ description: "Where and how the steps run." });
 
 const PluginSpec = z.strictObject({
-  description: maxBytes(text("What the plugin provides.", false), MAX_BYTES.description, "description").optional(),
+  description: text("What the plugin provides: free text of any length (public plugins have multi-paragraph descriptions); only the whole spec's size is bounded.", false).optional(),
   runner: Runner,
   create: atMost(z.array(Step), MAX_COUNT.stepsPerPhase, "create steps").optional().meta({ description: `Steps run when a sandbox using the plugin is created (at most ${MAX_COUNT.stepsPerPhase}).` }),
   delete: atMost(z.array(Step), MAX_COUNT.stepsPerPhase, "delete steps").optional().meta({ description: `Steps run when the sandbox is deleted; they may read outputs of create steps (at most ${MAX_COUNT.stepsPerPhase}).` }),
@@ -157,33 +159,64 @@ const WorkloadRef = (description: string) => z.strictObject({
   name: text("Name of the baseline workload.", true),
 }).meta({ description });
 
+const KeyRef = (what: string) => z.strictObject({
+  name: text(`Name of the ${what}, in the workload's namespace.`, true),
+  key: text(`Key in the ${what}.`, true),
+  optional: z.boolean().optional().meta({ description: `A missing ${what} or key leaves the variable unset instead of failing.` }),
+}).meta({ description: `A key of a ${what}.` });
+
+const ResourceOutputRef = z.strictObject({
+  name: text("A resource of this sandbox (`spec.resources[].name`).", true),
+  outputKey: text("`<step>.<output>`: a create step of the resource's plugin and one of its outputs.", true)
+    .refine((v) => v === "" || isOutputKey(v),
+      broken("output-key-format", (v) => `outputKey "${v}" must be <step>.<output> (two names joined by one '.')`))
+    .meta({ pattern: `^${STEP_NAME.source.slice(1, -1)}\\.${STEP_NAME.source.slice(1, -1)}$` }),
+}).meta({ description: "An output of a resource's create workflow." });
+
+/** Where an env var's or a local file's value comes from: exactly one source. */
+const ValueFrom = z.strictObject({
+  resource: ResourceOutputRef.optional(),
+  secret: KeyRef("Secret").optional(),
+  configMap: KeyRef("ConfigMap").optional(),
+  fork: z.strictObject({
+    forkOf: WorkloadRef("A fork of this sandbox (one of `spec.forks[].forkOf`)."),
+    expression: text("What to take from that fork, e.g. `{{ .Service.Host }}`.", true),
+  }).optional().meta({ description: "A value computed from another fork of this sandbox." }),
+}).meta({ description: "Where the value comes from: exactly one of resource, secret, configMap, fork." });
+
 const EnvCustomization = z.strictObject({
   name: text("Env var name.", true)
     .refine((v) => v === "" || WORKLOAD_ENV_NAME.test(v),
       broken("env-name", (v) => `env var "${v}" must match ${WORKLOAD_ENV_NAME.source}`))
     .meta({ pattern: WORKLOAD_ENV_NAME.source }),
   value: scalarText("Literal value (numbers and booleans are turned into strings).").optional(),
-  valueFrom: z.strictObject({
-    resource: z.strictObject({
-      name: text("A resource of this sandbox (`spec.resources[].name`).", true),
-      outputKey: text("`<step>.<output>`: a create step of the resource's plugin and one of its outputs.", true)
-        .refine((v) => v === "" || isOutputKey(v),
-          broken("output-key-format", (v) => `outputKey "${v}" must be <step>.<output> (two names joined by one '.')`))
-        .meta({ pattern: `^${STEP_NAME.source.slice(1, -1)}\\.${STEP_NAME.source.slice(1, -1)}$` }),
-    }).meta({ description: "An output of a resource's create workflow." }),
-  }).optional().meta({ description: "Where the value comes from (instead of `value`)." }),
+  valueFrom: ValueFrom.optional(),
   container: text("Container to set it in; default: the workload's main container.", false).optional(),
   operation: oneOf(ENV_OPERATIONS, "env-operation", "operation", "upsert (default) sets the variable; delete removes it.").optional(),
 });
 
+const Port = (description: string) => z.number()
+  .refine((v) => Number.isInteger(v) && v >= 1 && v <= 65535, broken("port-range", (v) => `port ${v} must be a whole number from 1 to 65535`))
+  .meta({ description, type: "integer", minimum: 1, maximum: 65535 });
+
 const Fork = z.strictObject({
+  name: named("fork name", LABEL_NAME, MAX_BYTES.resourceName, LABEL_RULE, "Name of the fork, unique in the sandbox.").optional(),
   forkOf: WorkloadRef("The baseline workload this fork copies."),
+  endpoints: z.array(z.strictObject({
+    name: text("Endpoint name.", true),
+    port: Port("Port of the forked workload.").optional(),
+    protocol: text("Protocol, e.g. http or grpc.", false).optional(),
+  })).optional().meta({ description: "Deprecated upstream: use `defaultRouteGroup.endpoints`. Accepted and kept." }),
   customizations: z.strictObject({
     images: z.array(z.strictObject({
       image: text("Image to run.", true),
       container: text("Container to change; default: the workload's main container.", false).optional(),
     })).optional().meta({ description: "Images replacing the baseline's." }),
     env: z.array(EnvCustomization).optional().meta({ description: "Env vars to set or remove." }),
+    patch: z.strictObject({
+      type: oneOf(PATCH_TYPES, "patch-type", "patch type", "How `value` is applied: strategic (Kubernetes strategic merge), merge (JSON merge patch) or json (JSON patch).").refine((v) => v !== "", broken("required", () => "is required")),
+      value: text("The patch, as YAML or JSON text.", true),
+    }).optional().meta({ description: "A patch applied to the forked workload." }),
   }).optional().meta({ description: "How the fork differs from its baseline." }),
 });
 
@@ -198,6 +231,16 @@ const Local = z.strictObject({
       .refine((v) => v === "" || /^[^\s:]+:[0-9]{1,5}$/.test(v), broken("local-address", (v) => `toLocal "${v}" must be host:port`))
       .meta({ pattern: "^[^\\s:]+:[0-9]{1,5}$" }),
   })).optional().meta({ description: "Ports sent to the local machine." }),
+  env: z.array(EnvCustomization).optional().meta({ description: "Env vars the local workload runs with; `valueFrom.resource` reads outputs of this sandbox's resources." }),
+  files: z.array(z.strictObject({
+    path: text("Where the file is written on the local machine.", true),
+    valueFrom: ValueFrom,
+  })).optional().meta({ description: "Files the local workload gets; `valueFrom.resource` reads outputs of this sandbox's resources." }),
+});
+
+const Virtual = z.strictObject({
+  name: named("virtual workload name", LABEL_NAME, MAX_BYTES.resourceName, LABEL_RULE, "Name of the virtual workload, unique in the sandbox."),
+  workload: WorkloadRef("The baseline workload this virtual workload stands for."),
 });
 
 const Endpoint = z.strictObject({
@@ -235,6 +278,13 @@ const SandboxSpec = z.strictObject({
   defaultRouteGroup: z.strictObject({
     endpoints: z.array(Endpoint).optional(),
   }).optional().meta({ description: "Endpoints (preview URLs) of the sandbox." }),
+  virtual: z.array(Virtual).optional().meta({ description: "Baseline workloads taken into the sandbox's routing without a fork." }),
+  endpoints: z.array(z.strictObject({
+    name: text("Endpoint name.", true),
+    host: text("Host the endpoint points to.", false).optional(),
+    port: Port("Port on that host.").optional(),
+    protocol: text("Protocol, e.g. http or grpc.", false).optional(),
+  })).optional().meta({ description: "Deprecated upstream: use `defaultRouteGroup.endpoints`. Accepted and kept." }),
 });
 
 export const SandboxDoc = z.strictObject({

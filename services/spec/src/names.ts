@@ -24,7 +24,6 @@ export const MAX_BYTES = {
   resourceName: 63,
   stepName: 63,
   clusterName: 63,
-  description: 255,
   /** A step's script: a program, not a payload. */
   script: 256 * 1024,
   podTemplateOverlay: 64 * 1024,
@@ -66,6 +65,7 @@ export const RESERVED_CONTAINERS = ["ephemera-init", "ephemera-sidecar"] as cons
 
 export const TTL_OFFSETS = ["createdAt", "updatedAt"] as const;
 export const ENV_OPERATIONS = ["upsert", "delete"] as const;
+export const PATCH_TYPES = ["strategic", "merge", "json"] as const;
 
 const utf8 = new TextEncoder();
 export function byteLength(s: string): number {

@@ -40,7 +40,8 @@ function located(doc: unknown, v: FieldViolation): boolean {
   if (v.field === ROOT_FIELD) return doc === null || typeof doc !== "object" || Array.isArray(doc);
   const path = parseField(v.field);
   const found = lookup(doc, path);
-  if (found.exists) return v.rule !== "required" || found.value === "" || found.value === undefined;
+  // A field written null counts as absent, as upstream's decoder reads it.
+  if (found.exists) return v.rule !== "required" || found.value === "" || found.value === undefined || found.value === null;
   return v.rule === "required" && lookup(doc, path.slice(0, -1)).exists;
 }
 

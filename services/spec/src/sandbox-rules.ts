@@ -18,16 +18,58 @@ export function checkSandboxRules(doc: unknown, out: Violations): void {
   unique(list(spec.local), ["spec", "local"], "duplicate-local", "local workload", out);
   const routeGroup = isObj(spec.defaultRouteGroup) ? spec.defaultRouteGroup : {};
   unique(list(routeGroup.endpoints), ["spec", "defaultRouteGroup", "endpoints"], "duplicate-endpoint", "endpoint", out);
+  unique(list(spec.forks), ["spec", "forks"], "duplicate-fork", "fork", out);
+  unique(list(spec.virtual), ["spec", "virtual"], "duplicate-virtual", "virtual workload", out);
   checkBaselines(spec, out);
+  const refs: Refs = { resources, forks: new Set(list(spec.forks).flatMap((f) => (isObj(f) ? workloadKey(f.forkOf) ?? [] : []))) };
   list(spec.forks).forEach((fork, i) => {
     const customizations = isObj(fork) && isObj(fork.customizations) ? fork.customizations : {};
     checkImages(list(customizations.images), ["spec", "forks", i, "customizations", "images"], out);
-    checkEnv(list(customizations.env), ["spec", "forks", i, "customizations", "env"], resources, out);
+    checkEnv(list(customizations.env), ["spec", "forks", i, "customizations", "env"], refs, out);
+  });
+  list(spec.local).forEach((local, i) => {
+    if (!isObj(local)) return;
+    checkEnv(list(local.env), ["spec", "local", i, "env"], refs, out);
+    list(local.files).forEach((file, j) => {
+      if (isObj(file)) checkValueFrom(file.valueFrom, ["spec", "local", i, "files", j, "valueFrom"], refs, out);
+    });
   });
 }
 
+/** What a `valueFrom` may refer to: the sandbox's resources and the baselines of its forks. */
+interface Refs { resources: Set<string>; forks: Set<string> }
+
+function workloadKey(ref: unknown): string | undefined {
+  if (!isObj(ref)) return undefined;
+  const [kind, namespace, name] = [nonEmpty(ref.kind), nonEmpty(ref.namespace), nonEmpty(ref.name)];
+  return kind === undefined || namespace === undefined || name === undefined ? undefined : `${kind} ${namespace}/${name}`;
+}
+
+const VALUE_SOURCES = ["resource", "secret", "configMap", "fork"] as const;
+
+/** Exactly one source, and the resource or fork it names belongs to this sandbox. */
+function checkValueFrom(valueFrom: unknown, path: Path, refs: Refs, out: Violations): void {
+  if (!isObj(valueFrom)) return;
+  const given = VALUE_SOURCES.filter((k) => valueFrom[k] !== undefined && valueFrom[k] !== null);
+  if (given.length !== 1) {
+    out.add(path, "value-source", given.length === 0
+      ? `valueFrom needs one of ${VALUE_SOURCES.join(", ")}`
+      : `valueFrom has ${given.join(" and ")}: give exactly one source`);
+  }
+  const resourceName = isObj(valueFrom.resource) ? nonEmpty(valueFrom.resource.name) : undefined;
+  if (resourceName !== undefined && !refs.resources.has(resourceName)) {
+    out.add([...path, "resource", "name"], "unknown-resource",
+      `"${resourceName}" is not a resource of this sandbox${refs.resources.size ? ` (resources: ${[...refs.resources].join(", ")})` : ""}`);
+  }
+  const fork = isObj(valueFrom.fork) ? workloadKey(valueFrom.fork.forkOf) : undefined;
+  if (fork !== undefined && !refs.forks.has(fork)) {
+    out.add([...path, "fork", "forkOf"], "unknown-fork",
+      `${fork} is not forked by this sandbox${refs.forks.size ? ` (forks: ${[...refs.forks].join(", ")})` : " (it has no forks)"}`);
+  }
+}
+
 /** Reports repeated `name`s in a list; returns the names seen. */
-function unique(items: unknown[], at: Path, rule: "duplicate-resource" | "duplicate-local" | "duplicate-endpoint", what: string, out: Violations): Set<string> {
+function unique(items: unknown[], at: Path, rule: "duplicate-resource" | "duplicate-local" | "duplicate-endpoint" | "duplicate-fork" | "duplicate-virtual", what: string, out: Violations): Set<string> {
   const first = new Map<string, number>();
   items.forEach((item, i) => {
     const name = isObj(item) ? nonEmpty(item.name) : undefined;
@@ -69,7 +111,7 @@ function checkImages(images: unknown[], at: Path, out: Violations): void {
   });
 }
 
-function checkEnv(env: unknown[], at: Path, resources: Set<string>, out: Violations): void {
+function checkEnv(env: unknown[], at: Path, refs: Refs, out: Violations): void {
   const first = new Map<string, number>();
   env.forEach((e, i) => {
     if (!isObj(e)) return;
@@ -87,12 +129,7 @@ function checkEnv(env: unknown[], at: Path, resources: Set<string>, out: Violati
     if (e.operation === "delete" && (hasValue || hasValueFrom)) {
       out.add([...path, "operation"], "env-operation", "operation delete removes the variable: leave out value and valueFrom");
     }
-    const resource = isObj(e.valueFrom) && isObj(e.valueFrom.resource) ? e.valueFrom.resource : undefined;
-    const resourceName = nonEmpty(resource?.name);
-    if (resourceName !== undefined && !resources.has(resourceName)) {
-      out.add([...path, "valueFrom", "resource", "name"], "unknown-resource",
-        `"${resourceName}" is not a resource of this sandbox${resources.size ? ` (resources: ${[...resources].join(", ")})` : ""}`);
-    }
+    checkValueFrom(e.valueFrom, [...path, "valueFrom"], refs, out);
   });
 }
 
@@ -102,28 +139,32 @@ export function checkSandboxAgainstPlugins(
   pluginOf: (resourceName: string) => pb.ResourcePluginSpec | undefined,
 ): FieldViolation[] {
   const out = new Violations();
-  sandbox.spec?.forks.forEach((fork, i) => {
-    fork.customizations?.env.forEach((env, j) => {
-      const ref = env.valueFrom?.resource;
-      if (!ref || !isOutputKey(ref.outputKey)) return;
-      const plugin = pluginOf(ref.name);
-      if (!plugin) return;
-      const path = ["spec", "forks", i, "customizations", "env", j, "valueFrom", "resource", "outputKey"];
-      const [stepName, outputName] = ref.outputKey.split(".") as [string, string];
-      const step = plugin.create.find((s) => s.name === stepName);
-      if (!step) {
-        const where = plugin.delete.some((s) => s.name === stepName) ? " (it is a delete step; outputs come from create steps)" : "";
-        const steps = plugin.create.map((s) => s.name);
-        out.add(path, "unknown-step",
-          `resource "${ref.name}" has no create step "${stepName}"${where}${!where && steps.length ? ` (create steps: ${steps.join(", ")})` : ""}`);
-        return;
-      }
-      if (!step.outputs.some((o) => o.name === outputName)) {
-        const outputs = step.outputs.map((o) => o.name);
-        out.add(path, "undeclared-output",
-          `step "${stepName}" of resource "${ref.name}" declares no output "${outputName}"${outputs.length ? ` (outputs: ${outputs.join(", ")})` : ""}`);
-      }
-    });
+  const refs: { ref: pb.ResourceOutputRef | undefined; path: Path }[] = [];
+  sandbox.spec?.forks.forEach((fork, i) => fork.customizations?.env.forEach((env, j) =>
+    refs.push({ ref: env.valueFrom?.resource, path: ["spec", "forks", i, "customizations", "env", j, "valueFrom"] })));
+  sandbox.spec?.local.forEach((local, i) => {
+    local.env.forEach((env, j) => refs.push({ ref: env.valueFrom?.resource, path: ["spec", "local", i, "env", j, "valueFrom"] }));
+    local.files.forEach((file, j) => refs.push({ ref: file.valueFrom?.resource, path: ["spec", "local", i, "files", j, "valueFrom"] }));
   });
+  for (const { ref, path: at } of refs) {
+    if (!ref || !isOutputKey(ref.outputKey)) continue;
+    const plugin = pluginOf(ref.name);
+    if (!plugin) continue;
+    const path = [...at, "resource", "outputKey"];
+    const [stepName, outputName] = ref.outputKey.split(".") as [string, string];
+    const step = plugin.create.find((s) => s.name === stepName);
+    if (!step) {
+      const where = plugin.delete.some((s) => s.name === stepName) ? " (it is a delete step; outputs come from create steps)" : "";
+      const steps = plugin.create.map((s) => s.name);
+      out.add(path, "unknown-step",
+        `resource "${ref.name}" has no create step "${stepName}"${where}${!where && steps.length ? ` (create steps: ${steps.join(", ")})` : ""}`);
+      continue;
+    }
+    if (!step.outputs.some((o) => o.name === outputName)) {
+      const outputs = step.outputs.map((o) => o.name);
+      out.add(path, "undeclared-output",
+        `step "${stepName}" of resource "${ref.name}" declares no output "${outputName}"${outputs.length ? ` (outputs: ${outputs.join(", ")})` : ""}`);
+    }
+  }
   return out.list;
 }

@@ -16,26 +16,29 @@ export { parsePluginRef, canonicalVersion, type PluginRef } from "./refs.js";
 export { stepEnvName } from "./names.js";
 export { stepDependencies } from "./graph.js";
 
+/** Told about what a file has that is accepted but ignored (printed by the CLI on stderr). */
+export type WarningSink = (message: string) => void;
+
 /** Every violation of a plugin document; empty when it is valid. */
-export function pluginViolations(doc: unknown): FieldViolation[] {
-  return check(doc, PluginDoc, checkPluginRules, "plugin").violations;
+export function pluginViolations(doc: unknown, warn?: WarningSink): FieldViolation[] {
+  return check(tolerated(doc, "plugin", warn), PluginDoc, checkPluginRules, "plugin").violations;
 }
 
 /** Every violation of a sandbox document; empty when it is valid. */
-export function sandboxViolations(doc: unknown): FieldViolation[] {
-  return check(doc, SandboxDoc, checkSandboxRules, "sandbox").violations;
+export function sandboxViolations(doc: unknown, warn?: WarningSink): FieldViolation[] {
+  return check(tolerated(doc, "sandbox", warn), SandboxDoc, checkSandboxRules, "sandbox").violations;
 }
 
 /** Validates a plugin document (the YAML file's shape, already templated, or `pluginToDoc` of a proto). Throws ValidationError listing every violation. */
-export function validatePlugin(doc: unknown): pb.ResourcePlugin {
-  const { value, violations } = check(doc, PluginDoc, checkPluginRules, "plugin");
+export function validatePlugin(doc: unknown, warn?: WarningSink): pb.ResourcePlugin {
+  const { value, violations } = check(tolerated(doc, "plugin", warn), PluginDoc, checkPluginRules, "plugin");
   if (violations.length > 0) throw new ValidationError(violations, "invalid plugin");
   return pb.ResourcePlugin.fromJSON(value);
 }
 
 /** Validates a sandbox document. Throws ValidationError listing every violation. */
-export function validateSandbox(doc: unknown): pb.Sandbox {
-  const { value, violations } = check(doc, SandboxDoc, checkSandboxRules, "sandbox");
+export function validateSandbox(doc: unknown, warn?: WarningSink): pb.Sandbox {
+  const { value, violations } = check(tolerated(doc, "sandbox", warn), SandboxDoc, checkSandboxRules, "sandbox");
   if (violations.length > 0) throw new ValidationError(violations, "invalid sandbox");
   return pb.Sandbox.fromJSON(value);
 }
@@ -60,6 +63,30 @@ export function canonicalJson(value: unknown): string {
     if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
     return Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Record<string, unknown>)[k]]));
   });
+}
+
+/**
+ * What upstream's decoder tolerates, removed before validation: a field written `null`
+ * (Go reads it as absent; `signadot sandbox get -o yaml` prints `endpoints: null`), and a
+ * stray top-level `version:` in a plugin file (upstream ignores it; the version is part of
+ * `name`), which is reported to `warn`.
+ */
+function tolerated(doc: unknown, what: "plugin" | "sandbox", warn?: WarningSink): unknown {
+  const cleaned = withoutNulls(doc);
+  if (what !== "plugin" || cleaned === null || typeof cleaned !== "object" || Array.isArray(cleaned) || !("version" in cleaned)) return cleaned;
+  const { version, ...rest } = cleaned as Record<string, unknown>;
+  warn?.(`top-level "version: ${String(version)}" is ignored: a plugin's version is part of its name (name@1.2.3)`);
+  return rest;
+}
+
+/** Maps of the user's own keys keep their null entries: a param without a value stays an error. */
+const FREE_MAPS = new Set(["params", "labels"]);
+
+function withoutNulls(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(withoutNulls);
+  if (v === null || typeof v !== "object") return v;
+  return Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null)
+    .map(([k, x]) => [k, FREE_MAPS.has(k) ? x : withoutNulls(x)]));
 }
 
 function check(

@@ -26,7 +26,7 @@ describe("valid plugin files", () => {
     expect(plugin.name).toBe("orders-db@1.2.0");
     expect(spec.create.map((s) => s.name)).toEqual(["provision", "seed-a", "seed-b", "verify"]);
     const [provision, seedA, seedB] = spec.create as [pb.Step, pb.Step, pb.Step];
-    expect(provision.inputs[0]).toEqual({ name: "dbname", valueFromSandbox: true, valueFromStep: undefined, as: undefined });
+    expect(provision.inputs[0]).toEqual({ name: "dbname", valueFromSandbox: true, valueFromStep: undefined, as: undefined, type: "" });
     expect(provision.inputs[1]?.as).toEqual({ env: "OWNER", path: "" });
     expect(provision.outputs.map((o) => o.valueFromPath)).toEqual(["/outputs/host", "/tmp/dsn"]);
     expect(provision.script).toMatch(/^#!\/usr\/bin\/env bash\n/);

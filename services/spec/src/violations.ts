@@ -14,7 +14,8 @@ export const RULES = [
   "overlay-namespace", "overlay-reserved-container", "duplicate-resource", "duplicate-local",
   "duplicate-endpoint", "duplicate-baseline", "duplicate-container", "env-value-conflict",
   "env-operation", "unknown-resource", "output-key-format", "ttl-duration", "ttl-offset-from",
-  "port-range", "local-address", "endpoint-target", "too-many",
+  "port-range", "local-address", "endpoint-target", "too-many", "patch-type", "value-source",
+  "unknown-fork", "duplicate-fork", "duplicate-virtual",
 ] as const;
 export type Rule = (typeof RULES)[number];
 
