@@ -9,14 +9,16 @@ export interface FileInput {
   file: string;
   sets: string[];
   stdin?: () => Promise<string>;
+  /** Told what the file has that is accepted but ignored (a plugin's stray `version:`). */
+  warn?: (message: string) => void;
 }
 
 export async function readPlugin(input: FileInput): Promise<pb.ResourcePlugin> {
-  return validatePlugin(await load(input, false));
+  return validatePlugin(await load(input, false), input.warn);
 }
 
 export async function readSandbox(input: FileInput): Promise<pb.Sandbox> {
-  return validateSandbox(await load(input, false));
+  return validateSandbox(await load(input, false), input.warn);
 }
 
 /** The name a file publishes, needing only the variables used in `name` (for `delete -f`). */

@@ -54,9 +54,19 @@ const summary = (e: RecordedEvent, sandboxes: string[]) => {
 const seconds = (e: RecordedEvent | undefined) => e?.time.replace(/\.\d+Z$/, "Z");
 
 describe("eph plugin list", () => {
-  it("prints name, version, how many sandboxes use it, and when it was published", async () => {
+  it("prints the highest version of each plugin (semver order), how many sandboxes use it, and when it was published", async () => {
     const p = await published();
     expect(await ok(["plugin", "list"])).toBe([
+      "NAME       VERSION   SANDBOXES   CREATED",
+      `cache      0.0.0     1           ${seconds(p.get("cache@0.0.0"))}`,
+      `hello-db   1.10.0    0           ${seconds(p.get("hello-db@1.10.0"))}`,
+      "",
+    ].join("\n"));
+  });
+
+  it("-A prints every version", async () => {
+    const p = await published();
+    expect(await ok(["plugin", "list", "-A"])).toBe([
       "NAME       VERSION   SANDBOXES   CREATED",
       `cache      0.0.0     1           ${seconds(p.get("cache@0.0.0"))}`,
       `hello-db   1.10.0    0           ${seconds(p.get("hello-db@1.10.0"))}`,
@@ -65,10 +75,10 @@ describe("eph plugin list", () => {
     ].join("\n"));
   });
 
-  it("-o json prints one array naming the sandboxes", async () => {
+  it("--all-versions -o json prints one array naming the sandboxes", async () => {
     const p = await published();
     expect(p.get("cache@0.0.0")?.data).toMatchObject({ digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
-    expect(JSON.parse(await ok(["rp", "list", "-o", "json"]))).toEqual([
+    expect(JSON.parse(await ok(["rp", "list", "--all-versions", "-o", "json"]))).toEqual([
       summary(p.get("cache@0.0.0")!, ["a"]),
       summary(p.get("hello-db@1.10.0")!, []),
       summary(p.get("hello-db@1.2.0")!, ["a", "b"]),
@@ -116,7 +126,7 @@ describe("eph plugin get", () => {
 });
 
 describe("eph plugin delete", () => {
-  const versions = async () => JSON.parse(await ok(["plugin", "list", "-o", "json"])).map((v: { name: string; version: string }) => `${v.name}@${v.version}`);
+  const versions = async () => JSON.parse(await ok(["plugin", "list", "-A", "-o", "json"])).map((v: { name: string; version: string }) => `${v.name}@${v.version}`);
 
   it("deletes a version and says which", async () => {
     expect(await ok(["plugin", "delete", "hello-db@1.10.0"])).toBe("plugin hello-db@1.10.0 deleted\n");
@@ -162,6 +172,28 @@ describe("eph plugin delete", () => {
 });
 
 describe("eph plugin apply", () => {
+  it("ignores a stray top-level version with a warning on stderr, and keeps input and output types", async () => {
+    const file = core().file("typed.yaml", `
+name: typed@1.0.0
+version: 1.0.0
+spec:
+  runner: {image: debian:bookworm-slim}
+  create:
+  - name: provision
+    inputs: [{name: region, type: string, valueFromSandbox: true}]
+    outputs: [{name: host, type: string, valueFromPath: /tmp/out/host}]
+    script: |
+      #!/bin/sh
+`);
+    const r = await eph(api(), ["plugin", "apply", "-f", file]);
+    expect(r.stderr).toContain('warning: top-level "version: 1.0.0" is ignored');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("plugin typed@1.0.0 created\n");
+    const got = JSON.parse(await ok(["plugin", "get", "typed@1.0.0", "-o", "json"])) as { spec: { create: [{ inputs: [{ type: string }]; outputs: [{ type: string }] }] } };
+    expect(got.spec.create[0].inputs[0].type).toBe("string");
+    expect(got.spec.create[0].outputs[0].type).toBe("string");
+  });
+
   it("exits 2 without -f, and publishes nothing", async () => {
     const before = await core().store.position();
     expect((await eph(api(), ["plugin", "apply"])).code).toBe(2);

@@ -10,6 +10,7 @@ import { compareVersionsDesc, formatDoc, pluginDoc, pluginSummary, shortTime, ta
 
 interface FileOpts { file?: string; set: string[] }
 interface OutputOpts { output?: OutputFormat }
+interface ListOpts extends OutputOpts { allVersions?: boolean }
 
 export function registerPlugin(program: Command, ctx: Context): void {
   const plugin = program
@@ -21,7 +22,7 @@ export function registerPlugin(program: Command, ctx: Context): void {
   fileOptions(plugin.command("apply").description("publish the plugin version a file describes"), "plugin")
     .action(async (opts: FileOpts) => {
       if (!opts.file) throw new UsageError("plugin apply needs -f FILE");
-      const spec = await readPlugin({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin });
+      const spec = await readPlugin({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin, warn: (w) => ctx.err(`warning: ${w}`) });
       const res = await ctx.api().applyPlugin(spec);
       const name = res.plugin ? `${res.plugin.name}@${res.plugin.version}` : spec.name;
       ctx.out(`plugin ${name} ${res.unchanged ? "unchanged" : "created"}\n`);
@@ -33,9 +34,13 @@ export function registerPlugin(program: Command, ctx: Context): void {
       ctx.out(formatDoc(pluginDoc(version), opts.output ?? "yaml"));
     });
 
-  outputOption(plugin.command("list").alias("ls").description("every published version and how many sandboxes use it"))
-    .action(async (opts: OutputOpts) => {
-      const all = sortVersions(await ctx.api().listPlugins());
+  outputOption(plugin.command("list").alias("ls")
+    .description("the highest version of each plugin and how many sandboxes use it (-A: every version)")
+    .option("-A, --all-versions", "list every published version, not only the highest of each plugin"))
+    .action(async (opts: ListOpts) => {
+      const sorted = sortVersions(await ctx.api().listPlugins());
+      // Sorted newest first within a name, so the first of each name is its highest version.
+      const all = opts.allVersions ? sorted : sorted.filter((p, i) => i === 0 || sorted[i - 1]?.name !== p.name);
       if (opts.output) return ctx.out(formatDoc(all.map(pluginSummary), opts.output));
       ctx.out(table(
         ["NAME", "VERSION", "SANDBOXES", "CREATED"],
