@@ -47,8 +47,8 @@ export class Api {
     this.events = new pb.EventServiceClient(address, credentials, shared);
   }
 
-  applyPlugin(plugin: pb.ResourcePlugin): Promise<pb.ApplyResourcePluginResponse> {
-    return call(this.plugins.apply.bind(this.plugins), { plugin }, this.timeoutMs, this.who());
+  applyPlugin(plugin: pb.ResourcePlugin, dryRun = false): Promise<pb.ApplyResourcePluginResponse> {
+    return call(this.plugins.apply.bind(this.plugins), { plugin, dryRun }, this.timeoutMs, this.who());
   }
 
   getPlugin(ref: string): Promise<pb.ResourcePluginVersion> {
@@ -72,8 +72,8 @@ export class Api {
     return (await call(this.plugins.delete.bind(this.plugins), { ref }, this.timeoutMs, this.who())).deleted;
   }
 
-  applySandbox(sandbox: pb.Sandbox): Promise<pb.ApplySandboxResponse> {
-    return call(this.sandboxes.apply.bind(this.sandboxes), { sandbox }, this.timeoutMs, this.who());
+  applySandbox(sandbox: pb.Sandbox, dryRun = false): Promise<pb.ApplySandboxResponse> {
+    return call(this.sandboxes.apply.bind(this.sandboxes), { sandbox, dryRun }, this.timeoutMs, this.who());
   }
 
   getSandbox(name: string, showOutputs = false): Promise<pb.SandboxView> {

@@ -15,11 +15,18 @@ interface WaitOpts { wait?: boolean; waitTimeout: string }
 export function registerSandbox(program: Command, ctx: Context): void {
   const sandbox = program.command("sandbox").alias("sb").description("apply, inspect and delete sandboxes");
 
-  waitOptions(fileOptions(sandbox.command("apply").description("create or update the sandbox a file describes"), "sandbox"), "ready", "3m")
-    .action(async (opts: FileOpts & WaitOpts) => {
+  outputOption(waitOptions(fileOptions(sandbox.command("apply").description("create or update the sandbox a file describes"), "sandbox"), "ready", "3m")
+    .option("--dry-run", "validate against the published plugins and print the plan; change nothing"))
+    .action(async (opts: FileOpts & WaitOpts & { dryRun?: boolean; output?: OutputFormat }) => {
       if (!opts.file) throw new UsageError("sandbox apply needs -f FILE");
       const limit = timeoutMs(opts.waitTimeout);
       const spec = await readSandbox({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin });
+      if (opts.dryRun) {
+        if (opts.wait) throw new UsageError("--dry-run changes nothing, so there is nothing to --wait for");
+        const { plan } = await ctx.api().applySandbox(spec, true);
+        ctx.out(opts.output ? formatDoc(planDoc(spec.name, plan!), opts.output) : planText(spec.name, plan!));
+        return;
+      }
       const res = await ctx.api().applySandbox(spec);
       const verb = res.created ? "created" : res.unchanged ? "unchanged" : "updated";
       ctx.out(`sandbox ${spec.name} ${verb}${res.sandbox?.routingKey ? ` (routing key ${res.sandbox.routingKey})` : ""}\n`);
@@ -130,4 +137,26 @@ function summary(view: pb.SandboxView): string {
 function listRow(v: pb.SandboxView): string[] {
   const ready = v.resources.filter((r) => r.status === "Ready").length;
   return [v.name, v.status?.ready ? "true" : "false", v.status?.reason ?? "", `${ready}/${v.resources.length}`, shortTime(v.createdAt)];
+}
+
+/** The plan of `sandbox apply --dry-run -o json|yaml` (a contract: scripts read it). */
+function planDoc(name: string, plan: pb.SandboxPlan) {
+  return {
+    sandbox: name,
+    action: plan.action,
+    resources: plan.resources.map((r) => ({ name: r.name, plugin: r.plugin, version: r.version, params: r.params })),
+    create: plan.create,
+    delete: plan.delete,
+    changes: plan.changes.map((c) => ({ field: c.field, old: JSON.parse(c.oldJson || "null"), new: JSON.parse(c.newJson || "null") })),
+    endpoints: plan.endpoints.map((e) => ({ name: e.name, url: e.url })),
+  };
+}
+
+function planText(name: string, plan: pb.SandboxPlan): string {
+  const lines = [`sandbox ${name}: would ${plan.action === "unchanged" ? "change nothing" : plan.action} (dry run: nothing written)`];
+  for (const r of plan.resources) lines.push(`  resource ${r.name}: ${r.plugin}@${r.version}`);
+  for (const c of plan.changes) lines.push(`  change ${c.field}: ${c.oldJson} -> ${c.newJson}`);
+  if (plan.create.length) lines.push(`  would run the create workflow of: ${plan.create.join(", ")}`);
+  if (plan.delete.length) lines.push(`  would run the delete workflow of: ${plan.delete.join(", ")}`);
+  return `${lines.join("\n")}\n`;
 }

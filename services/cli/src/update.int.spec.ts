@@ -128,3 +128,43 @@ describe("eph sandbox apply of a changed sandbox", () => {
     expect((await apply({ description: "meanwhile", resources: [["db", "hello-db"], ["cache", "cache", { gate }]] })).code).toBe(0);
   });
 });
+
+describe("eph sandbox apply --dry-run", () => {
+  const dry = (doc: Doc, name = "sb", extra: string[] = []) =>
+    eph(api(), ["sandbox", "apply", "--dry-run", "-f", core().file(`${name}.yaml`, sandbox(doc).replace("name: sb", `name: ${name}`)), ...extra]);
+
+  it("plans a new sandbox with its versions resolved, and writes nothing", async () => {
+    const count = (await core().events()).length;
+    const r = await dry({ resources: [["db", "hello-db"], ["cache", "cache"]] }, "fresh", ["-o", "json"]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      sandbox: "fresh", action: "create", create: ["db", "cache"], delete: [],
+      resources: [{ name: "db", plugin: "hello-db", version: "1.0.0" }, { name: "cache", plugin: "cache", version: "1.0.0" }],
+    });
+    expect((await core().events()).length).toBe(count);
+    expect((await eph(api(), ["sandbox", "get", "fresh"])).code).toBe(1);
+  });
+
+  it("plans an update: what changes, what would run; writes nothing", async () => {
+    const count = (await core().events()).length;
+    const r = await dry({ description: "d", resources: [["cache", "cache"]] });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("sandbox sb: would update (dry run: nothing written)");
+    expect(r.stdout).toContain('change spec.description: null -> "d"');
+    expect(r.stdout).toContain("would run the create workflow of: cache");
+    expect(r.stdout).toContain("would run the delete workflow of: db");
+    expect((await core().events()).length).toBe(count);
+    expect((await dry({})).stdout).toContain("would change nothing");
+  });
+
+  it("refuses what apply would refuse (an unknown plugin, an immutable change) with exit 2, writing nothing", async () => {
+    const count = (await core().events()).length;
+    const unknown = await dry({ resources: [["db", "hello-db"], ["x", "nope"]] });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/spec\.resources\[1\]\.plugin/);
+    const immutable = await dry({ cluster: "elsewhere" });
+    expect(immutable.code).toBe(2);
+    expect(immutable.stderr).toContain("spec.cluster");
+    expect((await core().events()).length).toBe(count);
+  });
+});

@@ -21,13 +21,13 @@ function caller(call: { metadata: grpc.Metadata }): CallContext {
 /** The API's services; with `access`, every method needs a bearer token whose role allows it (auth/policy.ts). */
 export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAccess): ServiceBinding[] {
   const plugins: pb.ResourcePluginServiceServer = {
-    apply: unary(async (req: pb.ApplyResourcePluginRequest, call) => core.applyPlugin(req.plugin, caller(call)), logger),
+    apply: unary(async (req: pb.ApplyResourcePluginRequest, call) => core.applyPlugin(req.plugin, caller(call), req.dryRun), logger),
     get: unary(async (req: pb.GetResourcePluginRequest) => core.getPlugin(req.ref), logger),
     list: unary(async (req: pb.ListResourcePluginsRequest) => core.listPlugins(req), logger),
     delete: unary(async (req: pb.DeleteResourcePluginRequest, call) => ({ deleted: await core.deletePlugin(req.ref, caller(call)) }), logger),
   };
   const sandboxes: pb.SandboxServiceServer = {
-    apply: unary(async (req: pb.ApplySandboxRequest, call) => core.applySandbox(req.sandbox, caller(call)), logger),
+    apply: unary(async (req: pb.ApplySandboxRequest, call) => core.applySandbox(req.sandbox, caller(call), req.dryRun), logger),
     get: unary(async (req: pb.GetSandboxRequest) => core.view(req.name, req.showOutputs), logger),
     list: unary(async () => ({ sandboxes: core.list() }), logger),
     delete: unary(async (req: pb.DeleteSandboxRequest, call) => core.deleteSandbox(req.name, req.force, caller(call)), logger),

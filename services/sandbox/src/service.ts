@@ -119,12 +119,20 @@ export class SandboxCore {
 
   // ---- plugins ----
 
-  async applyPlugin(request: pb.ResourcePlugin | undefined, call: CallContext = {}): Promise<{ plugin: pb.ResourcePluginVersion; unchanged: boolean }> {
+  async applyPlugin(request: pb.ResourcePlugin | undefined, call: CallContext = {}, dryRun = false): Promise<{ plugin: pb.ResourcePluginVersion; unchanged: boolean }> {
     const plugin = validatePlugin(pluginToDoc(request ?? pb.ResourcePlugin.fromPartial({})));
     const ref = parsePluginRef(plugin.name);
     if (ref.latest) throw new ValidationError([{ field: "name", description: "publish a concrete version (name or name@semver), not @latest", rule: "version" }]);
     const version = ref.version ?? "0.0.0";
     const spec = plugin.spec!;
+    if (dryRun) {
+      // The decision alone: it refuses what a publish would refuse, and appends nothing.
+      const events = decidePlugin({ kind: "publish", name: ref.name, version, spec, digest: pluginDigest(spec) }, this.plugins.getOrEmpty(ref.name).state);
+      return {
+        plugin: pb.ResourcePluginVersion.fromPartial({ name: ref.name, version, spec, digest: pluginDigest(spec) }),
+        unchanged: events.length === 0,
+      };
+    }
     const { appended } = await execute(this.deps.store, this.plugins, ref.name,
       (state) => decidePlugin({ kind: "publish", name: ref.name, version, spec, digest: pluginDigest(spec) }, state).map(encode),
       this.meta(call, `publish:${version}`));
@@ -202,13 +210,13 @@ export class SandboxCore {
 
   // ---- sandboxes ----
 
-  async applySandbox(request: pb.Sandbox | undefined, call: CallContext = {}): Promise<pb.ApplySandboxResponse> {
+  async applySandbox(request: pb.Sandbox | undefined, call: CallContext = {}, dryRun = false): Promise<pb.ApplySandboxResponse> {
     const sandbox = validateSandbox(sandboxToDoc(request ?? pb.Sandbox.fromPartial({})));
     const plugins = [...new Set(sandbox.spec!.resources.map((r) => parsePluginRef(r.plugin).name))];
-    return this.pluginLocks.run(plugins, () => this.applyLocked(sandbox, call));
+    return this.pluginLocks.run(plugins, () => this.applyLocked(sandbox, call, dryRun));
   }
 
-  private async applyLocked(sandbox: pb.Sandbox, call: CallContext): Promise<pb.ApplySandboxResponse> {
+  private async applyLocked(sandbox: pb.Sandbox, call: CallContext, dryRun: boolean): Promise<pb.ApplySandboxResponse> {
     const spec = sandbox.spec!;
     const violations: FieldViolation[] = [];
     const resolved: pb.ResolvedResource[] = [];
@@ -235,17 +243,18 @@ export class SandboxCore {
 
     const existing = this.sandboxes.get(sandbox.name)?.state;
     const active = existing?.status === "active";
-    const routingKey = active ? existing.routingKey : this.deps.routingKey();
+    // A dry run mints nothing: a new sandbox's URLs are only known once it is created.
+    const routingKey = active ? existing.routingKey : dryRun ? "<routing-key>" : this.deps.routingKey();
     const endpoints = (spec.defaultRouteGroup?.endpoints ?? []).map((e) => ({
       name: e.name, target: e.target, url: `https://${e.name}--${routingKey}.${this.deps.previewDomain}`,
     }));
     const canonical = (s: pb.SandboxSpec | undefined) => JSON.stringify(pb.SandboxSpec.toJSON(s ?? pb.SandboxSpec.fromPartial({})));
-    const { appended } = await execute(this.deps.store, this.sandboxes, sandbox.name,
-      (state) => decideSandbox({
-        kind: "create", sandbox, resources: resolved, routingKey, endpoints,
-        canonicalSpec: canonical(spec), existingSpec: state.status === "active" ? canonical(state.spec) : undefined,
-      }, state).map(encode),
-      this.meta(call, "create"));
+    const decide = (state: SandboxState) => decideSandbox({
+      kind: "create", sandbox, resources: resolved, routingKey, endpoints,
+      canonicalSpec: canonical(spec), existingSpec: state.status === "active" ? canonical(state.spec) : undefined,
+    }, state);
+    if (dryRun) return { created: false, unchanged: false, plan: planOf(decide(existing ?? initialSandbox()), resolved, active) };
+    const { appended } = await execute(this.deps.store, this.sandboxes, sandbox.name, (state) => decide(state).map(encode), this.meta(call, "create"));
     return { sandbox: await this.view(sandbox.name, false), created: !!appended && !active, unchanged: !appended };
   }
 
@@ -403,3 +412,19 @@ export class SandboxCore {
 }
 
 export type { DomainEvent };
+
+/** What the decided events of an apply would do, as a plan (nothing is written for it). */
+function planOf(events: DomainEvent[], resources: pb.ResolvedResource[], exists: boolean): pb.SandboxPlan {
+  const plan = pb.SandboxPlan.fromPartial({ action: exists ? "unchanged" : "create", resources });
+  for (const e of events) {
+    if (e.type === "ephemera.sandbox.created.v1") plan.action = "create";
+    if (e.type === "ephemera.sandbox.updated.v1") {
+      plan.action = "update";
+      plan.changes = e.data.changes;
+      plan.endpoints = e.data.endpoints;
+    }
+    if (e.type === "ephemera.sandbox.resource_provision_requested.v1") plan.create.push(e.data.resource!.name);
+    if (e.type === "ephemera.sandbox.resource_deprovision_requested.v1") plan.delete.push(e.data.resource!.name);
+  }
+  return plan;
+}
