@@ -38,12 +38,12 @@ async function startApi() {
   return {
     store,
     sandboxes,
-    applyPlugin: (doc: Doc) => call(plugins.apply.bind(plugins), { plugin: pb.ResourcePlugin.fromJSON(doc) }),
+    applyPlugin: (doc: Doc) => call(plugins.apply.bind(plugins), { plugin: pb.ResourcePlugin.fromJSON(doc), dryRun: false }),
     getPlugin: (ref: string) => call(plugins.get.bind(plugins), { ref }),
     listPlugins: async () => (await call(plugins.list.bind(plugins), { pageSize: 0, pageToken: "", name: "" })).plugins,
     listPage: (pageSize: number, pageToken = "", name = "") => call(plugins.list.bind(plugins), { pageSize, pageToken, name }),
     deletePlugin: async (ref: string) => (await call(plugins.delete.bind(plugins), { ref })).deleted,
-    applySandbox: (doc: Doc) => call(sandboxes.apply.bind(sandboxes), { sandbox: pb.Sandbox.fromJSON(doc) }),
+    applySandbox: (doc: Doc) => call(sandboxes.apply.bind(sandboxes), { sandbox: pb.Sandbox.fromJSON(doc), dryRun: false }),
     getSandbox: (name: string) => call(sandboxes.get.bind(sandboxes), { name, showOutputs: false }),
     deleteSandbox: (name: string, force: boolean) => call(sandboxes.delete.bind(sandboxes), { name, force }),
     stop: async () => {
@@ -517,7 +517,7 @@ describe("time, retries and who asked", () => {
     await api.applyPlugin(plugin("db@1.0.0"));
     const md = new grpc.Metadata();
     md.set("x-ephemera-actor", "alice");
-    await new Promise<void>((resolve, reject) => api.sandboxes.apply({ sandbox: pb.Sandbox.fromJSON(sandbox("audited", "a=db@1.0.0", "b=db@1.0.0")) }, md,
+    await new Promise<void>((resolve, reject) => api.sandboxes.apply({ sandbox: pb.Sandbox.fromJSON(sandbox("audited", "a=db@1.0.0", "b=db@1.0.0")), dryRun: false }, md,
       (err) => (err ? reject(err) : resolve())));
     const events = (await api.store.read(Aggregates.sandbox, "audited")).events;
     expect(events.map((e) => e.type)).toEqual([
