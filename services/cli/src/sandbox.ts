@@ -8,6 +8,7 @@ import { fileOptions, nameOrFile, outputOption, timeoutMs, waitOptions } from ".
 import { describeFailures, stillWaitingFor, words } from "./progress.js";
 import { formatDoc, sandboxDoc, shortTime, table, type OutputFormat } from "./render.js";
 import { waitForSandbox } from "./wait.js";
+import { dotenv, localValues, writeLocalFiles } from "./local.js";
 
 interface FileOpts { file?: string; set: string[] }
 interface WaitOpts { wait?: boolean; waitTimeout: string }
@@ -41,6 +42,24 @@ export function registerSandbox(program: Command, ctx: Context): void {
     const view = await ctx.api().getSandbox(name, opts.showOutputs ?? false);
     ctx.out(formatDoc(sandboxDoc(view, opts.showOutputs ?? false), opts.output ?? "yaml"));
   });
+
+  outputOption(
+    sandbox.command("get-env").description("print the environment of a local workload (dotenv), resource outputs resolved").argument("<name>")
+      .requiredOption("--local <name>", "the local workload (spec.local[].name)"),
+  ).action(async (name: string, opts: { local: string; output?: OutputFormat }) => {
+    const values = localValues(await ctx.api().getSandbox(name, true), opts.local);
+    for (const u of values.unresolved) ctx.err(`not set: ${u}\n`);
+    ctx.out(opts.output ? formatDoc(Object.fromEntries(values.env.map((e) => [e.name, e.value])), opts.output) : dotenv(values.env));
+  });
+
+  sandbox.command("get-files").description("write the files of a local workload, resource outputs resolved (mode 0600)").argument("<name>")
+    .requiredOption("--local <name>", "the local workload (spec.local[].name)")
+    .option("--dir <dir>", "the directory their paths are re-rooted in", ".")
+    .action(async (name: string, opts: { local: string; dir: string }) => {
+      const values = localValues(await ctx.api().getSandbox(name, true), opts.local);
+      for (const u of values.unresolved) ctx.err(`not written: ${u}\n`);
+      for (const path of await writeLocalFiles(values.files, opts.dir)) ctx.out(`${path}\n`);
+    });
 
   outputOption(sandbox.command("list").alias("ls").description("every sandbox and its status"))
     .action(async (opts: { output?: OutputFormat }) => {
