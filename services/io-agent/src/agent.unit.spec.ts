@@ -15,7 +15,7 @@ describe("init plan", () => {
       input("token", true, "s3cret", "TOKEN", "token.txt"),
       input("tags", false, "", "TAGS", "/work/tags"),
     ],
-    outputs: [{ name: "host", valueFromPath: "/work/out/host", description: "" }, { name: "port", valueFromPath: "port", description: "" }],
+    outputs: [{ name: "host", valueFromPath: "/work/out/host", description: "", type: "" }, { name: "port", valueFromPath: "port", description: "", type: "" }],
   });
 
   it("sets env vars and files of present inputs only; relative paths live under /tmp", () => {
