@@ -25,6 +25,11 @@ spec:
   cluster: local
   resources:
   - {name: db, plugin: hello-db}
+  forks:
+  - forkOf: {kind: Deployment, namespace: shop, name: web}
+    customizations:
+      env:
+      - {name: DB_HOST, valueFrom: {resource: {name: db, outputKey: provision.host}}}
   local:
   - name: api
     from: {kind: Deployment, namespace: shop, name: api}
@@ -49,6 +54,16 @@ beforeEach(async () => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 const routingKey = async () => JSON.parse((await eph(api(), ["sandbox", "get", "dev", "-o", "json"])).stdout).routingKey as string;
+
+describe("eph sandbox get shows forks and locals", () => {
+  it("a fork as Pending (no cluster driver runs it; never ready), a local workload as Local", async () => {
+    const doc = JSON.parse((await eph(api(), ["sandbox", "get", "dev", "-o", "json"])).stdout) as { workloads: Array<{ kind: string; name: string; status: string; message: string }> };
+    expect(doc.workloads).toEqual([
+      { kind: "fork", name: "deployment/web", status: "Pending", message: expect.stringContaining("no cluster driver") },
+      { kind: "local", name: "api", status: "Local", message: expect.stringContaining("get-env / get-files --local api") },
+    ]);
+  });
+});
 
 describe("eph sandbox get-env / get-files", () => {
   it("prints the local workload's env as dotenv: the sandbox's name and routing key, resource outputs, values; names what only the cluster has", async () => {

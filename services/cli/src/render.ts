@@ -47,6 +47,7 @@ export function sandboxDoc(v: pb.SandboxView, showOutputs: boolean): Record<stri
     },
     endpoints: v.endpoints.map((e) => ({ name: e.name, url: e.url })),
     resources: v.resources.map((r) => resourceDoc(r, showOutputs)),
+    ...(v.workloads.length ? { workloads: v.workloads.map((w) => ({ kind: w.kind, name: w.name, status: w.status, message: w.message })) } : {}),
     createdAt: v.createdAt,
     updatedAt: v.updatedAt,
   };

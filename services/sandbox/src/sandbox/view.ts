@@ -23,6 +23,7 @@ export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>
     endpoints: s.endpoints,
     createdAt: s.createdAt,
     updatedAt: s.updatedAt,
+    workloads: workloadsOf(s.spec),
     resources: s.resources.map((r) => {
       const steps = (["create", "delete"] as const).flatMap((phase) => {
         const wf = workflows.get(workflowId(s.routingKey, r.name, phase))?.state;
@@ -54,4 +55,21 @@ export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>
       });
     }),
   });
+}
+
+/**
+ * Forks and virtual workloads need a cluster driver to run; until there is one they are
+ * Pending, never shown as ready. A local workload runs on its user's machine (eph sandbox
+ * get-env / get-files give it what it needs).
+ */
+export const NO_CLUSTER_DRIVER = "no cluster driver: forks and virtual workloads run once the Kubernetes driver does";
+
+function workloadsOf(spec: pb.SandboxSpec | undefined): pb.WorkloadView[] {
+  if (!spec) return [];
+  const forkName = (f: pb.Fork, i: number) => f.name || `${f.forkOf?.kind ?? "workload"}/${f.forkOf?.name ?? i}`.toLowerCase();
+  return [
+    ...spec.forks.map((f, i) => ({ kind: "fork", name: forkName(f, i), status: "Pending", message: NO_CLUSTER_DRIVER })),
+    ...spec.virtual.map((v) => ({ kind: "virtual", name: v.name, status: "Pending", message: NO_CLUSTER_DRIVER })),
+    ...spec.local.map((l) => ({ kind: "local", name: l.name, status: "Local", message: `runs on its user's machine: eph sandbox get-env / get-files --local ${l.name}` })),
+  ];
 }
