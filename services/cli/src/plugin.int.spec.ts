@@ -194,6 +194,20 @@ spec:
     expect(got.spec.create[0].outputs[0].type).toBe("string");
   });
 
+  it("--dry-run says it would publish, or change nothing, and refuses a changed published version, writing nothing", async () => {
+    const before = await core().store.position();
+    const fresh = await eph(api(), ["plugin", "apply", "--dry-run", "-f", core().file("new.yaml", plugin("newdb@2.0.0"))]);
+    expect(fresh.code).toBe(0);
+    expect(fresh.stdout).toBe("plugin newdb@2.0.0: would be published (dry run: nothing written)\n");
+    const same = await eph(api(), ["plugin", "apply", "--dry-run", "-f", core().file("same.yaml", plugin("hello-db@1.2.0"))]);
+    expect(same.stdout).toBe("plugin hello-db@1.2.0: would change nothing (published as is) (dry run: nothing written)\n");
+    const changed = await eph(api(), ["plugin", "apply", "--dry-run", "-f", core().file("changed.yaml", plugin("hello-db@1.2.0").replace("a db", "another db"))]);
+    expect(changed.code).not.toBe(0);
+    expect(changed.stderr).toMatch(/1\.2\.0/);
+    expect(await core().store.position()).toBe(before);
+    expect((await eph(api(), ["plugin", "get", "newdb"])).code).toBe(1);
+  });
+
   it("exits 2 without -f, and publishes nothing", async () => {
     const before = await core().store.position();
     expect((await eph(api(), ["plugin", "apply"])).code).toBe(2);

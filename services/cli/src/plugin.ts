@@ -20,12 +20,14 @@ export function registerPlugin(program: Command, ctx: Context): void {
     .description("publish, inspect and delete resource plugin versions");
 
   fileOptions(plugin.command("apply").description("publish the plugin version a file describes"), "plugin")
-    .action(async (opts: FileOpts) => {
+    .option("--dry-run", "validate on the server and say whether it would publish; change nothing")
+    .action(async (opts: FileOpts & { dryRun?: boolean }) => {
       if (!opts.file) throw new UsageError("plugin apply needs -f FILE");
       const spec = await readPlugin({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin, warn: (w) => ctx.err(`warning: ${w}`) });
-      const res = await ctx.api().applyPlugin(spec);
+      const res = await ctx.api().applyPlugin(spec, opts.dryRun ?? false);
       const name = res.plugin ? `${res.plugin.name}@${res.plugin.version}` : spec.name;
-      ctx.out(`plugin ${name} ${res.unchanged ? "unchanged" : "created"}\n`);
+      if (opts.dryRun) ctx.out(`plugin ${name}: would ${res.unchanged ? "change nothing (published as is)" : "be published"} (dry run: nothing written)\n`);
+      else ctx.out(`plugin ${name} ${res.unchanged ? "unchanged" : "created"}\n`);
     });
 
   outputOption(plugin.command("get").description("show one plugin version (default: the latest)").argument("<ref>", "NAME, NAME@VERSION or NAME@latest"))
