@@ -29,14 +29,14 @@ spec:
 const core = useCore();
 const api = () => core().address;
 
-interface Doc { description?: string; labels?: Record<string, string>; endpoints?: string[]; resources?: Array<[string, string, Record<string, string>?]>; cluster?: string }
+interface Doc { description?: string; labels?: Record<string, string>; endpoints?: string[]; resources?: Array<[string, string, Record<string, string>?]>; cluster?: string; extra?: string }
 
-function sandbox({ description, labels, endpoints = ["web"], resources = [["db", "hello-db"]], cluster = "local" }: Doc): string {
+function sandbox({ description, labels, endpoints = ["web"], resources = [["db", "hello-db"]], cluster = "local", extra = "" }: Doc): string {
   return `
 name: sb
 spec:
   cluster: ${cluster}
-${description ? `  description: ${JSON.stringify(description)}\n` : ""}${labels ? `  labels: ${JSON.stringify(labels)}\n` : ""}  defaultRouteGroup:
+${extra}${description ? `  description: ${JSON.stringify(description)}\n` : ""}${labels ? `  labels: ${JSON.stringify(labels)}\n` : ""}  defaultRouteGroup:
     endpoints: [${endpoints.map((e) => `{name: ${e}, target: "http://${e}:8080"}`).join(", ")}]
   resources:
 ${resources.map(([n, p, params]) => `  - {name: ${n}, plugin: ${p}, params: ${JSON.stringify(params ?? {})}}`).join("\n")}
@@ -88,6 +88,39 @@ describe("eph sandbox apply of a changed sandbox", () => {
     // A removed endpoint disappears.
     expect((await apply({ endpoints: ["api"] })).code).toBe(0);
     expect((await get()).endpoints.map((e) => e.name)).toEqual(["api"]);
+  });
+
+  it("updates ttl, forks, local and virtual workloads in place, and again: routing key kept, nothing provisioned again", async () => {
+    const before = await get();
+    const versions = [
+      `  ttl: {duration: 2h, offsetFrom: updatedAt}
+  forks:
+  - forkOf: {kind: Deployment, namespace: shop, name: web}
+  local:
+  - {name: api, from: {kind: Deployment, namespace: shop, name: api}, mappings: [{port: 8080, toLocal: "localhost:8080"}]}
+  virtual:
+  - {name: v, workload: {kind: Deployment, namespace: shop, name: cart}}
+`,
+      `  ttl: {duration: 1d}
+  forks:
+  - forkOf: {kind: Deployment, namespace: shop, name: api}
+`,
+    ];
+    for (const extra of versions) {
+      const r = await apply({ extra });
+      expect(r.code).toBe(0);
+      expect(r.stdout + r.stderr).toMatch(/updated/);
+    }
+    const after = JSON.parse((await eph(api(), ["sandbox", "get", "sb", "-o", "json"])).stdout) as {
+      routingKey: string; status: { scheduledDeleteTime?: string }; workloads: Array<{ kind: string; name: string }>;
+    };
+    expect(after.routingKey).toBe(before.routingKey);
+    expect(after.status.scheduledDeleteTime).toBeDefined();
+    expect(after.workloads.map((w) => `${w.kind} ${w.name}`)).toEqual(["fork deployment/api"]);
+    expect(await runs("create")).toEqual({ db: 1 });
+    const changed = (await core().events()).filter((e) => e.type === "ephemera.sandbox.updated.v1")
+      .map((e) => (e.data as { changes: Array<{ field: string }> }).changes.map((c) => c.field));
+    expect(changed).toEqual([["spec.forks", "spec.local", "spec.ttl", "spec.virtual"], ["spec.forks", "spec.local", "spec.ttl", "spec.virtual"]]);
   });
 
   it("refuses immutable changes (cluster, a resource's plugin and params) naming each, exit 2, nothing written", async () => {
