@@ -242,6 +242,10 @@ export const sandboxRows: Row[] = [
     const workload = { kind: "Deployment", namespace: "shop", name: "cart" };
     d.spec.virtual = [{ name: "cart", workload }, { name: "cart", workload }];
   }, "spec.virtual[1].name", "duplicate-virtual"],
+  ["a fork and a virtual workload with one name", (d) => {
+    d.spec.forks[0].name = "cart";
+    d.spec.virtual = [{ name: "cart", workload: { kind: "Deployment", namespace: "shop", name: "cart" } }];
+  }, "spec.virtual[0].name", "duplicate-workload"],
   ["virtual without a workload", (d) => { d.spec.virtual = [{ name: "cart" }]; }, "spec.virtual[0].workload", "required"],
   ["misspelt field in a deprecated endpoint", (d) => { d.spec.endpoints = [{ name: "web", hots: "orders" }]; },
     "spec.endpoints[0].hots", "unknown-field", 'did you mean "host"'],

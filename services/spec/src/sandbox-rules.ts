@@ -20,6 +20,7 @@ export function checkSandboxRules(doc: unknown, out: Violations): void {
   unique(list(routeGroup.endpoints), ["spec", "defaultRouteGroup", "endpoints"], "duplicate-endpoint", "endpoint", out);
   unique(list(spec.forks), ["spec", "forks"], "duplicate-fork", "fork", out);
   unique(list(spec.virtual), ["spec", "virtual"], "duplicate-virtual", "virtual workload", out);
+  uniqueWorkloads(spec, out);
   checkBaselines(spec, out);
   const refs: Refs = { resources, forks: new Set(list(spec.forks).flatMap((f) => (isObj(f) ? workloadKey(f.forkOf) ?? [] : []))) };
   list(spec.forks).forEach((fork, i) => {
@@ -79,6 +80,22 @@ function unique(items: unknown[], at: Path, rule: "duplicate-resource" | "duplic
     else first.set(name, i);
   });
   return new Set(first.keys());
+}
+
+/** Workload names are unique across the spec (forks, local and virtual workloads together), as upstream requires. */
+function uniqueWorkloads(spec: Obj, out: Violations): void {
+  const first = new Map<string, Path>();
+  for (const kind of ["forks", "local", "virtual"] as const) {
+    list(spec[kind]).forEach((item, i) => {
+      const name = isObj(item) ? nonEmpty(item.name) : undefined;
+      if (name === undefined) return;
+      const earlier = first.get(name);
+      // Repeats within one list are that list's own rule (duplicate-fork, -local, -virtual).
+      if (earlier && earlier[1] !== kind) {
+        out.add(["spec", kind, i, "name"], "duplicate-workload", `workload name "${name}" is already used at ${fieldPath(earlier)}: workload names are unique across forks, local and virtual`);
+      } else if (!earlier) first.set(name, ["spec", kind, i]);
+    });
+  }
 }
 
 function checkBaselines(spec: Obj, out: Violations): void {
