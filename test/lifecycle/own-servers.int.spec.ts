@@ -1,47 +1,25 @@
 // Lifecycle rules on servers of the test's own, services as processes: a delete that
 // failed can be run again and then succeeds; and an API write larger than the NATS
 // server's max_payload is refused as invalid (exit 2, with the sizes), its cause logged.
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ephAt, ephOk, type Eph } from "../support/eph.js";
-import { startOwnNats, startOwnRedis } from "../support/own-servers.js";
-import { uniquePrefix } from "../support/servers.js";
-import { Services } from "../support/services.js";
-import { freePort } from "../support/stack.js";
+import { ephOk, type Eph } from "../support/eph.js";
+import { startOwnStack, type OwnStack } from "../support/own-stack.js";
 
 const FIXTURES = join(__dirname, "fixtures");
 
-async function ownStack(scratch: string, natsFlags: string[] = []) {
-  const nats = await startOwnNats(join(scratch, "nats"), natsFlags);
-  const redis = await startOwnRedis(join(scratch, "redis"));
-  const [apiPort, ioPort] = [await freePort(), await freePort()];
-  const services = await Services.start({
-    env: {
-      NATS_URL: nats.url, REDIS_URL: redis.url, EPHEMERA_PREFIX: uniquePrefix("life"),
-      EPHEMERA_API_LISTEN: `127.0.0.1:${apiPort}`, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${ioPort}`, EPHEMERA_IOCONTEXT_ADDR: `127.0.0.1:${ioPort}`,
-      EPHEMERA_RUNNER_WORKDIR: join(scratch, "runner"),
-    },
-  });
-  return {
-    nats, redis, services, eph: ephAt(services.api),
-    stop: async () => { await services.stop(); await redis.stop(); await nats.stop(); },
-  };
-}
-
 describe("a delete that failed can be run again (own servers)", () => {
+  let stack: OwnStack | undefined;
   let scratch: string;
-  let stack: Awaited<ReturnType<typeof ownStack>> | undefined;
   let eph: Eph;
 
   beforeAll(async () => {
-    scratch = mkdtempSync("/var/tmp/ephemera-life-");
-    stack = await ownStack(scratch);
-    eph = stack.eph;
+    stack = await startOwnStack("life");
+    ({ scratch, eph } = stack);
   }, 90_000);
 
   afterAll(async () => {
     await stack?.stop();
-    rmSync(scratch, { recursive: true, force: true });
   }, 60_000);
 
   it("DeprovisionFailed, then a second delete runs the teardown again as a new attempt and the sandbox is gone", async () => {
@@ -69,19 +47,22 @@ describe("a delete that failed can be run again (own servers)", () => {
 });
 
 describe("an API write over the NATS server's max_payload (own nats-server with max_payload 64 KiB)", () => {
+  let stack: OwnStack | undefined;
   let scratch: string;
-  let stack: Awaited<ReturnType<typeof ownStack>> | undefined;
 
   beforeAll(async () => {
-    scratch = mkdtempSync("/var/tmp/ephemera-payload-");
-    const config = join(scratch, "nats.conf");
-    writeFileSync(config, "max_payload: 65536\n");
-    stack = await ownStack(scratch, ["-c", config]);
+    stack = await startOwnStack("payload", {
+      natsFlags: (dir) => {
+        const config = join(dir, "nats.conf");
+        writeFileSync(config, "max_payload: 65536\n");
+        return ["-c", config];
+      },
+    });
+    scratch = stack.scratch;
   }, 90_000);
 
   afterAll(async () => {
     await stack?.stop();
-    rmSync(scratch, { recursive: true, force: true });
   }, 60_000);
 
   it("is refused as invalid (exit 2) naming the sizes, nothing is written, and the sandbox service logs the cause", async () => {

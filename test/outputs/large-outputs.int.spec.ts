@@ -1,50 +1,31 @@
 // Outputs at the limit, for real: one step's three 1 MiB outputs are journaled outside its
 // result event, survive a Redis FLUSHALL, and reach the delete step intact (it reports
 // their digests). Own NATS and Redis, the services as processes.
-import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { Aggregates, decode, journaledValues } from "@ephemera/events";
 import { JetStreamEventStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
 import { waitFor } from "@ephemera/kit";
-import { ephAt, ephOk, type Eph } from "../support/eph.js";
-import { startOwnNats, startOwnRedis, type OwnServer } from "../support/own-servers.js";
-import { uniquePrefix } from "../support/servers.js";
-import { Services } from "../support/services.js";
-import { freePort } from "../support/stack.js";
+import { ephOk, type Eph } from "../support/eph.js";
+import { startOwnStack, type OwnStack } from "../support/own-stack.js";
 
 const FIXTURES = join(__dirname, "fixtures");
 const MiB = 1024 * 1024;
 
 describe("three 1 MiB outputs of one step (own servers, services as processes)", () => {
-  let scratch: string;
-  let nats: OwnServer & { url: string };
-  let redis: OwnServer & { url: string };
-  let services: Services | undefined;
+  let stack: OwnStack | undefined;
+  let nats: OwnStack["nats"];
+  let redis: OwnStack["redis"];
   let eph: Eph;
   let prefix: string;
 
   beforeAll(async () => {
-    scratch = mkdtempSync("/var/tmp/ephemera-large-");
-    nats = await startOwnNats(join(scratch, "nats"));
-    redis = await startOwnRedis(join(scratch, "redis"));
-    const [apiPort, ioPort] = [await freePort(), await freePort()];
-    prefix = uniquePrefix("big");
-    services = await Services.start({
-      env: {
-        NATS_URL: nats.url, REDIS_URL: redis.url, EPHEMERA_PREFIX: prefix,
-        EPHEMERA_API_LISTEN: `127.0.0.1:${apiPort}`, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${ioPort}`, EPHEMERA_IOCONTEXT_ADDR: `127.0.0.1:${ioPort}`,
-        EPHEMERA_RUNNER_WORKDIR: join(scratch, "runner"),
-      },
-    });
-    eph = ephAt(services.api);
+    stack = await startOwnStack("big");
+    ({ nats, redis, eph, prefix } = stack);
   }, 90_000);
 
   afterAll(async () => {
-    await services?.stop();
-    await redis?.stop();
-    await nats?.stop();
-    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    await stack?.stop();
   }, 60_000);
 
   it("journals them, and after a FLUSHALL the delete step still reads all three intact", async () => {

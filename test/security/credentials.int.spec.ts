@@ -3,14 +3,12 @@
 // password, and a step gets none of it: not in its environment, and NATS and Redis refuse
 // it when it talks to them directly. Own nats-server and redis-server on free ports.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { ephAt, ephOk, type Eph } from "../support/eph.js";
-import { startOwnNats, startOwnRedis, type OwnServer } from "../support/own-servers.js";
+import { ephOk, type Eph } from "../support/eph.js";
+import { startOwnStack, type OwnStack } from "../support/own-stack.js";
 import { uniquePrefix } from "../support/servers.js";
-import { Services, SERVICE_NAMES, serviceEnv } from "../support/services.js";
-import { freePort } from "../support/stack.js";
+import { SERVICE_NAMES, serviceEnv, type Services } from "../support/services.js";
 
 const FIXTURES = join(__dirname, "fixtures");
 const ROOT = join(__dirname, "..", "..");
@@ -18,44 +16,25 @@ const NATS_PASSWORD = `nats-${uniquePrefix("pw")}`;
 const REDIS_PASSWORD = `redis-${uniquePrefix("pw")}`;
 
 describe("NATS and Redis with credentials (own servers, services as processes)", () => {
-  let scratch: string;
-  let nats: OwnServer & { url: string };
-  let redis: OwnServer & { url: string };
-  let services: Services | undefined;
+  let stack: OwnStack | undefined;
+  let nats: OwnStack["nats"];
+  let redis: OwnStack["redis"];
+  let services: Services;
   let eph: Eph;
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    scratch = mkdtempSync("/var/tmp/ephemera-creds-");
-    nats = await startOwnNats(join(scratch, "nats"), ["--user", "ephemera", "--pass", NATS_PASSWORD]);
-    // The default user is off: only ephemera's ACL user gets in.
-    redis = await startOwnRedis(join(scratch, "redis"), [
-      "--user", "default", "off", "--user", "ephemera", "on", `>${REDIS_PASSWORD}`, "~*", "&*", "+@all",
-    ]);
-    const [apiPort, ioPort] = [await freePort(), await freePort()];
-    env = {
-      NATS_URL: nats.url,
-      NATS_USER: "ephemera",
-      NATS_PASSWORD,
-      REDIS_URL: redis.url,
-      REDIS_USERNAME: "ephemera",
-      REDIS_PASSWORD,
-      EPHEMERA_PREFIX: uniquePrefix("creds"),
-      EPHEMERA_API_LISTEN: `127.0.0.1:${apiPort}`,
-      EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${ioPort}`,
-      EPHEMERA_IOCONTEXT_ADDR: `127.0.0.1:${ioPort}`,
-      EPHEMERA_RUNNER_WORKDIR: join(scratch, "runner"),
-      LOG_LEVEL: "debug",
-    };
-    services = await Services.start({ env });
-    eph = ephAt(services.api);
+    stack = await startOwnStack("creds", {
+      natsFlags: () => ["--user", "ephemera", "--pass", NATS_PASSWORD],
+      // The default user is off: only ephemera's ACL user gets in.
+      redisFlags: ["--user", "default", "off", "--user", "ephemera", "on", `>${REDIS_PASSWORD}`, "~*", "&*", "+@all"],
+      env: { NATS_USER: "ephemera", NATS_PASSWORD, REDIS_USERNAME: "ephemera", REDIS_PASSWORD, LOG_LEVEL: "debug" },
+    });
+    ({ nats, redis, services, eph, env } = stack);
   }, 90_000);
 
   afterAll(async () => {
-    await services?.stop();
-    await redis?.stop();
-    await nats?.stop();
-    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    await stack?.stop();
   }, 60_000);
 
   it("runs a sandbox with every service authenticated; the step gets no credential and is refused by NATS and Redis", async () => {
@@ -86,7 +65,7 @@ describe("NATS and Redis with credentials (own servers, services as processes)",
 
   it("never writes a password to a service's log", () => {
     for (const s of SERVICE_NAMES) {
-      const lines = services!.log(s).lines().map((l) => l.line).join("\n");
+      const lines = services.log(s).lines().map((l) => l.line).join("\n");
       expect(lines.length).toBeGreaterThan(0);
       expect(lines).not.toContain(NATS_PASSWORD);
       expect(lines).not.toContain(REDIS_PASSWORD);

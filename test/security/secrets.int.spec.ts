@@ -4,25 +4,22 @@
 // service's log, every event as stored, `eph events`, `eph sandbox get`, the steps' logs
 // and the IO context's refusals. `sandbox get --show-outputs` does show it: proof the
 // value searched for is the real one.
-import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 import { connectNats, JetStreamEventStore } from "@ephemera/eventstore";
 import { fetchStepInputs, ioContextClient, storeStepOutputs } from "../../services/io-agent/src/index.js";
 import { defaultSigningKeyFile, signCapability, signingKeys } from "@ephemera/kit";
-import { ephAt, ephOk, type Eph } from "../support/eph.js";
-import { startOwnNats, startOwnRedis, type OwnServer } from "../support/own-servers.js";
+import { ephOk, type Eph } from "../support/eph.js";
+import { startOwnStack, type OwnStack } from "../support/own-stack.js";
 import { uniquePrefix } from "../support/servers.js";
-import { Services, SERVICE_NAMES } from "../support/services.js";
-import { freePort } from "../support/stack.js";
+import { SERVICE_NAMES, type Services } from "../support/services.js";
 
 const FIXTURES = join(__dirname, "fixtures");
 
 describe("a secret output value stays secret (own servers, services as processes)", () => {
-  let scratch: string;
-  let nats: OwnServer & { url: string };
-  let redis: OwnServer & { url: string };
-  let services: Services | undefined;
+  let stack: OwnStack | undefined;
+  let nats: OwnStack["nats"];
+  let services: Services;
   let eph: Eph;
   let prefix: string;
   const seed = uniquePrefix("s");
@@ -31,20 +28,8 @@ describe("a secret output value stays secret (own servers, services as processes
   let ioAddress: string;
 
   beforeAll(async () => {
-    scratch = mkdtempSync("/var/tmp/ephemera-secrets-");
-    nats = await startOwnNats(join(scratch, "nats"));
-    redis = await startOwnRedis(join(scratch, "redis"));
-    const [apiPort, ioPort] = [await freePort(), await freePort()];
-    prefix = uniquePrefix("sec");
-    ioAddress = `127.0.0.1:${ioPort}`;
-    services = await Services.start({
-      env: {
-        NATS_URL: nats.url, REDIS_URL: redis.url, EPHEMERA_PREFIX: prefix,
-        EPHEMERA_API_LISTEN: `127.0.0.1:${apiPort}`, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${ioPort}`, EPHEMERA_IOCONTEXT_ADDR: `127.0.0.1:${ioPort}`,
-        EPHEMERA_RUNNER_WORKDIR: join(scratch, "runner"), LOG_LEVEL: "debug",
-      },
-    });
-    eph = ephAt(services.api);
+    stack = await startOwnStack("sec", { env: { LOG_LEVEL: "debug" } });
+    ({ nats, services, eph, prefix, ioAddress } = stack);
     await ephOk(eph, ["plugin", "apply", "-f", join(FIXTURES, "secret-plugin.yaml")]);
     await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "secret-sandbox.yaml"), "--set", `seed=${seed}`, "--wait", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
     const shown = JSON.parse((await ephOk(eph, ["sandbox", "get", "keeper", "-o", "json", "--show-outputs"])).stdout) as {
@@ -55,10 +40,7 @@ describe("a secret output value stays secret (own servers, services as processes
   }, 120_000);
 
   afterAll(async () => {
-    await services?.stop();
-    await redis?.stop();
-    await nats?.stop();
-    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    await stack?.stop();
   }, 60_000);
 
   /** Where the secret shows in `text`, as text or base64 (of the whole value). */
@@ -124,7 +106,7 @@ describe("a secret output value stays secret (own servers, services as processes
     const revoke = await ephOk(eph, ["events", "-o", "json", "--type", "ephemera.steprun.succeeded.v1"]);
     expect(revoke.stdout).toContain(".vault.delete.revoke.");
     for (const s of SERVICE_NAMES) {
-      const lines = services!.log(s).lines().map((l) => l.line).join("\n");
+      const lines = services.log(s).lines().map((l) => l.line).join("\n");
       expect(lines.length).toBeGreaterThan(0);
       expect(leaks(`${s} log`, lines)).toEqual([]);
     }

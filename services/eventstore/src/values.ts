@@ -3,7 +3,7 @@
 // On NATS a JetStream Object Store bucket (`<prefix>_outputs`, values chunked, so 1 MiB
 // and more per value); in tests an in-memory twin that passes the same contract.
 import { createHash } from "node:crypto";
-import { headers as natsHeaders, type NatsConnection } from "@nats-io/nats-core";
+import type { NatsConnection } from "@nats-io/nats-core";
 import { jetstream } from "@nats-io/jetstream";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { ConflictError, NotFoundError, UnavailableError, errorMessage } from "@ephemera/kit";
@@ -18,7 +18,6 @@ export interface ValueStore {
   drop(prefix: string): Promise<number>;
 }
 
-const SHA256_HEADER = "Ephemera-Sha256";
 const sha256Hex = (value: Uint8Array) => createHash("sha256").update(value).digest("hex");
 export const valuesBucket = (prefix: string) => `${prefix}_outputs`;
 
@@ -42,12 +41,10 @@ export class JetStreamValueStore implements ValueStore {
   }
 
   async put(key: string, value: Uint8Array): Promise<string> {
-    const sha256 = sha256Hex(value);
-    // Idempotent: a retried put (an answer lost) finds the same value and writes nothing.
-    const existing = await this.guard(() => this.os.info(key), `look up ${key}`);
-    if (existing && !existing.deleted && existing.headers?.get(SHA256_HEADER) === sha256) return sha256;
-    await this.guard(() => this.os.putBlob({ name: key, headers: headersOf(sha256) }, value), `store ${key}`);
-    return sha256;
+    // Idempotent as it stands: a retried put (an answer lost) writes the same value again
+    // under the same name; no lookup first, which would cost every put a round trip.
+    await this.guard(() => this.os.putBlob({ name: key }, value), `store ${key}`);
+    return sha256Hex(value);
   }
 
   async get(key: string, sha256: string): Promise<Buffer> {
@@ -73,12 +70,6 @@ export class JetStreamValueStore implements ValueStore {
   }
 }
 
-/** The object store's own digest is its own; ours names the value as the events do. */
-function headersOf(sha256: string) {
-  const h = natsHeaders();
-  h.set(SHA256_HEADER, sha256);
-  return h;
-}
 
 /** The in-memory twin; `setAvailable(false)` makes every call fail as NATS down would. */
 export class InMemoryValueStore implements ValueStore {

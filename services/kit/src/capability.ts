@@ -21,14 +21,15 @@ export interface StepCapability {
 export const paramSource = (name: string) => `param:${name}`;
 export const stepSource = (step: string, output: string) => `step:${step}.${output}`;
 
-/** What a run of `step` may do, from its spec: read its declared inputs' sources, write its declared outputs. */
-export function stepCapability(run: string, step: Pick<pb.Step, "inputs" | "outputs">): StepCapability {
+/** What any run of `step` may do, from its spec: read its declared inputs' sources, write its declared outputs. */
+export function stepGrants(step: Pick<pb.Step, "inputs" | "outputs">): Omit<StepCapability, "run"> {
   return {
-    run,
     inputs: step.inputs.map((i) => (i.valueFromStep ? stepSource(i.valueFromStep.name, i.valueFromStep.output) : paramSource(i.name))),
     outputs: step.outputs.map((o) => o.name),
   };
 }
+
+export const stepCapability = (run: string, step: Pick<pb.Step, "inputs" | "outputs">): StepCapability => ({ run, ...stepGrants(step) });
 
 const ISSUER = "ephemera-runner";
 const AUDIENCE = "ephemera-iocontext";

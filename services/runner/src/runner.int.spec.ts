@@ -9,7 +9,7 @@ import {
   connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue,
   type EventStore, type LogStore, type WorkQueue,
 } from "@ephemera/eventstore";
-import { createLogger, stepCapability, waitFor } from "@ephemera/kit";
+import { createLogger, stepGrants, waitFor } from "@ephemera/kit";
 import { REPORT_FILE } from "@ephemera/io-agent";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { start, type RunningRunner } from "./index.js";
@@ -171,9 +171,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
   /** What the scheduler puts in a dispatch for the runner to sign into the run's token. */
   const capability = (stepName: string) => {
     const step = spec.create.find((st) => st.name === stepName);
-    if (!step) return {};
-    const { inputs, outputs } = stepCapability("", step);
-    return { inputs, outputs };
+    return step ? stepGrants(step) : {};
   };
 
   /** What the scheduler does: start the workflow, record the dispatch, then publish it. */

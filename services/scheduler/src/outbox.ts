@@ -5,7 +5,7 @@
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode } from "@ephemera/events";
 import type { Commit, EventStore, Feed, Projection, Subscription, WorkQueue } from "@ephemera/eventstore";
-import { UnavailableError, stepCapability, type Logger } from "@ephemera/kit";
+import { UnavailableError, stepGrants, type Logger } from "@ephemera/kit";
 import type { PluginFacts } from "./facts.js";
 import type { WorkflowState } from "./workflow/state.js";
 
@@ -59,6 +59,5 @@ async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
 
 /** What the step may do at the IO context, from its spec: signed into its run's token by the runner. */
 function capabilityOf(step: pb.Step | undefined): Pick<pb.StepDispatch, "inputs" | "outputs"> {
-  const { inputs, outputs } = step ? stepCapability("", step) : { inputs: [], outputs: [] };
-  return { inputs, outputs };
+  return step ? stepGrants(step) : { inputs: [], outputs: [] };
 }

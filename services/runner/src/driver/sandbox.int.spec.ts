@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent, journaledValues } from "@ephemera/events";
 import { connectNats, JetStreamEventStore, JetStreamValueStore, JetStreamLogStore, JetStreamWorkQueue, type EventStore, type WorkQueue } from "@ephemera/eventstore";
-import { createLogger, stepCapability, waitFor } from "@ephemera/kit";
+import { createLogger, stepGrants, waitFor } from "@ephemera/kit";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { Runner } from "../runner.js";
 import { detectIsolation } from "./isolation.js";
@@ -137,7 +137,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     const d = pb.StepDispatch.fromPartial({
       runId: id, workflowId: wf, sandbox: `sb-${routingKey}`, routingKey, resource: "db", phase: "create", step: stepName,
       attempt: 1, cluster: "local", plugin: "sandboxed", version: "1.0.0",
-      ...(({ inputs, outputs }) => ({ inputs, outputs }))(stepCapability("", spec.create.find((st) => st.name === stepName)!)),
+      ...stepGrants(spec.create.find((st) => st.name === stepName)!),
     });
     await append(Aggregates.workflow, wf, ev("ephemera.workflow.started.v1", {
       workflowId: wf, sandbox: d.sandbox, routingKey, resource: "db", phase: "create", plugin: "sandboxed", version: "1.0.0", cluster: "local", params,
