@@ -1,6 +1,8 @@
 // The event store on NATS JetStream. One message per commit on
 // `<prefix>.ev.<aggregate>.<id>`; optimistic concurrency through
-// Nats-Expected-Last-Subject-Sequence, deduplication through Nats-Msg-Id.
+// Nats-Expected-Last-Subject-Sequence, deduplication through Nats-Msg-Id. An aggregate is
+// read with direct message gets (its last commit, then the commits after what this handle
+// already holds), never with a consumer.
 import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/nats-core";
 import {
@@ -8,7 +10,7 @@ import {
 } from "@nats-io/nats-core";
 import {
   AckPolicy, DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
-  type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg,
+  type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type MsgRequest, type StoredMsg,
 } from "@nats-io/jetstream";
 import { readFileSync } from "node:fs";
 import {
@@ -16,7 +18,7 @@ import {
 } from "@ephemera/kit";
 import { deadLetter, recordDeadLetter } from "./deadletter.js";
 import { envelopes, storedForm } from "./envelope.js";
-import { readSubject } from "./subject.js";
+import { AggregateCache, type AggregateCacheOptions, type CachedAggregate } from "./aggregates.js";
 import type {
   AggregateEvents, AppendMeta, AppendResult, Commit, CommitHandler, DurableOptions, EventStore, Expected,
   FollowOptions, NewEvent, RecordedEvent, RedeliveryPolicy, Subscription,
@@ -24,6 +26,7 @@ import type {
 import { backoffFor, redeliveryPolicy } from "./types.js";
 
 const WRONG_LAST_SEQUENCE = 10071;
+const NO_MESSAGE_FOUND = 10037;
 const CONSUMER_NOT_FOUND = 10014;
 
 export interface JetStreamStoreOptions {
@@ -33,6 +36,12 @@ export interface JetStreamStoreOptions {
   now?: () => Date;
   /** Deduplication window of a stream this store creates (default 2 minutes). */
   duplicateWindowMs?: number;
+  /**
+   * Bounds on the aggregates this handle keeps after reading or appending them, so that
+   * reading one again costs a single request when it has not changed (default 10,000
+   * aggregates, 64 MiB of stored commits).
+   */
+  cache?: AggregateCacheOptions;
 }
 
 const NANOS_PER_MS = 1_000_000;
@@ -176,6 +185,7 @@ export class JetStreamEventStore implements EventStore {
   readonly duplicateWindowMs: number;
   /** The connection's health, with this store's subscriptions in it: what a service's gRPC health follows. */
   readonly health: NatsHealth;
+  private readonly cache: AggregateCache;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -187,6 +197,7 @@ export class JetStreamEventStore implements EventStore {
     this.now = options.now ?? (() => new Date());
     this.duplicateWindowMs = options.duplicateWindowMs ?? 2 * 60_000;
     this.health = natsHealth(nc, options.logger);
+    this.cache = new AggregateCache(options.cache);
   }
 
   /** Opens the store, creating the events stream if it does not exist. */
@@ -224,14 +235,17 @@ export class JetStreamEventStore implements EventStore {
         expect: { lastSubjectSequence: expected.revision },
       });
       if (ack.duplicate) {
+        this.cache.delete(subject);
         const { events: all, revision, version } = await this.read(aggregate, id);
         const mine = all.filter((e) => e.position === ack.seq);
         return { revision, version, events: mine, duplicate: true };
       }
       for (const e of recorded) e.position = ack.seq;
+      this.extend(subject, aggregate, id, expected, ack.seq, payload);
       return { revision: ack.seq, version: expected.version + events.length, events: recorded, duplicate: false };
     } catch (err) {
       if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
+        this.cache.delete(subject);
         throw new ConcurrencyError(subject, expected.revision, { cause: err });
       }
       // Too large for the server is not a blip: retrying cannot help, and the caller must hear why.
@@ -245,10 +259,67 @@ export class JetStreamEventStore implements EventStore {
     }
   }
 
+  /**
+   * One request for the subject's last commit, which is all it costs when this handle holds
+   * the aggregate up to that commit; otherwise one more per commit it does not hold yet.
+   * What is held is never returned without that check, so a read is never stale.
+   */
   async read(aggregate: string, id: string): Promise<AggregateEvents> {
-    const { messages, last } = await readSubject(this.js, this.jsm, this.stream, eventSubject(this.options.prefix, aggregate, id));
-    const events = messages.flatMap((m) => this.decode(m).events);
-    return { events, revision: last, version: events.at(-1)?.sequence ?? 0 };
+    const subject = eventSubject(this.options.prefix, aggregate, id);
+    const last = await this.getMessage(subject, { last_by_subj: subject });
+    if (!last) {
+      this.cache.delete(subject);
+      return { events: [], revision: 0, version: 0 };
+    }
+    const kept = this.cache.get(subject);
+    if (kept?.revision === last.seq) return aggregateEvents(kept);
+    const read = await this.readAfter(aggregate, id, subject, kept && kept.revision < last.seq ? kept : undefined, last);
+    this.cache.set(subject, read);
+    return aggregateEvents(read);
+  }
+
+  /** `from` and the commits after it, up to `last`, fetched one request each (no consumer). */
+  private async readAfter(aggregate: string, id: string, subject: string, from: CachedAggregate | undefined, last: StoredMsg): Promise<CachedAggregate> {
+    const events = from ? [...from.events] : [];
+    let bytes = from?.bytes ?? 0;
+    let revision = from?.revision ?? 0;
+    while (revision < last.seq) {
+      // next_by_subj (on 2.9 too; the client types name only seq and last_by_subj) answers
+      // the first message of the subject at or after seq.
+      const next: MsgRequest = { seq: revision + 1, next_by_subj: subject } as MsgRequest;
+      const m = revision + 1 === last.seq ? last : await this.getMessage(subject, next);
+      if (!m) throw new UnavailableError(`read of ${subject} failed: its commits were removed while it was read`);
+      const commit = decodeCommit(aggregate, id, m.seq, m.json<StoredEvent[]>());
+      // What was held must end where the stored commits go on; if not (the subject was
+      // purged and written again), read it all.
+      if (from && revision === from.revision && (commit.events[0]?.sequence ?? from.version + 1) !== from.version + 1) {
+        return this.readAfter(aggregate, id, subject, undefined, last);
+      }
+      events.push(...commit.events);
+      bytes += m.data.length;
+      revision = m.seq;
+    }
+    return { revision, version: events.at(-1)?.sequence ?? 0, events, bytes };
+  }
+
+  /** A commit this handle made right after what it holds: held too, so the next read is one request. */
+  private extend(subject: string, aggregate: string, id: string, expected: Expected, position: number, payload: string): void {
+    const kept = this.cache.get(subject);
+    const base = expected.revision === 0 ? { events: [], bytes: 0 } : kept?.revision === expected.revision ? kept : undefined;
+    if (!base) return;
+    // From the stored form, as a read would return it (not the caller's objects).
+    const mine = decodeCommit(aggregate, id, position, JSON.parse(payload) as StoredEvent[]).events;
+    const events = [...base.events, ...mine];
+    this.cache.set(subject, { revision: position, version: events.at(-1)?.sequence ?? 0, events, bytes: base.bytes + Buffer.byteLength(payload) });
+  }
+
+  private async getMessage(subject: string, query: MsgRequest): Promise<StoredMsg | null> {
+    try {
+      return await this.jsm.streams.getMessage(this.stream, query);
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === NO_MESSAGE_FOUND) return null;
+      throw new UnavailableError(`read of ${subject} failed: ${errorMessage(err)}`, { cause: err });
+    }
   }
 
   async position(): Promise<number> {
@@ -323,10 +394,7 @@ export class JetStreamEventStore implements EventStore {
 
   private decode(m: JsMsg): Commit {
     const tokens = m.subject.split(".");
-    const aggregate = tokens[2]!;
-    const aggregateId = tokens.slice(3).join(".");
-    const stored = m.json<Array<Omit<RecordedEvent, "aggregate" | "position">>>();
-    return { aggregate, aggregateId, position: m.seq, events: stored.map((e) => ({ ...e, aggregate, position: m.seq })) };
+    return decodeCommit(tokens[2]!, tokens.slice(3).join("."), m.seq, m.json<StoredEvent[]>());
   }
 
   private run(
@@ -402,3 +470,12 @@ export class JetStreamEventStore implements EventStore {
     };
   }
 }
+
+type StoredEvent = Omit<RecordedEvent, "aggregate" | "position">;
+
+function decodeCommit(aggregate: string, aggregateId: string, position: number, stored: StoredEvent[]): Commit {
+  return { aggregate, aggregateId, position, events: stored.map((e) => ({ ...e, aggregate, position })) };
+}
+
+/** A copy of the list: a caller changing what it got cannot change what is held. */
+const aggregateEvents = (a: CachedAggregate): AggregateEvents => ({ events: [...a.events], revision: a.revision, version: a.version });
