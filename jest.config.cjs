@@ -4,6 +4,8 @@ const swc = ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es
 const common = {
   transform: { "^.+\\.(t|j)s$": swc },
   moduleNameMapper: {
+    // A package's subpath export (`@ephemera/kit/client`) is its module of that name.
+    "^@ephemera/([^/]+)/(.+)$": "<rootDir>/services/$1/src/$2.ts",
     "^@ephemera/(.*)$": "<rootDir>/services/$1/src/index.ts",
     "^(\\.{1,2}/.*)\\.js$": "$1",
   },
