@@ -21,7 +21,7 @@ import { TEST_KEY } from "./keys.js";
 
 const ROOT = join(__dirname, "..", "..");
 /** io-agent's built step program (`pnpm build`), as the process driver runs it. */
-const STEP_PROGRAM = join(ROOT, "services", "io-agent", "dist", "step.js");
+const LAUNCHER = join(ROOT, "services", "runner", "dist", "ephemera-launch");
 
 type Dispatch = Parameters<SchedulerDeps["queue"]["publish"]>[2];
 
@@ -113,7 +113,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     const runner: RunningRunner = await startRunner({
       natsUrl: "", prefix: tag, cluster, concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       ...(options.iocontextTls ? { iocontextTls: options.iocontextTls.client } : {}),
-      workdir, listen: "127.0.0.1:0", runnerId: `core-${tag}`, stepProgram: STEP_PROGRAM,
+      workdir, listen: "127.0.0.1:0", runnerId: `core-${tag}`, launcher: LAUNCHER,
       hostEnv: Object.fromEntries(["PATH", "LANG"].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
       // Steps still running when the test ends are stopped at once.
       cancelGraceMs: 500, shutdownGraceMs: 0, heartbeatMs: 1_000,

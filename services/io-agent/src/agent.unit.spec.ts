@@ -1,7 +1,7 @@
 import type * as pb from "@ephemera/proto";
 import { planStep } from "./init.js";
 import { parseStepReport } from "./report.js";
-import { PrivateViewError, privateViewDirs, readOnlyRemounts } from "./views.js";
+import { PrivateViewError, privateViewDirs } from "./views.js";
 
 const input = (name: string, present: boolean, value: string, env: string, path: string): pb.ResolvedInput =>
   ({ name, present, value: Buffer.from(value), env, path });
@@ -36,33 +36,6 @@ describe("init plan", () => {
     const out = (path: string) => ({ files: [], outputs: [{ name: "o", path }] });
     expect(() => privateViewDirs(out("/value"), "/tmp/r")).toThrow(PrivateViewError);
     expect(() => privateViewDirs(out("/var/lib/x"), "/var/lib/ephemera/r")).toThrow(/holds the runner's work directory/);
-  });
-});
-
-describe("read-only host", () => {
-  const mountinfo = [
-    "1 0 0:1 / / rw,relatime - overlay overlay rw",
-    "2 1 0:2 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw",
-    "3 1 0:3 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro",
-    "4 1 0:4 / /dev/shm rw,nosuid,nodev - tmpfs shm rw",
-    "5 1 0:5 / /tmp rw,nosuid - tmpfs tmp rw",
-    "6 5 0:6 / /tmp rw,nosuid,nodev - tmpfs ephemera-step rw,size=1024k",
-    "7 1 0:7 / /work/my\\040out rw,relatime - tmpfs ephemera-step rw",
-    "8 1 0:1 /var/lib/ephemera/runs/r1 /var/lib/ephemera/runs/r1 rw,relatime - overlay overlay rw",
-    "",
-  ].join("\n");
-
-  it("remounts every mount read-only keeping its flags, but the views, the run directory and what lies under them", () => {
-    expect(readOnlyRemounts(mountinfo, ["/work/my out", "/tmp", "/var/lib/ephemera/runs/r1"])).toEqual([
-      { path: "/", options: "remount,bind,ro,relatime" },
-      { path: "/proc", options: "remount,bind,ro,nosuid,nodev,noexec,relatime" },
-      { path: "/dev/shm", options: "remount,bind,ro,nosuid,nodev" },
-    ]);
-  });
-
-  it("takes a mount point listed twice as the mount on top", () => {
-    const remounts = readOnlyRemounts(mountinfo, ["/work/my out", "/var/lib/ephemera/runs/r1"]);
-    expect(remounts.find((r) => r.path === "/tmp")).toEqual({ path: "/tmp", options: "remount,bind,ro,nosuid,nodev" });
   });
 });
 

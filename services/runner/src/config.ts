@@ -26,8 +26,8 @@ export interface RunnerConfig {
   /** gRPC health of the runner. */
   listen: string;
   runnerId: string;
-  /** io-agent's step program, run by the process driver. */
-  stepProgram: string;
+  /** ephemera-launch, which the process driver starts for each step. */
+  launcher: string;
   /** Variables passed through to every script: PATH and LANG, nothing else of the runner's. */
   hostEnv: Record<string, string>;
   /**
@@ -49,7 +49,7 @@ export interface RunnerConfig {
 }
 
 export interface ConfigDefaults {
-  stepProgram: string;
+  launcher: string;
   tmpdir: string;
   runnerId: string;
   /** The runner's own uid (process.getuid()): steps leave root by default. */
@@ -98,7 +98,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     workdir: envString(env, "EPHEMERA_RUNNER_WORKDIR", join(defaults.tmpdir, "ephemera", prefix)),
     listen: envString(env, "EPHEMERA_RUNNER_LISTEN", DEFAULT_RUNNER_LISTEN),
     runnerId: defaults.runnerId,
-    stepProgram: defaults.stepProgram,
+    launcher: defaults.launcher,
     hostEnv,
     stepSandbox: stepSandboxConfig(env, defaults.uid ?? process.getuid?.()),
     shutdownGraceMs: envInt(env, "EPHEMERA_RUNNER_SHUTDOWN_GRACE_MS", 30_000),

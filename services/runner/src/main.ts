@@ -5,13 +5,13 @@ import { createLogger, defaultSigningKeyFile, onShutdown, signingKeys } from "@e
 import { runnerConfig } from "./config.js";
 import { dispatchCodec } from "@ephemera/events";
 import { start } from "./start.js";
-import { stepProgramPath } from "./step-program.js";
+import { launcherPath } from "./launcher.js";
 
 const logger = createLogger("runner");
 
 try {
   const config = runnerConfig(process.env, {
-    stepProgram: stepProgramPath(), tmpdir: tmpdir(), runnerId: `${hostname()}-${process.pid}`,
+    launcher: launcherPath(), tmpdir: tmpdir(), runnerId: `${hostname()}-${process.pid}`,
   });
   const nc = await connectNats(config.natsUrl, "runner", config.natsAuth);
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });

@@ -19,7 +19,7 @@ import { TEST_KEY, TEST_KEY_SECRET } from "../../../test/support/keys.js";
 type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
 
 const ROOT = resolve(__dirname, "..", "..", "..");
-const STEP_PROGRAM = join(ROOT, "services/io-agent/dist/step.js");
+const LAUNCHER = join(ROOT, "services/runner/dist/ephemera-launch");
 const SHARED_OUT = "/work/shared-out";
 const NESTED = "/work/runner-in";
 
@@ -140,7 +140,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
     io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, values, logger });
     runner = await start({
       natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
-      workdir, listen: "127.0.0.1:0", runnerId: "test-runner", stepProgram: STEP_PROGRAM, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+      workdir, listen: "127.0.0.1:0", runnerId: "test-runner", launcher: LAUNCHER, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
       cancelGraceMs: 2000, shutdownGraceMs: 1000,
     }, { store, queue, logs, logger, signingKey: TEST_KEY, values });
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));

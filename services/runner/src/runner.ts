@@ -95,6 +95,7 @@ export class Runner {
     } finally {
       clearTimeout(deadline);
       await this.cancels?.stop();
+      this.o.driver.close?.();
     }
   }
 

@@ -31,21 +31,19 @@ export interface RunningRunner {
 
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
-  await access(config.stepProgram).catch((err: unknown) => {
-    throw new Error(`io-agent's step program is missing at ${config.stepProgram} (build it: pnpm build)`, { cause: err });
+  await access(config.launcher).catch((err: unknown) => {
+    throw new Error(`the step launcher is missing at ${config.launcher} (build it: pnpm build, which needs a C compiler)`, { cause: err });
   });
   await mkdir(config.workdir, { recursive: true });
   // What a crashed predecessor left: its step processes go, its run directories too (but
   // those holding a report, whose result this runner records when the run is delivered again).
   await cleanupLeftovers(config.workdir, logger);
-  const isolation = await detectIsolation(config.workdir);
-  logger.info({ isolation: isolation.command.join(" "), workdir: config.workdir }, "process driver ready");
-  if (!isolation.pidNamespace || !isolation.diesWithRunner) {
-    logger.warn(isolation, "steps may leave processes behind: no pid namespace or no parent-death signal here");
-  }
+  const isolation = await detectIsolation(config.workdir, config.launcher);
+  logger.info({ isolation: isolation.flags.join(" "), workdir: config.workdir }, "process driver ready");
+  if (!isolation.pidNamespace) logger.warn(isolation, "steps may leave processes behind: no pid namespace here");
   const driver = new ProcessDriver({
     ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}),
-    workdir: config.workdir, iocontext: config.iocontextAddr, stepProgram: config.stepProgram, isolation, hostEnv: config.hostEnv, logger,
+    workdir: config.workdir, iocontext: config.iocontextAddr, launcher: config.launcher, isolation, hostEnv: config.hostEnv, logger,
     ...(config.stepNiceness ? { niceness: config.stepNiceness } : {}),
     // The scripts' user and quota (nobody and 256 MiB tmpfs views by default, when root).
     ...(config.stepSandbox ? { sandbox: config.stepSandbox } : {}),

@@ -28,6 +28,8 @@ export interface StepDriver {
   recover?(runId: string): Promise<StepReport | undefined>;
   /** Forgets what is kept of a run once its result is recorded. */
   cleanup?(runId: string): Promise<void>;
+  /** Lets go of what the driver holds for every step (its IO-context connection). */
+  close?(): void;
 }
 
 /** The environment every step gets, as Signadot's runner sets it plus ephemera's names. */

@@ -1,9 +1,10 @@
-// How the process driver isolates a step: its own mount namespace (private views) and,
-// where possible, its own pid namespace whose init is the step program, so every process
-// of the step ends with it. `setpriv --pdeathsig` ties the step to the runner: if the
-// runner dies, its steps die too instead of running on unrecorded. Probed once at start.
+// How the process driver isolates a step: ephemera-launch (native/ephemera-launch.c) puts
+// it in its own mount namespace (private views) and, where possible, its own pid
+// namespace whose init is the launcher, so every process of the step ends with it. The
+// launcher dies with the runner (a parent-death signal), and the step with it. Probed
+// once at start: the best set of flags this machine allows.
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
@@ -14,40 +15,31 @@ export class IsolationUnavailableError extends Error {
 }
 
 export interface Isolation {
-  /** Command line prefix; the step program and its arguments follow. */
-  command: string[];
-  /** Every process of a step ends when the step program does. */
+  /** The launcher's isolation flags (--pidns, --userns). */
+  flags: string[];
+  /** Every process of a step ends when the step does. */
   pidNamespace: boolean;
-  /** The step is killed if the runner dies. */
-  diesWithRunner: boolean;
+  /** Running as root: the script's user can be changed and the host made read-only. */
+  asRoot: boolean;
 }
 
-const MOUNT_NS = ["--mount", "--propagation", "private"];
-const PID_NS = ["--pid", "--fork", "--kill-child", "--mount-proc"];
-const AS_ROOT: string[] = [];
-const IN_USER_NS = ["--map-root-user"];
-
 const CANDIDATES = [
-  { flags: [...AS_ROOT, ...MOUNT_NS, ...PID_NS], pidNamespace: true },
-  { flags: [...IN_USER_NS, ...MOUNT_NS, ...PID_NS], pidNamespace: true },
-  { flags: [...AS_ROOT, ...MOUNT_NS], pidNamespace: false },
-  { flags: [...IN_USER_NS, ...MOUNT_NS], pidNamespace: false },
+  { flags: ["--pidns"], pidNamespace: true, asRoot: true },
+  { flags: ["--pidns", "--userns"], pidNamespace: true, asRoot: false },
+  { flags: [], pidNamespace: false, asRoot: true },
+  { flags: ["--userns"], pidNamespace: false, asRoot: false },
 ];
 
-const PDEATHSIG = ["setpriv", "--pdeathsig", "KILL", "--"];
-
 /** The best isolation this machine allows; fails when not even a private mount namespace can be made. */
-export async function detectIsolation(workdir: string): Promise<Isolation> {
-  const diesWithRunner = await succeeds([...PDEATHSIG, "true"]);
-  const prefix = diesWithRunner ? PDEATHSIG : [];
+export async function detectIsolation(workdir: string, launcher: string): Promise<Isolation> {
   const probe = await mkdtemp(join(workdir, "probe-"));
   const failures: string[] = [];
   try {
+    await writeFile(join(probe, "script"), "#!/bin/sh\nexit 0\n");
     for (const c of CANDIDATES) {
-      const command = [...prefix, "unshare", ...c.flags];
-      const error = await failure([...command, "--", "mount", "--bind", probe, probe]);
-      if (!error) return { command, pidNamespace: c.pidNamespace, diesWithRunner };
-      failures.push(`${command.join(" ")}: ${error}`);
+      const status = await launched([launcher, "--rundir", probe, ...c.flags], join(probe, "status"));
+      if (status === "exit 0") return { flags: c.flags, pidNamespace: c.pidNamespace, asRoot: c.asRoot };
+      failures.push(`ephemera-launch ${c.flags.join(" ")}: ${status}`);
     }
   } finally {
     await rm(probe, { recursive: true, force: true });
@@ -58,14 +50,14 @@ export async function detectIsolation(workdir: string): Promise<Isolation> {
   );
 }
 
-async function failure(argv: string[]): Promise<string | undefined> {
+async function launched(argv: string[], statusFile: string): Promise<string> {
+  await rm(statusFile, { force: true });
   try {
-    await run(argv[0]!, argv.slice(1), { timeout: 10_000 });
-    return undefined;
+    await run(argv[0]!, argv.slice(1), { timeout: 10_000, env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" } });
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    return (e.stderr || e.message).trim();
+    const said = await readFile(statusFile, "utf8").catch(() => "");
+    return (said || e.stderr || e.message).trim();
   }
+  return (await readFile(statusFile, "utf8").catch(() => "no status")).trim();
 }
-
-const succeeds = async (argv: string[]) => (await failure(argv)) === undefined;

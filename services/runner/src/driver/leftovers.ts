@@ -3,8 +3,8 @@
 // directory holding a report is kept: the runner records that result from it (recover).
 import { readFileSync, readdirSync } from "node:fs";
 import { readdir, rm, stat } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { REPORT_FILE, STEP_CONFIG_ENV } from "@ephemera/io-agent";
+import { basename, join, resolve } from "node:path";
+import { REPORT_FILE } from "@ephemera/io-agent";
 import { waitFor, type Logger } from "@ephemera/kit";
 
 export interface Leftovers {
@@ -25,7 +25,7 @@ export async function cleanupLeftovers(workdir: string, logger: Logger, timeoutM
   const killed = stepProcessesUnder(runs);
   const ownGroup = processGroup(process.pid);
   for (const { pid, pgid } of killed) {
-    // The group reaches the script's children; the step program (its pid namespace's init) takes the rest.
+    // The group reaches the launcher; killing it (its pid namespace's init) takes the script's processes.
     // (The driver starts each step in a group of its own: never signal the runner's.)
     for (const target of pgid > 1 && pgid !== ownGroup ? [-pgid, pid] : [pid]) {
       try { process.kill(target, "SIGKILL"); } catch { /* gone already */ }
@@ -54,20 +54,24 @@ export async function cleanupLeftovers(workdir: string, logger: Logger, timeoutM
   return { killed: killed.map((p) => p.pid), removed, kept };
 }
 
-/** Processes started by the process driver for a run under `runs`: the driver gives each the step config. */
+/**
+ * Processes of the process driver for a run under `runs`: ephemera-launch, whose command
+ * line names the run directory (outside and, as its init, inside the step's pid namespace,
+ * which takes the script's processes with it when it is killed).
+ */
 function stepProcessesUnder(runs: string): Array<{ pid: number; pgid: number }> {
   const found: Array<{ pid: number; pgid: number }> = [];
   for (const name of readdirSync("/proc")) {
     const pid = Number(name);
     if (!Number.isInteger(pid) || pid === process.pid) continue;
     try {
-      const config = readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").find((v) => v.startsWith(`${STEP_CONFIG_ENV}=`));
-      if (!config) continue;
-      const { runDir } = JSON.parse(config.slice(STEP_CONFIG_ENV.length + 1)) as { runDir?: string };
-      if (typeof runDir !== "string" || !resolve(runDir).startsWith(`${runs}/`)) continue;
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      if (basename(argv[0] ?? "") !== "ephemera-launch") continue;
+      const runDir = argv[argv.indexOf("--rundir") + 1];
+      if (!argv.includes("--rundir") || !runDir || !resolve(runDir).startsWith(`${runs}/`)) continue;
       found.push({ pid, pgid: processGroup(pid) });
     } catch {
-      // gone meanwhile, not ours to read, or not a step config
+      // gone meanwhile, or not ours to read
     }
   }
   return found;

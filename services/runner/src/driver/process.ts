@@ -1,46 +1,76 @@
-// The process driver: one step = one process tree in its own mount (and pid) namespace,
-// running io-agent's step program (inputs, private views, the script, outputs). Each run
-// gets a process group, so stopping it reaches the script's children too.
+// The process driver: per step, exactly one isolated process tree, started by one exec of
+// ephemera-launch (native/ephemera-launch.c): its own mount and pid namespaces, the
+// private views mounted by the launcher itself, then the script. Everything else a step
+// needs is done here, in the long-lived runner, over one IO-context connection: the
+// inputs and script are fetched (one call), staged in the run directory, and after the
+// script its outputs are checked, stored (one call) and reported. Each run gets a process
+// group, so stopping it reaches the script's children too.
 import { spawn } from "node:child_process";
-import { mkdir, readFile, rm } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { constants } from "node:os";
 import { join } from "node:path";
-import { FailureReason, REPORT_FILE, STEP_CONFIG_ENV, parseStepReport, type StepProgramConfig, type StepReport } from "@ephemera/io-agent";
-import type { ClientTls, Logger } from "@ephemera/kit";
+import {
+  DEFAULT_RETRY, FailureReason, MAX_OUTPUT_BYTES, REPORT_FILE, STEP_HOME, fetchStepInputs, ioContextClient, parseStepReport,
+  planStep, privateViewDirs, storeStepOutputs, type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
+} from "@ephemera/io-agent";
+import { errorMessage, isRetryable, type ClientTls, type Logger } from "@ephemera/kit";
+import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
-import { hostEnvForSteps, stepEnv, type StepSandbox } from "./step-env.js";
+import { stepEnv, type StepSandbox } from "./step-env.js";
 
 export interface ProcessDriverOptions {
   /** Per-run directories live under `<workdir>/runs`. */
   workdir: string;
-  /** host:port of the IO context, as the step program dials it. */
+  /** host:port of the IO context. */
   iocontext: string;
   /** TLS to the IO context; absent: plaintext. */
   iocontextTls?: ClientTls;
-  /** io-agent's step program (its built `step.js`). */
-  stepProgram: string;
+  /** The built ephemera-launch. */
+  launcher: string;
   /** From detectIsolation(). */
   isolation: Isolation;
-  /** Of it, PATH and LANG only reach the step program and the script. */
+  /** Of it, PATH and LANG only reach the script. */
   hostEnv: Record<string, string>;
   /** The script's user and quota (runnerConfig's stepSandbox); absent = as the runner, no quota. */
   sandbox?: StepSandbox;
   logger: Logger;
-  node?: string;
   /**
    * How much lower the steps' CPU priority is than the runner's (nice, 0–19): on a small
    * machine busy steps must not starve the services, the API above all.
    */
   niceness?: number;
+  /** How calls to the IO context are retried while it is unavailable (default: DEFAULT_RETRY, ~60 s). */
+  ioRetry?: Partial<RetryPolicy>;
+}
+
+/** What ephemera-launch left in the run directory's `status`. */
+interface LaunchStatus {
+  exit?: { code: number; message: string };
+  error?: string;
+  cancelled: boolean;
+  outputs: Map<number, { size: number } | { missing: true } | { tooLarge: number }>;
+  full: string[];
 }
 
 export class ProcessDriver implements StepDriver {
   readonly name = "process";
+  private client?: pb.IOContextClient;
 
   constructor(private readonly options: ProcessDriverOptions) {}
 
   private runDir(runId: string): string {
     return join(this.options.workdir, "runs", runId);
+  }
+
+  /** One connection to the IO context for every step of this runner. */
+  private io(): pb.IOContextClient {
+    return (this.client ??= ioContextClient(this.options.iocontext, this.options.iocontextTls));
+  }
+
+  close(): void {
+    this.client?.close();
+    this.client = undefined;
   }
 
   async recover(runId: string): Promise<StepReport | undefined> {
@@ -54,35 +84,48 @@ export class ProcessDriver implements StepDriver {
   run(request: RunRequest): RunningStep {
     const { dispatch } = request;
     const runDir = this.runDir(dispatch.runId);
+    const stopping = new AbortController();
     let pgid: number | undefined;
-    let stopped = false;
     let exited = false;
     let force: NodeJS.Timeout | undefined;
-
+    const say = (line: string) => request.onLog(Buffer.from(`[ephemera] ${line}\n`));
+    const retrying = (what: string): IOCallOptions => ({
+      retry: { ...DEFAULT_RETRY, ...this.options.ioRetry },
+      onRetry: (n) => say(`${what}: ${n.error}; retry ${n.attempt} in ${n.delayMs} ms (${Math.round(n.elapsedMs / 1000)} s so far)`),
+      signal: stopping.signal,
+    });
     const signalGroup = (signal: NodeJS.Signals) => {
       if (pgid === undefined) return;
       try { process.kill(-pgid, signal); } catch { /* the group is gone */ }
     };
+    const cancelled = (exitCode?: number): StepReport => ({
+      outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped", ...(exitCode === undefined ? {} : { exitCode }),
+    });
 
-    const result = (async (): Promise<StepReport> => {
+    const attempt = async (): Promise<StepReport> => {
       await rm(runDir, { recursive: true, force: true });
-      await mkdir(runDir, { recursive: true });
-      if (stopped) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" };
-      const config: StepProgramConfig & { sandbox?: StepSandbox } = {
-        runId: dispatch.runId,
-        token: request.token,
-        iocontext: this.options.iocontext,
-        ...(this.options.iocontextTls ? { iocontextTls: this.options.iocontextTls } : {}),
-        runDir,
-        env: stepEnv(this.options.hostEnv, request.env),
-        ...(this.options.sandbox ? { sandbox: this.options.sandbox } : {}),
-      };
-      const nice = this.options.niceness ? ["nice", "-n", String(this.options.niceness)] : [];
-      const [command, ...args] = [...nice, ...this.options.isolation.command];
-      const child = spawn(command!, [...args, "--", this.options.node ?? process.execPath, this.options.stepProgram], {
+      await mkdir(join(runDir, "in"), { recursive: true, mode: 0o700 });
+      if (stopping.signal.aborted) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" };
+      let plan: StepPlan;
+      try {
+        plan = planStep(await fetchStepInputs(this.io(), dispatch.runId, request.token, retrying("cannot get the step's inputs")));
+      } catch (err) {
+        if (stopping.signal.aborted) return cancelled();
+        // Still unreachable after the retries: the infrastructure's failure (the step runs again), not the plugin's.
+        const reason = isRetryable(err) ? FailureReason.DriverError : FailureReason.InputUnavailable;
+        return { outcome: "failed", reason, message: `cannot get the step's inputs: ${errorMessage(err)}` };
+      }
+      let argv: string[];
+      try {
+        argv = await this.stage(plan, runDir);
+      } catch (err) {
+        return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
+      }
+      if (stopping.signal.aborted) return cancelled();
+      const child = spawn(this.options.launcher, argv, {
         detached: true, // its own process group: stopping the step reaches every process of it
         stdio: ["ignore", "pipe", "pipe"],
-        env: { ...hostEnvForSteps(this.options.hostEnv), [STEP_CONFIG_ENV]: JSON.stringify(config) },
+        env: { ...stepEnv(this.options.hostEnv, request.env), HOME: STEP_HOME, ...plan.env },
       });
       pgid = child.pid;
       const streamsClosed = Promise.all([child.stdout, child.stderr].map((s) => new Promise<void>((resolve) => {
@@ -95,36 +138,130 @@ export class ProcessDriver implements StepDriver {
       });
       exited = true;
       clearTimeout(force);
-      // Whatever the script left running in the background goes with the step (the pid
-      // namespace already saw to that; without one, its process group is all there is).
+      // Without a pid namespace, whatever the step left in its group goes with it.
       signalGroup("SIGKILL");
       await Promise.race([streamsClosed, new Promise((r) => setTimeout(r, 2000).unref())]);
       child.stdout.destroy();
       child.stderr.destroy();
-      const report = parseStepReport(await readFile(join(runDir, REPORT_FILE), "utf8").catch(() => ""));
-      if (stopped) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped", ...exitCode(report) };
-      if (report) return report;
-      const how = exit.error ? exit.error.message : exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
-      return { outcome: "failed", reason: FailureReason.DriverError, message: `the step program ${how} before reporting` };
-    })()
+      const status = parseStatus(await readFile(join(runDir, "status"), "utf8").catch(() => ""));
+      if (stopping.signal.aborted || status?.cancelled) return cancelled(status?.exit?.code);
+      if (!status) {
+        const how = exit.error ? exit.error.message : exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+        return { outcome: "failed", reason: FailureReason.DriverError, message: `the step launcher ${how} before reporting` };
+      }
+      if (status.error) return { outcome: "failed", reason: FailureReason.DriverError, message: status.error };
+      const { code, message } = status.exit ?? { code: 1, message: "the step launcher did not say how the script ended" };
+      if (code !== 0) {
+        const full = status.full.length
+          ? ` (${status.full.join(", ")} full: the step's ${mib(this.options.sandbox?.tmpSizeBytes ?? 0)} quota per private view, EPHEMERA_STEP_TMP_SIZE)` : "";
+        return { outcome: "failed", reason: FailureReason.Error, exitCode: code, message: message + full };
+      }
+      const values: pb.OutputValue[] = [];
+      for (const [i, o] of plan.outputs.entries()) {
+        const found = status.outputs.get(i);
+        if (!found || "missing" in found) {
+          return { outcome: "failed", reason: FailureReason.OutputMissing, message: `output "${o.name}": the script did not write ${o.path}` };
+        }
+        if ("tooLarge" in found) {
+          return {
+            outcome: "failed", reason: FailureReason.OutputTooLarge,
+            message: `output "${o.name}": ${o.path} is ${found.tooLarge} bytes, over the ${MAX_OUTPUT_BYTES}-byte limit`,
+          };
+        }
+        const value = await readFile(join(runDir, "out", String(i)));
+        if (value.length !== found.size) return { outcome: "failed", reason: FailureReason.DriverError, message: `output "${o.name}" was not copied whole` };
+        values.push({ name: o.name, value, size: value.length, sha256: "" });
+      }
+      if (values.length) {
+        try {
+          await storeStepOutputs(this.io(), dispatch.runId, request.token, values, retrying("cannot store the outputs"));
+        } catch (err) {
+          // Only the cache missed them: the runner journals them from this report, and the IO
+          // context serves later steps from the journal.
+          say(`outputs not cached in the IO context (they are journaled all the same): ${errorMessage(err)}`);
+        }
+      }
+      return { outcome: "succeeded", outputs: values.map((v) => ({ name: v.name, size: v.value.length, base64: Buffer.from(v.value).toString("base64") })) };
+    };
+
+    const result = attempt()
       .catch((err: unknown): StepReport => {
         this.options.logger.error({ err, runId: dispatch.runId }, "process driver failed");
         return { outcome: "failed", reason: FailureReason.DriverError, message: `process driver: ${String(err)}` };
+      })
+      .then(async (report) => {
+        if (report.outcome === "failed" && report.reason !== FailureReason.Error) say(report.message);
+        // Kept until the runner has recorded the result (cleanup): a runner that dies in
+        // between finds it again (recover) after a restart.
+        await writeFile(join(runDir, REPORT_FILE), JSON.stringify(report), { mode: 0o600 }).catch(() => undefined);
+        return report;
       });
-    // The run directory (and the report in it) stays until the runner has recorded the result
-    // (cleanup): a runner that dies in between finds it again (recover) after a restart.
 
     return {
       result,
       stop: (graceMs: number) => {
-        if (stopped || exited) return;
-        stopped = true;
+        if (stopping.signal.aborted || exited) return;
+        stopping.abort();
         signalGroup("SIGTERM");
         force = setTimeout(() => signalGroup("SIGKILL"), graceMs);
         force.unref();
       },
     };
   }
+
+  /** Writes the script and input files into the run directory; returns the launcher's arguments. */
+  private async stage(plan: StepPlan, runDir: string): Promise<string[]> {
+    const views = privateViewDirs(plan, runDir);
+    const sandbox = this.options.sandbox ?? {};
+    await writeFile(join(runDir, "script"), plan.script, { mode: 0o700 });
+    await Promise.all(plan.files.map((f, i) => writeFile(join(runDir, "in", String(i)), f.value, { mode: 0o600 })));
+    return [
+      "--rundir", runDir,
+      ...this.options.isolation.flags,
+      ...(this.options.niceness ? ["--nice", String(this.options.niceness)] : []),
+      ...(sandbox.uid !== undefined ? ["--uid", String(sandbox.uid), "--gid", String(sandbox.gid ?? sandbox.uid)] : []),
+      ...(sandbox.tmpSizeBytes ? ["--tmpfs-size", String(sandbox.tmpSizeBytes)] : []),
+      ...(sandbox.readOnlyHost ? ["--readonly-host"] : []),
+      "--limit", String(MAX_OUTPUT_BYTES),
+      ...views.flatMap((v) => ["--view", v]),
+      ...plan.files.flatMap((f, i) => ["--file", `${i}:${f.path}`]),
+      ...plan.outputs.flatMap((o) => ["--output", o.path]),
+    ];
+  }
 }
 
-const exitCode = (r: StepReport | undefined) => (r?.outcome === "failed" && r.exitCode !== undefined ? { exitCode: r.exitCode } : {});
+const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name]));
+
+/** Pure: the launcher's status file (see ephemera-launch.c); undefined when it left none. */
+export function parseStatus(text: string): LaunchStatus | undefined {
+  if (!text) return undefined;
+  const status: LaunchStatus = { cancelled: false, outputs: new Map(), full: [] };
+  for (const line of text.split("\n")) {
+    const [kind, ...rest] = line.split(" ");
+    const arg = rest.join(" ");
+    if (kind === "exit") {
+      const code = Number(rest[0]);
+      status.exit = { code, message: code === 0 ? "" : `script exited with code ${code}` };
+    } else if (kind === "signal") {
+      const n = Number(rest[0]);
+      status.exit = { code: 128 + n, message: `script killed by ${SIGNAL_NAMES.get(n) ?? `signal ${n}`}` };
+    } else if (kind === "exec") {
+      // Shell conventions: 127 for a missing interpreter, 126 for a file that cannot be executed.
+      const errno = Number(rest[0]);
+      const code = errno === constants.errno.ENOENT ? 127 : 126;
+      status.exit = { code, message: `cannot execute the script (is its #! interpreter installed?): ${rest.slice(1).join(" ")}` };
+    } else if (kind === "error") {
+      status.error = arg;
+    } else if (kind === "cancelled") {
+      status.cancelled = true;
+    } else if (kind === "output") {
+      const i = Number(rest[0]);
+      status.outputs.set(i, rest[1] === "missing" ? { missing: true } : rest[1] === "toolarge" ? { tooLarge: Number(rest[2]) } : { size: Number(rest[1]) });
+    } else if (kind === "full") {
+      status.full.push(arg);
+    }
+  }
+  return status;
+}
+
+const mib = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 100) / 100} MiB`;

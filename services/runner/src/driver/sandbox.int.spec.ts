@@ -19,7 +19,7 @@ import { TEST_KEY } from "../../../../test/support/keys.js";
 type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
 
 const ROOT = resolve(__dirname, "..", "..", "..", "..");
-const STEP_PROGRAM = join(ROOT, "services/io-agent/dist/step.js");
+const LAUNCHER = join(ROOT, "services/runner/dist/ephemera-launch");
 const OUT = "/work/sandbox-out";
 const IN = "/work/sandbox-in";
 const MiB = 1024 * 1024;
@@ -95,7 +95,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     const logger = createLogger("test", "silent");
     io = await startIOContext({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, redis, values, logger });
     const driver = new ProcessDriver({
-      workdir, iocontext: `127.0.0.1:${io.port}`, stepProgram: STEP_PROGRAM, isolation: await detectIsolation(workdir), logger,
+      workdir, iocontext: `127.0.0.1:${io.port}`, launcher: LAUNCHER, isolation: await detectIsolation(workdir, LAUNCHER), logger,
       // As a careless composition might hand it: the driver must pass PATH and LANG only.
       hostEnv: {
         PATH: process.env["PATH"] ?? "/usr/bin:/bin", NATS_URL: "nats://user:secret@127.0.0.1:4222",

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Compiles ephemera-launch, the process driver's step launcher, next to the runner's
+# built modules (services/runner/dist). Only when its source is newer: builds stay quick.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=services/runner/native/ephemera-launch.c
+out=services/runner/dist/ephemera-launch
+if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
+  command -v "${CC:-cc}" >/dev/null || { echo "build-launcher: no C compiler (${CC:-cc}); install gcc (apt-get install -y gcc)" >&2; exit 1; }
+  mkdir -p "$(dirname "$out")"
+  "${CC:-cc}" -O2 -Wall -Wextra -Werror -o "$out.tmp" "$src"
+  mv "$out.tmp" "$out"
+fi
