@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 src=services/runner/native/ephemera-launch.c
 out=services/runner/dist/ephemera-launch
 if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
+  if ! command -v "${CC:-cc}" >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "build-launcher: installing gcc" >&2
+    apt-get update -qq && apt-get install -y -qq gcc libc6-dev >/dev/null
+  fi
   command -v "${CC:-cc}" >/dev/null || { echo "build-launcher: no C compiler (${CC:-cc}); install gcc (apt-get install -y gcc)" >&2; exit 1; }
   mkdir -p "$(dirname "$out")"
   "${CC:-cc}" -O2 -Wall -Wextra -Werror -o "$out.tmp" "$src"
