@@ -63,6 +63,59 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       expect((await fx.store.read("counter", "a")).version).toBe(2);
     });
 
+    it("reads the commits another handle appended after this one read or wrote the aggregate", async () => {
+      const other = await fx.reopen();
+      const first = await fx.store.append("counter", "shared", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      expect((await fx.store.read("counter", "shared")).version).toBe(1);
+      const theirs = await other.append("counter", "shared", first, [{ type: "t", data: { by: 2 } }, { type: "t", data: { by: 3 } }], meta);
+      const read = await fx.store.read("counter", "shared");
+      expect(read).toMatchObject({ revision: theirs.revision, version: 3 });
+      expect(read.events.map((e) => e.data)).toEqual([{ by: 1 }, { by: 2 }, { by: 3 }]);
+      // And back the other way: the other handle sees this one's next commit.
+      await fx.store.append("counter", "shared", read, [{ type: "t", data: { by: 4 } }], meta);
+      expect((await other.read("counter", "shared")).events.map((e) => e.data)).toEqual([{ by: 1 }, { by: 2 }, { by: 3 }, { by: 4 }]);
+    });
+
+    it("after losing a race, reads the winning commit and appends after it", async () => {
+      const other = await fx.reopen();
+      const mine = await fx.store.append("counter", "race", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      const won = await other.append("counter", "race", await other.read("counter", "race"), [{ type: "t", data: { by: 10 } }], meta);
+      await expect(fx.store.append("counter", "race", mine, [{ type: "t", data: { by: 2 } }], meta)).rejects.toBeInstanceOf(ConcurrencyError);
+      const read = await fx.store.read("counter", "race");
+      expect(read).toMatchObject({ revision: won.revision, version: 2 });
+      const after = await fx.store.append("counter", "race", read, [{ type: "t", data: { by: 2 } }], meta);
+      expect((await other.read("counter", "race")).events.map((e) => [e.sequence, e.data, e.position]))
+        .toEqual([[1, { by: 1 }, mine.revision], [2, { by: 10 }, won.revision], [3, { by: 2 }, after.revision]]);
+    });
+
+    it("reads an aggregate of many commits, interleaved with another's, the same from the writer and from a fresh handle", async () => {
+      let a = NO_AGGREGATE;
+      let b = NO_AGGREGATE;
+      const positions: number[] = [];
+      for (let i = 1; i <= 30; i++) {
+        a = await fx.store.append("counter", "long", a, Array.from({ length: 1 + (i % 3) }, () => ({ type: "t", data: { by: i } })), meta);
+        positions.push(a.revision);
+        b = await fx.store.append("counter", "beside", b, [{ type: "t", data: { by: -i } }], meta);
+        // Read every few commits, so that later reads start from what an earlier one returned.
+        if (i % 7 === 0) expect((await fx.store.read("counter", "long")).revision).toBe(a.revision);
+      }
+      const fromWriter = await fx.store.read("counter", "long");
+      const fromFresh = await (await fx.reopen()).read("counter", "long");
+      expect(fromFresh).toEqual(fromWriter);
+      expect(fromWriter).toMatchObject({ revision: a.revision, version: a.version });
+      expect(fromWriter.events.map((e) => e.sequence)).toEqual(Array.from({ length: a.version }, (_, i) => i + 1));
+      expect([...new Set(fromWriter.events.map((e) => e.position))]).toEqual(positions);
+      expect(fromWriter.events.every((e) => (e.data as { by: number }).by > 0)).toBe(true);
+    });
+
+    it("returns a list the caller may change without changing the next read", async () => {
+      await fx.store.append("counter", "own", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      const read = await fx.store.read("counter", "own");
+      read.events.push({ ...read.events[0]!, sequence: 2 });
+      read.events.shift();
+      expect((await fx.store.read("counter", "own")).events.map((e) => e.sequence)).toEqual([1]);
+    });
+
     it("refuses a commit over the server's max payload as too large (not retryable), writing nothing", async () => {
       const err = await fx.store.append("counter", "huge", NO_AGGREGATE, [{ type: "t", data: { by: "x".repeat(2 * 1024 * 1024) } }], meta)
         .then(() => undefined, (e: unknown) => e);

@@ -261,8 +261,9 @@ export class JetStreamEventStore implements EventStore {
 
   /**
    * One request for the subject's last commit, which is all it costs when this handle holds
-   * the aggregate up to that commit; otherwise one more per commit it does not hold yet.
-   * What is held is never returned without that check, so a read is never stale.
+   * the aggregate up to that commit or the one before; otherwise one more per other commit
+   * it does not hold yet. What is held is never returned without asking for the last
+   * commit, so a read is never stale.
    */
   async read(aggregate: string, id: string): Promise<AggregateEvents> {
     const subject = eventSubject(this.options.prefix, aggregate, id);
@@ -278,26 +279,37 @@ export class JetStreamEventStore implements EventStore {
     return aggregateEvents(read);
   }
 
-  /** `from` and the commits after it, up to `last`, fetched one request each (no consumer). */
+  /**
+   * `from` and the commits after it up to `last`, one request each, never a consumer. Event
+   * sequences run on without a gap from one commit of an aggregate to the next (every
+   * append's expected version comes from a read or an append), so `last` starting right
+   * after the events in hand is the next commit, and nothing before it needs asking for.
+   */
   private async readAfter(aggregate: string, id: string, subject: string, from: CachedAggregate | undefined, last: StoredMsg): Promise<CachedAggregate> {
+    const lastCommit = decodeCommit(aggregate, id, last.seq, last.json<StoredEvent[]>());
     const events = from ? [...from.events] : [];
     let bytes = from?.bytes ?? 0;
     let revision = from?.revision ?? 0;
     while (revision < last.seq) {
-      // next_by_subj (on 2.9 too; the client types name only seq and last_by_subj) answers
-      // the first message of the subject at or after seq.
-      const next: MsgRequest = { seq: revision + 1, next_by_subj: subject } as MsgRequest;
-      const m = revision + 1 === last.seq ? last : await this.getMessage(subject, next);
-      if (!m) throw new UnavailableError(`read of ${subject} failed: its commits were removed while it was read`);
-      const commit = decodeCommit(aggregate, id, m.seq, m.json<StoredEvent[]>());
+      const version = events.at(-1)?.sequence ?? 0;
+      let commit = lastCommit;
+      let size = last.data.length;
+      if (revision + 1 !== last.seq && lastCommit.events[0]?.sequence !== version + 1) {
+        // next_by_subj (2.9 has it; the client's type names only seq and last_by_subj):
+        // the subject's first message at or after seq.
+        const m = await this.getMessage(subject, { seq: revision + 1, next_by_subj: subject } as MsgRequest);
+        if (!m) throw new UnavailableError(`read of ${subject} failed: its commits were removed while it was read`);
+        commit = m.seq === last.seq ? lastCommit : decodeCommit(aggregate, id, m.seq, m.json<StoredEvent[]>());
+        size = m.data.length;
+      }
       // What was held must end where the stored commits go on; if not (the subject was
       // purged and written again), read it all.
-      if (from && revision === from.revision && (commit.events[0]?.sequence ?? from.version + 1) !== from.version + 1) {
+      if (from && revision === from.revision && (commit.events[0]?.sequence ?? version + 1) !== version + 1) {
         return this.readAfter(aggregate, id, subject, undefined, last);
       }
       events.push(...commit.events);
-      bytes += m.data.length;
-      revision = m.seq;
+      bytes += size;
+      revision = commit.position;
     }
     return { revision, version: events.at(-1)?.sequence ?? 0, events, bytes };
   }
