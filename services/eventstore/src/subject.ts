@@ -1,5 +1,6 @@
-// Reading every message of one subject, up to its last one at the time of the call:
-// the event store reads an aggregate this way, the log store a step's log.
+// Reading every message of one subject, up to its last one at the time of the call, with
+// one temporary consumer: the log store reads a step's log this way (many messages). The
+// event store reads an aggregate (a few commits) with message gets instead (jetstream.ts).
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { UnavailableError } from "@ephemera/kit";
 
