@@ -1,8 +1,8 @@
 // The event store on NATS JetStream. One message per commit on
 // `<prefix>.ev.<aggregate>.<id>`; optimistic concurrency through
 // Nats-Expected-Last-Subject-Sequence, deduplication through Nats-Msg-Id. An aggregate is
-// read with direct message gets (its last commit, then the commits after what this handle
-// already holds), never with a consumer.
+// read with message gets (STREAM.MSG.GET: its last commit, then any missing commits after
+// what this handle already holds), never with a consumer.
 import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/nats-core";
 import {
@@ -303,7 +303,8 @@ export class JetStreamEventStore implements EventStore {
         size = m.data.length;
       }
       // What was held must end where the stored commits go on; if not (the subject was
-      // purged and written again), read it all.
+      // purged and written again), read it all. ephemera never purges an event subject; a
+      // rewrite whose last commit happened to follow the held sequences would go unseen.
       if (from && revision === from.revision && (commit.events[0]?.sequence ?? version + 1) !== version + 1) {
         return this.readAfter(aggregate, id, subject, undefined, last);
       }
