@@ -1,9 +1,7 @@
 // The public API as the command line sees it: the four gRPC clients on one channel, every
 // unary call bound by a deadline and every stream cancellable and bounded.
-import { call, channelCredentials, clientOptions, fromServiceError, grpc, type ClientTls } from "@ephemera/kit";
+import { call, channelCredentials, clientOptions, fromServiceError, grpc, type ClientTls } from "@ephemera/kit/client";
 import * as pb from "@ephemera/proto";
-
-export const DEFAULT_API = "127.0.0.1:7400";
 
 /** How a server stream ended: the server closed it, the consumer had enough, or it was aborted. */
 export type StreamEnd = "end" | "stopped" | "aborted";

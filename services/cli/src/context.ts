@@ -1,8 +1,11 @@
 // What every command gets: the caller's streams and environment, and the API client,
-// created on first use so `--help` and `schema` never open a connection.
-import { clientTlsFromEnv, isLoopback, type ClientTls } from "@ephemera/kit";
-import { Api, DEFAULT_API } from "./api.js";
+// loaded and created on first use so `--help` and `schema` neither load gRPC nor open a
+// connection.
+import type { ClientTls } from "@ephemera/kit/client";
+import type { Api } from "./api.js";
 import { UsageError } from "./errors.js";
+
+export const DEFAULT_API = "127.0.0.1:7400";
 
 export interface Writer {
   write(chunk: string | Uint8Array): unknown;
@@ -45,7 +48,8 @@ export class Context {
   private tlsEnv: Record<string, string | undefined>;
   /** Flags given, by the variable they stand for: errors name the flag. */
   private readonly flags = new Map<string, string>();
-  private client: Api | undefined;
+  private client: Promise<Api> | undefined;
+  private opened: Api | undefined;
 
   constructor(readonly io: Io) {
     this.address = io.env["EPHEMERA_API"] || DEFAULT_API;
@@ -72,7 +76,7 @@ export class Context {
   }
 
   /** TLS to the API, from the flags and the environment; a file that cannot be used is bad usage. */
-  tls(): ClientTls | undefined {
+  private tls(clientTlsFromEnv: (env: Record<string, string | undefined>) => ClientTls | undefined): ClientTls | undefined {
     try {
       return clientTlsFromEnv(this.tlsEnv);
     } catch (err) {
@@ -82,16 +86,21 @@ export class Context {
     }
   }
 
-  api(): Api {
-    if (!this.client) {
-      const tls = this.tls();
-      // A token sent in plaintext to another machine can be read on the way.
-      if (this.token && !tls && !isLoopback(this.address)) {
-        this.err(`warning: sending the token to ${this.address} without TLS (set EPHEMERA_TLS_CA or --tls)`);
-      }
-      this.client = new Api(this.address, { ...(this.token ? { token: this.token } : {}), ...(tls ? { tls } : {}) });
-    }
+  /** The API client, the gRPC stack loaded with it: only commands that call the API pay for it. */
+  api(): Promise<Api> {
+    this.client ??= this.open();
     return this.client;
+  }
+
+  private async open(): Promise<Api> {
+    const [{ Api }, { clientTlsFromEnv, isLoopback }] = await Promise.all([import("./api.js"), import("@ephemera/kit/client")]);
+    const tls = this.tls(clientTlsFromEnv);
+    // A token sent in plaintext to another machine can be read on the way.
+    if (this.token && !tls && !isLoopback(this.address)) {
+      this.err(`warning: sending the token to ${this.address} without TLS (set EPHEMERA_TLS_CA or --tls)`);
+    }
+    this.opened = new Api(this.address, { ...(this.token ? { token: this.token } : {}), ...(tls ? { tls } : {}) });
+    return this.opened;
   }
 
   /** Output (stdout): the command's result. */
@@ -105,6 +114,6 @@ export class Context {
   }
 
   close(): void {
-    this.client?.close();
+    this.opened?.close();
   }
 }

@@ -18,7 +18,7 @@ export function registerEvents(program: Command, ctx: Context): void {
     .option("--type <glob>", "only event types matching this glob (e.g. 'ephemera.sandbox.*')")
     .addOption(new Option("-o, --output <format>", "one JSON envelope per line").choices(["json"]))
     .action(async (opts: EventsOpts) => {
-      await ctx.api().watchEvents(
+      await (await ctx.api()).watchEvents(
         { follow: opts.follow ?? false, sandbox: opts.sandbox ?? "", typeGlob: opts.type ?? "" },
         (record) => ctx.out(`${opts.output === "json" ? jsonLine(record) : summaryLine(record)}\n`),
         { deadline: opts.follow ? undefined : Date.now() + REPLAY_DEADLINE_MS, signal: ctx.io.signal },

@@ -1,8 +1,9 @@
 // Reading plugin and sandbox files: templating and validation run here, before any call,
-// so a wrong file is reported at once with every problem it has.
-import { isValidationError } from "@ephemera/kit";
+// so a wrong file is reported at once with every problem it has. The file models
+// (@ephemera/spec, with its YAML and schema code) load only for a command that reads a file.
+import { isValidationError } from "@ephemera/kit/errors";
 import type * as pb from "@ephemera/proto";
-import { TemplateError, loadTemplate, parsePluginRef, validatePlugin, validateSandbox } from "@ephemera/spec";
+import type * as SpecModule from "@ephemera/spec";
 import { UsageError } from "./errors.js";
 
 export interface FileInput {
@@ -13,12 +14,28 @@ export interface FileInput {
   warn?: (message: string) => void;
 }
 
+type Spec = typeof SpecModule;
+let loaded: Spec | undefined;
+
+/** @ephemera/spec, loaded on first use. */
+export async function loadSpec(): Promise<Spec> {
+  loaded ??= await import("@ephemera/spec");
+  return loaded;
+}
+
+/** A template error can only come from @ephemera/spec, so none exists until it is loaded. */
+export function isTemplateError(err: unknown): err is SpecModule.TemplateError {
+  return loaded !== undefined && err instanceof loaded.TemplateError;
+}
+
 export async function readPlugin(input: FileInput): Promise<pb.ResourcePlugin> {
-  return validatePlugin(await load(input, false), input.warn);
+  const doc = await load(input, false);
+  return (await loadSpec()).validatePlugin(doc, input.warn);
 }
 
 export async function readSandbox(input: FileInput): Promise<pb.Sandbox> {
-  return validateSandbox(await load(input, false), input.warn);
+  const doc = await load(input, false);
+  return (await loadSpec()).validateSandbox(doc, input.warn);
 }
 
 /** The name a file publishes, needing only the variables used in `name` (for `delete -f`). */
@@ -30,16 +47,17 @@ export async function readName(input: FileInput): Promise<string> {
 }
 
 /** The exact version a plugin file publishes: a bare name is version 0.0.0. */
-export function publishedRef(name: string): string {
-  const ref = parsePluginRef(name);
+export async function publishedRef(name: string): Promise<string> {
+  const ref = (await loadSpec()).parsePluginRef(name);
   return `${ref.name}@${ref.version ?? "0.0.0"}`;
 }
 
 async function load(input: FileInput, onlyName: boolean): Promise<unknown> {
+  const { loadTemplate } = await loadSpec();
   try {
     return await loadTemplate(input.file, input.sets, { stdin: input.stdin, onlyName });
   } catch (err) {
-    if (err instanceof TemplateError || isValidationError(err)) throw err;
+    if (isTemplateError(err) || isValidationError(err)) throw err;
     if (err instanceof Error && /^YAML/.test(err.name)) {
       throw new UsageError(`${describe(input.file)} is not valid YAML: ${err.message}`);
     }

@@ -1,7 +1,7 @@
 // `eph logs`: the log of each step of one resource, streamed to stdout as it arrives; with
 // --follow, as the steps write it, until they have ended.
 import { Option, type Command } from "commander";
-import { UnavailableError, grpc } from "@ephemera/kit";
+import { UnavailableError } from "@ephemera/kit/errors";
 import type * as pb from "@ephemera/proto";
 import type { Context } from "./context.js";
 import { parseDuration } from "./duration.js";
@@ -42,12 +42,13 @@ export function registerLogs(program: Command, ctx: Context): void {
         follow: opts.follow ?? false, sinceMs,
       };
       try {
-        await ctx.api().streamLogs(request, print.chunk, {
+        await (await ctx.api()).streamLogs(request, print.chunk, {
           deadline: Date.now() + (opts.follow ? FOLLOW_DEADLINE_MS : LOGS_DEADLINE_MS), signal: ctx.io.signal,
         });
       } catch (err) {
         // The server's bound on a follow is not the API being away.
         const cause = err instanceof UnavailableError ? (err.cause as { code?: number } | undefined) : undefined;
+        const { grpc } = await import("@ephemera/kit/client"); // loaded with the API already
         if (opts.follow && cause?.code === grpc.status.DEADLINE_EXCEEDED) throw new Error((err as Error).message, { cause: err });
         throw err;
       } finally {

@@ -1,12 +1,11 @@
 // The `eph` program: the command tree, and the one place errors become exit codes
 // (0 done, 1 the operation failed, 2 bad usage or an invalid file).
 import { Command, CommanderError } from "commander";
-import { PermissionDeniedError, UnauthenticatedError, UnavailableError, ValidationError, errorMessage } from "@ephemera/kit";
-import { TemplateError } from "@ephemera/spec";
-import { DEFAULT_API } from "./api.js";
-import { Context, type ConnectionOptions, type Io } from "./context.js";
+import { PermissionDeniedError, UnauthenticatedError, UnavailableError, ValidationError, errorMessage } from "@ephemera/kit/errors";
+import { Context, DEFAULT_API, type ConnectionOptions, type Io } from "./context.js";
 import { UsageError } from "./errors.js";
 import { registerEvents } from "./events.js";
+import { isTemplateError } from "./files.js";
 import { registerLogs } from "./logs.js";
 import { registerPlugin } from "./plugin.js";
 import { registerSandbox } from "./sandbox.js";
@@ -74,7 +73,7 @@ progress and diagnostics go to stderr.`,
 function report(err: unknown, ctx: Context): number {
   // Commander has already printed its own message (or the help).
   if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
-  if (err instanceof ValidationError || err instanceof TemplateError || err instanceof UsageError) {
+  if (err instanceof ValidationError || isTemplateError(err) || err instanceof UsageError) {
     ctx.err(`error: ${err.message}`);
     return EXIT_USAGE;
   }

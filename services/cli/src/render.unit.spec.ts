@@ -1,5 +1,6 @@
 import * as pb from "@ephemera/proto";
-import { compareVersionsDesc, outputDoc, sandboxDoc, table } from "./render.js";
+import { outputDoc, sandboxDoc } from "./render.js";
+import { compareVersionsDesc, table } from "./table.js";
 
 describe("outputDoc", () => {
   const text = pb.ResourceOutput.fromPartial({ key: "provision.host", size: 5, value: Buffer.from("db-42") });

@@ -6,9 +6,14 @@ import { OperationFailed, UsageError } from "./errors.js";
 import { readName, readSandbox } from "./files.js";
 import { fileOptions, nameOrFile, outputOption, timeoutMs, waitOptions } from "./options.js";
 import { describeFailures, stillWaitingFor, words } from "./progress.js";
-import { formatDoc, sandboxDoc, shortTime, table, type OutputFormat } from "./render.js";
-import { waitForSandbox } from "./wait.js";
-import { dotenv, localValues, writeLocalFiles } from "./local.js";
+import type { OutputFormat } from "./render.js";
+import { shortTime, table } from "./table.js";
+
+// Loaded by the commands that use them, so each command pays only for what it runs
+// (render.js brings the wire types and YAML).
+const render = () => import("./render.js");
+const local = () => import("./local.js");
+const wait = () => import("./wait.js");
 
 interface FileOpts { file?: string; set: string[] }
 interface WaitOpts { wait?: boolean; waitTimeout: string }
@@ -24,11 +29,11 @@ export function registerSandbox(program: Command, ctx: Context): void {
       const spec = await readSandbox({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin });
       if (opts.dryRun) {
         if (opts.wait) throw new UsageError("--dry-run changes nothing, so there is nothing to --wait for");
-        const { plan } = await ctx.api().applySandbox(spec, true);
-        ctx.out(opts.output ? formatDoc(planDoc(spec.name, plan!), opts.output) : planText(spec.name, plan!));
+        const { plan } = await (await ctx.api()).applySandbox(spec, true);
+        ctx.out(opts.output ? (await render()).formatDoc(planDoc(spec.name, plan!), opts.output) : planText(spec.name, plan!));
         return;
       }
-      const res = await ctx.api().applySandbox(spec);
+      const res = await (await ctx.api()).applySandbox(spec);
       const verb = res.created ? "created" : res.unchanged ? "unchanged" : "updated";
       ctx.out(`sandbox ${spec.name} ${verb}${res.sandbox?.routingKey ? ` (routing key ${res.sandbox.routingKey})` : ""}\n`);
       if (!opts.wait) return;
@@ -39,7 +44,8 @@ export function registerSandbox(program: Command, ctx: Context): void {
     sandbox.command("get").description("show a sandbox, its resources and their outputs").argument("<name>")
       .option("--show-outputs", "include output values (secrets: shown only when asked)"),
   ).action(async (name: string, opts: { output?: OutputFormat; showOutputs?: boolean }) => {
-    const view = await ctx.api().getSandbox(name, opts.showOutputs ?? false);
+    const view = await (await ctx.api()).getSandbox(name, opts.showOutputs ?? false);
+    const { formatDoc, sandboxDoc } = await render();
     ctx.out(formatDoc(sandboxDoc(view, opts.showOutputs ?? false), opts.output ?? "yaml"));
   });
 
@@ -47,24 +53,33 @@ export function registerSandbox(program: Command, ctx: Context): void {
     sandbox.command("get-env").description("print the environment of a local workload (dotenv), resource outputs resolved").argument("<name>")
       .requiredOption("--local <name>", "the local workload (spec.local[].name)"),
   ).action(async (name: string, opts: { local: string; output?: OutputFormat }) => {
-    const values = localValues(await ctx.api().getSandbox(name, true), opts.local);
+    const view = await (await ctx.api()).getSandbox(name, true);
+    const { dotenv, localValues } = await local();
+    const values = localValues(view, opts.local);
     for (const u of values.unresolved) ctx.err(`not set: ${u}\n`);
-    ctx.out(opts.output ? formatDoc(Object.fromEntries(values.env.map((e) => [e.name, e.value])), opts.output) : dotenv(values.env));
+    if (!opts.output) return ctx.out(dotenv(values.env));
+    const { formatDoc } = await render();
+    ctx.out(formatDoc(Object.fromEntries(values.env.map((e) => [e.name, e.value])), opts.output));
   });
 
   sandbox.command("get-files").description("write the files of a local workload, resource outputs resolved (mode 0600)").argument("<name>")
     .requiredOption("--local <name>", "the local workload (spec.local[].name)")
     .option("--dir <dir>", "the directory their paths are re-rooted in", ".")
     .action(async (name: string, opts: { local: string; dir: string }) => {
-      const values = localValues(await ctx.api().getSandbox(name, true), opts.local);
+      const view = await (await ctx.api()).getSandbox(name, true);
+      const { localValues, writeLocalFiles } = await local();
+      const values = localValues(view, opts.local);
       for (const u of values.unresolved) ctx.err(`not written: ${u}\n`);
       for (const path of await writeLocalFiles(values.files, opts.dir)) ctx.out(`${path}\n`);
     });
 
   outputOption(sandbox.command("list").alias("ls").description("every sandbox and its status"))
     .action(async (opts: { output?: OutputFormat }) => {
-      const views = [...(await ctx.api().listSandboxes())].sort((a, b) => a.name.localeCompare(b.name));
-      if (opts.output) return ctx.out(formatDoc(views.map((v) => sandboxDoc(v, false)), opts.output));
+      const views = [...(await (await ctx.api()).listSandboxes())].sort((a, b) => a.name.localeCompare(b.name));
+      if (opts.output) {
+        const { formatDoc, sandboxDoc } = await render();
+        return ctx.out(formatDoc(views.map((v) => sandboxDoc(v, false)), opts.output));
+      }
       ctx.out(table(["NAME", "READY", "STATUS", "RESOURCES", "CREATED"], views.map(listRow)));
     });
 
@@ -81,8 +96,9 @@ export function registerSandbox(program: Command, ctx: Context): void {
     const limit = timeoutMs(opts.waitTimeout);
     const target = name ?? (await readName({ file: opts.file!, sets: opts.set, stdin: ctx.io.stdin }));
     // --force is the last resort: say which teardowns it skips (what they would have removed may remain).
-    const before = opts.force ? await ctx.api().getSandbox(target).catch(() => undefined) : undefined;
-    const view = await ctx.api().deleteSandbox(target, opts.force ?? false);
+    const api = await ctx.api();
+    const before = opts.force ? await api.getSandbox(target).catch(() => undefined) : undefined;
+    const view = await api.deleteSandbox(target, opts.force ?? false);
     for (const r of before?.resources ?? []) {
       if (r.status === "Deprovisioned") continue;
       ctx.err(`--force skips the delete workflow of resource ${r.name} (${words(r.status)}): what it created is not cleaned up`);
@@ -102,14 +118,15 @@ export function registerRetry(sandbox: Command, ctx: Context): void {
     "3m",
   ).action(async (name: string, opts: WaitOpts) => {
     const limit = timeoutMs(opts.waitTimeout);
-    const res = await ctx.api().retrySandbox(name);
+    const res = await (await ctx.api()).retrySandbox(name);
     ctx.out(`sandbox ${name}: retrying ${res.resources.join(", ")}\n`);
     if (opts.wait) await waitUntilReady(ctx, name, limit, opts.waitTimeout);
   });
 }
 
 async function waitUntilReady(ctx: Context, name: string, limit: number, limitText: string): Promise<void> {
-  const result = await waitForSandbox(ctx.api(), name, "ready", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal });
+  const { waitForSandbox } = await wait();
+  const result = await waitForSandbox(await ctx.api(), name, "ready", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal });
   switch (result.outcome) {
     case "ready":
       ctx.out(`sandbox ${name} ready\n`);
@@ -131,7 +148,8 @@ async function waitUntilReady(ctx: Context, name: string, limit: number, limitTe
 }
 
 async function waitUntilGone(ctx: Context, name: string, limit: number, limitText: string): Promise<void> {
-  const result = await waitForSandbox(ctx.api(), name, "gone", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal });
+  const { waitForSandbox } = await wait();
+  const result = await waitForSandbox(await ctx.api(), name, "gone", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal });
   switch (result.outcome) {
     case "gone":
       ctx.out(`sandbox ${name} deleted\n`);

@@ -5,7 +5,7 @@
 import {
   NotFoundError, PermissionDeniedError, UnauthenticatedError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError,
   isValidationError,
-} from "@ephemera/kit";
+} from "@ephemera/kit/client";
 import type * as pb from "@ephemera/proto";
 import type { Api } from "./api.js";
 import { OperationFailed } from "./errors.js";
