@@ -1,11 +1,13 @@
 // One contract for both work queues: JetStream's and its in-memory twin must hand out,
 // redeliver, give up and cancel the same way, failure cases included.
 import { ConflictError, UnavailableError, waitFor } from "@ephemera/kit";
-import type { WorkItem, WorkQueue, WorkQueueConsumer } from "./workqueue.js";
+import type { Lane, WorkItem, WorkQueue, WorkQueueConsumer } from "./workqueue.js";
 
 export interface WorkQueueFixture {
   /** A handle on the shared queue, as one more process would open it (ack wait 1 s). */
   open(): Promise<WorkQueue<{ n: number }>>;
+  /** Resolves once the queue has handed the consumers of `cluster` what they can hold of `lane` (JetStream: nothing of it pending at the server). */
+  delivered(cluster: string, lane: Lane): Promise<void>;
   /** A handle whose backend is down. */
   down(): Promise<WorkQueue<{ n: number }>>;
   dispose(): Promise<void>;
@@ -41,6 +43,29 @@ export function workQueueContract(name: string, setup: () => Promise<WorkQueueFi
       await q.publish("c1", "c", { n: 3 });
       await waitFor(() => got.length === 3, { what: "the third item" });
       expect(got.some(([id]) => id.startsWith("c2:"))).toBe(false);
+    });
+
+    it("serves the next lane before the start lane: a workflow under way is not held up by new ones", async () => {
+      const q = await fx.open();
+      const order: string[] = [];
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      consume(q, "c", async (i) => {
+        order.push(i.id);
+        if (i.id === "s1") await released;
+      }, { concurrency: 1 });
+      for (const id of ["s1", "s2", "s3"]) await q.publish("c", id, { n: 0 }, "start");
+      await waitFor(() => order.length === 1, { what: "the first item to be taken" });
+      // While the only worker is busy, a later step of a workflow under way arrives.
+      await q.publish("c", "n1", { n: 0 }, "next");
+      await fx.delivered("c", "next");
+      release();
+      try {
+        await waitFor(() => order.length === 4, { what: "every item" });
+      } finally {
+        release();
+      }
+      expect(order).toEqual(["s1", "n1", "s2", "s3"]);
     });
 
     it("splits items between two consumers of one cluster, each item to exactly one", async () => {

@@ -1,6 +1,8 @@
 import type { NatsConnection } from "@nats-io/nats-core";
 import { connectNats } from "./jetstream.js";
-import { JetStreamWorkQueue } from "./workqueue.js";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { waitFor } from "@ephemera/kit";
+import { JetStreamWorkQueue, runStreamName } from "./workqueue.js";
 import { workQueueContract } from "./workqueue-contract.testkit.js";
 import { testNats } from "../../../test/support/servers.js";
 
@@ -13,6 +15,11 @@ workQueueContract("JetStream", async () => {
   const admin = await connection();
   return {
     open: async () => JetStreamWorkQueue.open(await connection(), prefix, codec, { ackWaitMs: 1000 }),
+    delivered: async (cluster, lane) => {
+      const jsm = await jetstreamManager(admin);
+      const info = () => jsm.consumers.info(runStreamName(prefix), `runner_${cluster}_${lane}`).catch(() => undefined);
+      await waitFor(async () => (await info())?.num_pending === 0, { what: `the ${lane} lane's items handed to the consumers` });
+    },
     down: async () => {
       const other = testNats();
       const nc = await connectNats(url, "wq-down");

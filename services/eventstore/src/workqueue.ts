@@ -1,6 +1,8 @@
-// The dispatch work queue: one message per step attempt on `<prefix>.run.<cluster>`,
+// The dispatch work queue: one message per step attempt on `<prefix>.run.<lane>.<cluster>`,
 // taken by exactly one runner of that cluster, which heartbeats while the step runs and
-// acknowledges once the result is recorded. Redelivery is bounded (RedeliveryPolicy):
+// acknowledges once the result is recorded. Two lanes: `next` (steps of workflows already
+// under way) is always served before `start` (the first steps of a workflow), so a burst
+// of new sandboxes does not hold up the ones in progress; each lane is first in, first out. Redelivery is bounded (RedeliveryPolicy):
 // an item that keeps failing goes to the consumer's dead-letter hook and is dropped.
 // Cancels are durable too: `<prefix>.cancel.<cluster>` in a stream kept for an hour, read
 // by every runner of the cluster from a little before it started.
@@ -40,11 +42,17 @@ export interface CancelMessage {
   body: unknown;
 }
 
+/** `next`: a step of a workflow already under way; `start`: a workflow's first steps. */
+export type Lane = "next" | "start";
+/** In the order a consumer serves them. */
+export const LANES: readonly Lane[] = ["next", "start"];
+
 export interface WorkQueue<T> {
   /** Publishes once per id: a second publish with the same id (within the dedupe window) is dropped. */
-  publish(cluster: string, id: string, data: T): Promise<void>;
+  publish(cluster: string, id: string, data: T, lane?: Lane): Promise<void>;
   /**
-   * Runs `handler` for each item, at most `concurrency` at once. Acked when it resolves;
+   * Runs `handler` for each item, at most `concurrency` at once, the `next` lane's first.
+   * Acked when it resolves;
    * when it throws, delivered again after a backoff or given up on (see ConsumeOptions).
    * An item whose handler neither ends nor heartbeats within the ack wait is delivered again.
    */
@@ -57,6 +65,7 @@ export interface WorkQueue<T> {
 export interface Codec<T> { encode(d: T): string; decode(s: string): T }
 
 export const runStreamName = (prefix: string) => `${prefix}_run`;
+export const laneSubject = (prefix: string, lane: Lane, cluster: string) => `${prefix}.run.${lane}.${cluster}`;
 export const cancelStreamName = (prefix: string) => `${prefix}_cancel`;
 const NANOS_PER_MS = 1_000_000;
 /** How far back a runner starting up reads cancels (a run it may be handed was cancelled while it was down). */
@@ -120,9 +129,9 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     return new JetStreamWorkQueue(nc, prefix, codec, o);
   }
 
-  async publish(cluster: string, id: string, data: T): Promise<void> {
+  async publish(cluster: string, id: string, data: T, lane: Lane = "start"): Promise<void> {
     try {
-      await jetstream(this.nc).publish(`${this.prefix}.run.${cluster}`, this.codec.encode(data), { msgID: id });
+      await jetstream(this.nc).publish(laneSubject(this.prefix, lane, cluster), this.codec.encode(data), { msgID: id });
     } catch (err) {
       throw new UnavailableError(`dispatch ${id} to cluster ${cluster} failed`, { cause: err });
     }
@@ -132,9 +141,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     const policy = redeliveryPolicy(options.redelivery);
     let stopped = false;
     let inFlight = 0;
-    let wake: (() => void) | undefined;
     const running = new Set<Promise<void>>();
-    const durable = `runner_${cluster}`;
     const work = async (m: JsMsg) => {
       const id = m.headers?.get("Nats-Msg-Id") ?? String(m.seq);
       const deliveries = m.info.deliveryCount;
@@ -161,58 +168,84 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
         }
       }
     };
-    const name = `work queue ${durable}`;
-    const loop = (async () => {
-      // Every step (creating the consumer, each fetch) can fail while NATS is paused,
-      // restarting or unreachable: the loop re-creates the consumer with backoff, for ever.
-      let consumer: Consumer | undefined;
-      for (let failures = 0; !stopped; ) {
-        let deadline: NodeJS.Timeout | undefined;
-        try {
-          if (!consumer) {
-            // Its info answered: the server and the consumer are back, even if no fetch is needed yet.
-            consumer = await this.workConsumer(durable, cluster, policy);
-            this.health.restore(name);
-          }
-          if (inFlight >= options.concurrency) { await new Promise<void>((r) => (wake = r)); continue; }
-          const batch = await consumer.fetch({ max_messages: options.concurrency - inFlight, expires: 1000 });
-          let overdue = false;
-          deadline = setTimeout(() => { overdue = true; void batch.close().catch(() => undefined); }, FETCH_DEADLINE_MS);
-          for await (const m of batch) {
-            if (stopped) { quietly(() => m.nak()); continue; }
-            inFlight++;
-            const p: Promise<void> = work(m)
-              .catch((err: unknown) => this.logger?.error({ err, seq: m.seq }, "work item handling failed"))
-              .finally(() => { inFlight--; running.delete(p); wake?.(); });
-            running.add(p);
-          }
-          if (overdue) throw new Error(`a fetch neither delivered nor ended in ${FETCH_DEADLINE_MS} ms`);
-          this.health.restore(name);
-          failures = 0;
-        } catch (err) {
-          if (stopped) break;
-          // Heartbeats missed, connection closed, consumer or stream not found: make it again.
-          this.health.interrupt(name, err);
-          consumer = undefined;
-          failures++;
-          await delay(reopenDelay(failures));
-        } finally {
-          clearTimeout(deadline);
-        }
+    // Each lane fetches one message at a time into its slot; a free worker takes the `next`
+    // lane's before the `start` lane's. A message waiting in its slot is heartbeated.
+    const lanes = LANES.map((lane) => ({
+      lane, durable: `runner_${cluster}_${lane}`, slot: undefined as JsMsg | undefined, beat: undefined as NodeJS.Timeout | undefined,
+      wake: undefined as (() => void) | undefined,
+    }));
+    const schedule = () => {
+      while (!stopped && inFlight < options.concurrency) {
+        const l = lanes.find((x) => x.slot);
+        if (!l) return;
+        const m = l.slot!;
+        l.slot = undefined;
+        clearInterval(l.beat);
+        l.wake?.();
+        inFlight++;
+        const p: Promise<void> = work(m)
+          .catch((err: unknown) => this.logger?.error({ err, seq: m.seq }, "work item handling failed"))
+          .finally(() => { inFlight--; running.delete(p); schedule(); });
+        running.add(p);
       }
-    })().finally(() => this.health.forget(name));
+    };
+    const loops = lanes.map((l) => {
+      const name = `work queue ${l.durable}`;
+      return (async () => {
+        // Every step (creating the consumer, each fetch) can fail while NATS is paused,
+        // restarting or unreachable: the loop re-creates the consumer with backoff, for ever.
+        let consumer: Consumer | undefined;
+        for (let failures = 0; !stopped; ) {
+          let deadline: NodeJS.Timeout | undefined;
+          try {
+            if (!consumer) {
+              // Its info answered: the server and the consumer are back, even if no fetch is needed yet.
+              consumer = await this.workConsumer(l.durable, laneSubject(this.prefix, l.lane, cluster), policy);
+              this.health.restore(name);
+            }
+            if (l.slot) { await new Promise<void>((r) => (l.wake = r)); l.wake = undefined; continue; }
+            const batch = await consumer.fetch({ max_messages: 1, expires: 1000 });
+            let overdue = false;
+            deadline = setTimeout(() => { overdue = true; void batch.close().catch(() => undefined); }, FETCH_DEADLINE_MS);
+            for await (const m of batch) {
+              if (stopped) { quietly(() => m.nak()); continue; }
+              l.slot = m;
+              l.beat = setInterval(() => quietly(() => m.working()), Math.max(100, this.ackWaitMs / 3));
+              schedule();
+            }
+            if (overdue) throw new Error(`a fetch neither delivered nor ended in ${FETCH_DEADLINE_MS} ms`);
+            this.health.restore(name);
+            failures = 0;
+          } catch (err) {
+            if (stopped) break;
+            // Heartbeats missed, connection closed, consumer or stream not found: make it again.
+            this.health.interrupt(name, err);
+            consumer = undefined;
+            failures++;
+            await delay(reopenDelay(failures));
+          } finally {
+            clearTimeout(deadline);
+          }
+        }
+      })().finally(() => this.health.forget(name));
+    });
     return {
       stop: async () => {
         stopped = true;
-        wake?.();
-        await loop.catch(() => undefined);
+        for (const l of lanes) {
+          l.wake?.();
+          clearInterval(l.beat);
+          if (l.slot) quietly(() => l.slot!.nak());
+          l.slot = undefined;
+        }
+        await Promise.all(loops.map((loop) => loop.catch(() => undefined)));
         await Promise.allSettled([...running]);
       },
     };
   }
 
   /** The cluster's durable pull consumer, created by the first runner that needs it. */
-  private async workConsumer(durable: string, cluster: string, policy: RedeliveryPolicy): Promise<Consumer> {
+  private async workConsumer(durable: string, subject: string, policy: RedeliveryPolicy): Promise<Consumer> {
     // A short deadline: a request lost across a server restart is tried again after a backoff, not waited on.
     const jsm = await jetstreamManager(this.nc, { timeout: REOPEN_TIMEOUT_MS });
     const stream = runStreamName(this.prefix);
@@ -225,7 +258,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
         ack_policy: AckPolicy.Explicit,
         ack_wait: this.ackWaitMs * NANOS_PER_MS,
         max_deliver: policy.maxDeliver * 2,
-        filter_subject: `${this.prefix}.run.${cluster}`,
+        filter_subject: subject,
         max_ack_pending: 1000,
       }).catch((addErr: unknown) => {
         // Another runner of the cluster created it first.
@@ -286,7 +319,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
   }
 }
 
-interface QueuedItem<T> { id: string; data: T; deliveries: number; due: number }
+interface QueuedItem<T> { id: string; data: T; deliveries: number; due: number; lane: Lane }
 interface InFlight<T> { item: QueuedItem<T>; deadline: number; settled: boolean }
 
 /**
@@ -296,7 +329,7 @@ interface InFlight<T> { item: QueuedItem<T>; deadline: number; settled: boolean 
  */
 export class InMemoryWorkQueue<T> implements WorkQueue<T> {
   /** Every accepted publish, in order (for tests that look at what was dispatched). */
-  readonly published: Array<{ cluster: string; id: string; data: T }> = [];
+  readonly published: Array<{ cluster: string; id: string; data: T; lane: Lane }> = [];
   /** Every accepted cancel, in order. */
   readonly cancels: Array<{ cluster: string; id: string; body: unknown; at: number }> = [];
   private readonly seen = new Map<string, number>();
@@ -317,11 +350,11 @@ export class InMemoryWorkQueue<T> implements WorkQueue<T> {
     this.available = available;
   }
 
-  async publish(cluster: string, id: string, data: T): Promise<void> {
+  async publish(cluster: string, id: string, data: T, lane: Lane = "start"): Promise<void> {
     if (!this.available) throw new UnavailableError(`dispatch ${id} to cluster ${cluster} failed`);
     if (this.duplicate(`run:${id}`)) return;
-    this.published.push({ cluster, id, data });
-    this.queue(cluster).push({ id, data, deliveries: 0, due: 0 });
+    this.published.push({ cluster, id, data, lane });
+    this.queue(cluster).push({ id, data, deliveries: 0, due: 0, lane });
     this.wake(cluster);
   }
 
@@ -374,7 +407,8 @@ export class InMemoryWorkQueue<T> implements WorkQueue<T> {
     };
     const take = (): QueuedItem<T> | number | undefined => {
       const now = Date.now();
-      const i = queue.findIndex((q) => q.due <= now);
+      const due = (lane: Lane) => queue.findIndex((q) => q.due <= now && q.lane === lane);
+      const i = LANES.map(due).find((x) => x >= 0) ?? -1;
       if (i >= 0) return queue.splice(i, 1)[0];
       return queue.length ? Math.min(...queue.map((q) => q.due)) - now : undefined;
     };

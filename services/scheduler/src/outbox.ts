@@ -4,7 +4,7 @@
 // point neither loses nor doubles one.
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode } from "@ephemera/events";
-import type { Commit, EventStore, Feed, Projection, Subscription, WorkQueue } from "@ephemera/eventstore";
+import type { Commit, EventStore, Feed, Lane, Projection, Subscription, WorkQueue } from "@ephemera/eventstore";
 import { UnavailableError, stepGrants, type Logger } from "@ephemera/kit";
 import type { PluginFacts } from "./facts.js";
 import type { WorkflowState } from "./workflow/state.js";
@@ -44,7 +44,7 @@ async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
         resource: started.resource, phase: started.phase, step: e.data.step, attempt: e.data.attempt, cluster: started.cluster,
         plugin: started.plugin, version: started.version, runner, timeoutMs: planned?.timeoutMs ?? 0,
         correlationId: recorded.correlationId, causationId: recorded.id, ...capabilityOf(step),
-      }));
+      }), laneOf(planned, e.data.attempt));
       deps.logger.info({ workflow: started.workflowId, step: e.data.step, runId: e.data.runId }, "step dispatched");
     } else if (e?.type === "ephemera.workflow.cancel_requested.v1" || e?.type === "ephemera.workflow.run_stop_requested.v1") {
       if (e.data.runIds.length === 0) continue;
@@ -56,6 +56,14 @@ async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
     }
   }
 }
+
+/**
+ * A workflow's first steps wait in the `start` lane; every later step (and a retry) in the
+ * `next` lane, which runners serve first: sandboxes already under way are not starved by
+ * a burst of new ones.
+ */
+const laneOf = (planned: pb.PlannedStep | undefined, attempt: number): Lane =>
+  attempt === 1 && planned !== undefined && planned.dependsOn.length === 0 ? "start" : "next";
 
 /** What the step may do at the IO context, from its spec: signed into its run's token by the runner. */
 function capabilityOf(step: pb.Step | undefined): Pick<pb.StepDispatch, "inputs" | "outputs"> {

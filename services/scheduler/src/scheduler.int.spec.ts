@@ -66,13 +66,15 @@ describe("scheduler on JetStream", () => {
     await createSandbox();
     await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
     const [first] = queue.published;
-    expect(first).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1" });
+    // A workflow's first step waits in the start lane; the later ones go ahead of new workflows'.
+    expect(first).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1", lane: "start" });
     expect(first!.data).toMatchObject({ sandbox: "sb", routingKey: "rk1", resource: "db", phase: "create", step: "a", plugin: "db", version: "1.0.0" });
     expect(first!.data.runner?.image).toBe("debian:bookworm-slim");
 
     await finish(first!.data);
     await waitFor(() => queue.published.length === 3, { what: "fan-out" });
     expect(dispatchedSteps().slice(1).sort()).toEqual(["b", "c"]);
+    expect(queue.published.slice(1).map((p) => p.lane)).toEqual(["next", "next"]);
     for (const p of queue.published.slice(1)) await finish(p.data);
     await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("succeeded"), { what: "workflow success" });
     const wf = (await store.read(Aggregates.workflow, "rk1.db.create")).events.map(decode);
