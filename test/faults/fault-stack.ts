@@ -159,8 +159,13 @@ export class FaultStack {
     }));
   }
 
-  /** Asks for every sandbox's deletion; with `problems`, a refusal is recorded there instead of thrown. */
-  async delete(batch: Batch, problems?: Problems): Promise<void> {
+  /**
+   * Asks for every sandbox's deletion; with `problems`, a refusal is recorded there instead
+   * of thrown. Its teardown steps end only once their gates are open: at once, unless
+   * `holdTeardowns` (then openTeardowns, once the fault has hit them running).
+   */
+  async delete(batch: Batch, problems?: Problems, { holdTeardowns = false } = {}): Promise<void> {
+    if (!holdTeardowns) this.openTeardowns(batch);
     await Promise.all(batch.sandboxes.map(async (sb) => {
       try {
         await ephOk(this.eph, ["sandbox", "delete", sb.name]);
@@ -169,6 +174,11 @@ export class FaultStack {
         problems.add((err as Error).message);
       }
     }));
+  }
+
+  /** Lets the teardown steps of the batch's sandboxes end. */
+  openTeardowns(batch: Batch): void {
+    for (const sb of batch.sandboxes) writeFileSync(join(this.markerDir, "gates", sb.name), "");
   }
 
   async list(): Promise<SandboxDoc[]> {

@@ -114,7 +114,8 @@ describe("ephemera under faults (own NATS and Redis, services as processes)", ()
       note(`applied ${batch.sandboxes.map((s) => `${s.name} (${s.routingKey})`).join(", ")}`);
       const startDelete = async () => {
         if (!del) return;
-        await stack.delete(del);
+        // Its teardowns wait, so they are still running when the fault hits.
+        await stack.delete(del, undefined, { holdTeardowns: when === "overlap" });
         toDelete = undefined;
         note(`deleting ${del.sandboxes.map((s) => s.name).join(", ")}`);
       };
@@ -145,6 +146,7 @@ describe("ephemera under faults (own NATS and Redis, services as processes)", ()
           if (when === "between") await startDelete();
         }
 
+        if (del) stack.openTeardowns(del);
         await stack.settle({ ready: batch, ...(del ? { gone: del } : {}) }, left(until), problems, since);
         note("settled (or deadline)");
       } finally {

@@ -22,13 +22,14 @@ export interface MarkerState {
 /** Steps run as an unprivileged user (nobody): they must be able to reach and write here. */
 export function prepareMarkerDir(dir: string): void {
   mkdirSync(join(dir, "done"), { recursive: true });
-  for (const d of [dirname(dir), dir, join(dir, "done")]) chmodSync(d, d === dirname(dir) ? 0o711 : 0o1777);
+  mkdirSync(join(dir, "gates"), { recursive: true });
+  for (const d of [dirname(dir), dir, join(dir, "done"), join(dir, "gates")]) chmodSync(d, d === dirname(dir) ? 0o711 : 0o1777);
 }
 
 export function readMarkers(dir: string): MarkerState {
   const markers: Marker[] = [];
   for (const sandbox of readdirSync(dir)) {
-    if (sandbox === "done") continue;
+    if (sandbox === "done" || sandbox === "gates") continue;
     for (const line of readFileSync(join(dir, sandbox), "utf8").split("\n")) {
       if (!line.trim()) continue;
       const [runId = "", ...words] = line.trim().split(" ");
