@@ -1,98 +1,276 @@
-// pnpm bench: speed of ephemera's hot paths, each as a ratio against a baseline run in
-// the same process (never absolute goals: machines differ, ratios travel).
-//   1. append: JetStreamEventStore.append (envelope, expected subject sequence, msg id)
-//      against a raw JetStream publish of the same bytes.
-//   2. workflow: a 1→20→1 fan-out/fan-in workflow scheduled to completion on JetStream
-//      against the same scheduler on the in-memory store (the cost of persistence).
-import { randomBytes } from "node:crypto";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+// pnpm bench: ephemera end to end, on a NATS, a Redis and four service processes of the
+// bench's own. Each figure against a baseline measured in the same run (machines differ;
+// ratios travel): warm-up, then samples, min and median printed, a table at the end, and
+// the run appended as one JSON line to bench/results/<date>-<sha>.json. It reports; it
+// never fails on a ratio. `pnpm bench --quick`: a reduced set in under a minute.
+import { execFileSync } from "node:child_process";
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { availableParallelism, totalmem } from "node:os";
+import { join } from "node:path";
+import { Api } from "../../services/cli/dist/api.js";
 import * as pb from "../../services/proto/dist/index.js";
-import { Aggregates, encode, ev } from "../../services/events/dist/index.js";
-import {
-  InMemoryEventStore, InMemoryWorkQueue, JetStreamEventStore, NO_AGGREGATE, connectNats,
-} from "../../services/eventstore/dist/index.js";
-import { createLogger } from "../../services/kit/dist/index.js";
-import { Scheduler } from "../../services/scheduler/dist/index.js";
+import { grpc } from "../../services/kit/dist/client.js";
+import { signCapability, signingKey, stepCapability } from "../../services/kit/dist/capability.js";
+import { restartFigure } from "./restart.mjs";
+import { ROOT, startServers, startStack, stopAll } from "./system.mjs";
+import { chainPlugin, diamondPlugin, fourStepPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
 
-const NATS_URL = process.env.NATS_URL ?? "nats://127.0.0.1:4222";
-const prefix = `bench${randomBytes(4).toString("hex")}`;
-const nc = await connectNats(NATS_URL, "bench");
-const results = [];
+const quick = process.argv.includes("--quick");
+const P = quick
+  ? { samples: 3, chain: 10, diamonds: 3, small: 20, large: 50, events: 20_000, restarts: 2, reads: 100, deadlineMs: 120_000 }
+  : { samples: 5, chain: 30, diamonds: 5, small: 200, large: 1000, events: 100_000, restarts: 5, reads: 300, deadlineMs: 15 * 60_000 };
+const SLEEP_S = 1.5;
 
-async function time(fn) {
-  const t = process.hrtime.bigint();
-  await fn();
-  return Number(process.hrtime.bigint() - t) / 1e6;
+const scratch = mkdtempSync("/var/tmp/ephemera-bench-");
+const rows = [];
+const notes = [];
+let cleaning;
+const cleanup = () => (cleaning ??= stopAll().finally(() => rmSync(scratch, { recursive: true, force: true })));
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => {
+    process.stderr.write(`\n${signal}: stopping the bench's servers and services\n`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+// The whole run is bounded, whatever hangs.
+const deadline = setTimeout(() => {
+  process.stderr.write(`the bench did not finish within ${P.deadlineMs / 1000} s; stopping\n`);
+  void cleanup().finally(() => process.exit(1));
+}, P.deadlineMs);
+deadline.unref();
+
+const log = (s) => process.stderr.write(`[bench ${(performance.now() / 1000).toFixed(1)}s] ${s}\n`);
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const stats = (xs) => ({ min: Math.min(...xs), median: median(xs), n: xs.length });
+
+/**
+ * One row of the table. `measured` and `baseline`: samples (ms) or a single value; `goal`:
+ * the most the ratio (or, without a baseline, the measured median) may be; `unit` of the
+ * measured values when they are not ms.
+ */
+function record(figure, { measured, baseline, baselineLabel, goal, unit = "ms", extra }) {
+  const m = Array.isArray(measured) ? stats(measured) : { min: measured, median: measured, n: 1 };
+  const b = baseline === undefined ? undefined : Array.isArray(baseline) ? stats(baseline) : { min: baseline, median: baseline, n: 1 };
+  const ratio = b ? m.median / b.median : undefined;
+  const judged = ratio ?? m.median;
+  const row = { figure, baselineLabel, baseline: b, measured: m, unit, ratio, ratioMin: b ? m.min / b.min : undefined, goal, met: goal === undefined ? undefined : judged <= goal, ...extra };
+  rows.push(row);
+  log(`${figure}: ${fmt(m, unit)}${b ? ` vs ${fmt(b, "ms")} → ${ratio.toFixed(2)}×` : ""}`);
+  return row;
+}
+const num = (x, unit) => (unit === "ms" ? (x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 2 : 0)} ms`) : `${x.toFixed(1)} ${unit}`);
+const fmt = (s, unit) => (s.n === 1 ? num(s.median, unit) : `${num(s.min, unit)} / ${num(s.median, unit)}`);
+
+/** Applies `name` and waits for its ready event; resolves to [create→ready ms, create-returned→ready ms]. */
+async function createAndWait(api, watch, sb, timeoutMs) {
+  const t0 = performance.now();
+  await api.applySandbox(sb);
+  const created = performance.now();
+  const ready = await watch.ready(sb.name, timeoutMs);
+  return [ready - t0, ready - created];
 }
 
-// ---- 1. append overhead ----
-{
-  const N = 2000;
-  const store = await JetStreamEventStore.open(nc, { prefix });
-  const js = jetstream(nc);
-  const payload = JSON.stringify([{ type: "ephemera.bench.v1", data: { i: 0, pad: "x".repeat(200) } }]);
-  const baseline = await time(async () => {
-    for (let i = 0; i < N; i++) await js.publish(`${prefix}.ev.raw.${i % 50}`, payload);
-  });
-  const revisions = new Map();
-  const measured = await time(async () => {
-    for (let i = 0; i < N; i++) {
-      const id = `a${i % 50}`;
-      const r = await store.append("bench", id, revisions.get(id) ?? NO_AGGREGATE,
-        [{ type: "ephemera.bench.v1", data: { i, pad: "x".repeat(200) } }], { source: "bench" });
-      revisions.set(id, r);
+async function chainFigures(stack, api, watch) {
+  const n = P.chain;
+  await api.applyPlugin(chainPlugin(n));
+  await api.applyPlugin(chainPlugin(1));
+  const makeRun = makeChain(join(scratch, "make"), n);
+  const tn = [];
+  const t1 = [];
+  const make = [];
+  for (let i = 0; i <= P.samples; i++) {
+    const [long] = await createAndWait(api, watch, sandbox(`chain${n}-${i}`, `chain${n}`), 120_000);
+    const [short] = await createAndWait(api, watch, sandbox(`chain1-${i}`, "chain1"), 30_000);
+    const m = makeRun();
+    if (i === 0) continue; // warm-up
+    tn.push(long);
+    t1.push(short);
+    make.push(m);
+  }
+  record(`chain of ${n} steps, create → ready`, { measured: tn, baseline: make, baselineLabel: `make, same chain`, goal: 5 });
+  const perStep = tn.map((t, i) => (t - t1[i]) / (n - 1));
+  record(`overhead per step (T${n} − T1)/${n - 1}`, { measured: perStep, goal: 10, extra: { t1: stats(t1) } });
+  return `chain${n}-1`;
+}
+
+async function diamondFigure(api, watch) {
+  await api.applyPlugin(diamondPlugin(SLEEP_S));
+  const times = [];
+  for (let i = 0; i <= P.diamonds; i++) {
+    const [t] = await createAndWait(api, watch, sandbox(`diamond-${i}`, "diamond"), 60_000);
+    if (i > 0) times.push(t);
+  }
+  record(`diamond create → ready (2 × sleep ${SLEEP_S} in parallel)`, { measured: times, baseline: SLEEP_S * 1000, baselineLabel: `ideal ${SLEEP_S} s`, goal: 1.2 });
+}
+
+/** A step's inputs from the IO context (a signed capability, as the agent sends it) against an empty unary call on the same channel. */
+async function ioReadFigure(stack, api, sandboxName) {
+  const view = await api.getSandbox(sandboxName);
+  const step = view.resources[0].steps.find((s) => s.name === "s2");
+  const spec = chainPlugin(P.chain).spec.create.find((s) => s.name === "s2");
+  const token = await signCapability(signingKey(stack.signingKey()), stepCapability(step.runId, spec), 10 * 60_000);
+  const client = new pb.IOContextClient(stack.iocontext, grpc.credentials.createInsecure());
+  const deadline = () => ({ deadline: Date.now() + 5_000 });
+  const inputs = () => new Promise((resolve, reject) => client.getStepInputs({ runId: step.runId, token }, new grpc.Metadata(), deadline(), (err, r) => (err ? reject(err) : resolve(r))));
+  const empty = () => new Promise((resolve, reject) => client.makeUnaryRequest("/grpc.health.v1.Health/Check", (v) => v, (v) => v, Buffer.alloc(0), deadline(), (err, r) => (err ? reject(err) : resolve(r))));
+  const first = await inputs();
+  if (first.inputs[0]?.present !== true) throw new Error(`the IO context served no value for ${step.runId}'s input`);
+  // Alternated call by call, so load from elsewhere on the machine falls on both alike.
+  const sample = async () => {
+    let b = 0;
+    let m = 0;
+    for (let i = 0; i < P.reads; i++) {
+      let t = performance.now();
+      await empty();
+      b += performance.now() - t;
+      t = performance.now();
+      await inputs();
+      m += performance.now() - t;
     }
-  });
-  results.push({ bench: "append (vs raw publish)", n: N, baselineMs: baseline, measuredMs: measured });
+    return [b / P.reads, m / P.reads];
+  };
+  const base = [];
+  const measured = [];
+  for (let i = 0; i <= P.samples; i++) {
+    const [b, m] = await sample();
+    if (i > 0) { base.push(b); measured.push(m); }
+  }
+  client.close();
+  record("IO context read of a step's inputs", { measured, baseline: base, baselineLabel: "empty unary call (health Check), same channel", goal: 1.25 });
 }
 
-// ---- 2. workflow to completion ----
-async function workflowRun(store) {
-  const queue = new InMemoryWorkQueue();
-  const width = 20;
-  const spec = pb.ResourcePluginSpec.fromPartial({
-    runner: { image: "x" },
-    create: [
-      { name: "root", outputs: [{ name: "o", valueFromPath: "/tmp/o" }] },
-      ...Array.from({ length: width }, (_, i) => ({ name: `w${i}`, inputs: [{ name: "o", valueFromStep: { name: "root", output: "o" } }], outputs: [{ name: "o", valueFromPath: "/tmp/o" }] })),
-      { name: "join", inputs: Array.from({ length: width }, (_, i) => ({ name: `i${i}`, valueFromStep: { name: `w${i}`, output: "o" } })) },
-    ],
-  });
-  await store.append(Aggregates.plugin, "p", NO_AGGREGATE, [encode(ev("ephemera.plugin.published.v1", { name: "p", version: "1.0.0", spec, digest: "d" }))], { source: "bench" });
-  const scheduler = new Scheduler({ store, queue, logger: createLogger("bench", "silent") });
-  await scheduler.start();
-  // A runner that answers at once: what is measured is scheduling and persistence.
-  const consumer = queue.consume("c", { concurrency: 64 }, async ({ data: d }) => {
-    await store.append(Aggregates.steprun, d.runId, NO_AGGREGATE, [encode(ev("ephemera.steprun.succeeded.v1", {
-      runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "join" ? [] : [{ name: "o", value: Buffer.from("v") }],
-    }))], { source: "bench" });
-  });
-  const resource = { name: "r", plugin: "p", version: "1.0.0", params: {} };
-  const ms = await time(async () => {
-    await store.append(Aggregates.sandbox, "sb", NO_AGGREGATE, [
-      encode(ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk", spec: { cluster: "c" }, resources: [resource] })),
-      encode(ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb", routingKey: "rk", cluster: "c", resource })),
-    ], { source: "bench" });
-    for (;;) {
-      const wf = scheduler.workflows.get("rk.r.create")?.state;
-      if (wf?.status === "succeeded") break;
-      await new Promise((r) => setTimeout(r, 2));
+/** `count` sandboxes of the four-step plugin created at once (16 creates in flight) on a fresh stack; every figure the batch gives. */
+async function batch(servers, count) {
+  const stack = await startStack({ ...servers, scratch, tag: `b${count}` });
+  const api = new Api(stack.api, { timeoutMs: 30_000 });
+  const watch = watchReadiness(api);
+  try {
+    await api.applyPlugin(fourStepPlugin());
+    const before = stack.usage();
+    const t0 = performance.now();
+    const names = Array.from({ length: count }, (_, i) => `b${count}-${i}`);
+    const readyAfterCreate = [];
+    const timeoutMs = Math.max(60_000, count * 600);
+    let next = 0;
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      const waits = [];
+      while (next < names.length) {
+        const name = names[next++];
+        await api.applySandbox(sandbox(name, "fourstep"));
+        const created = performance.now();
+        waits.push(watch.ready(name, timeoutMs).then((at) => readyAfterCreate.push(at - created)));
+      }
+      await Promise.all(waits);
+    }));
+    const totalMs = performance.now() - t0;
+    const after = stack.usage();
+    const cpuMs = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].cpuMs - before[s].cpuMs]));
+    const peakRssMb = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].peakRssMb]));
+    return { count, steps: count * 4, totalMs, readyAfterCreate, cpuMs, peakRssMb };
+  } finally {
+    await watch.stop();
+    await stack.stop();
+  }
+}
+
+async function main() {
+  const sha = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+  const machine = { cores: availableParallelism(), memGiB: Math.round(totalmem() / 2 ** 30), node: process.version };
+  log(`${quick ? "quick" : "full"} run at ${sha}: ${machine.cores} cores, ${machine.memGiB} GiB, node ${machine.node}; scratch ${scratch}`);
+  const servers = await startServers(join(scratch, "servers"));
+  log(`own NATS ${servers.natsUrl}, Redis ${servers.redisUrl}`);
+
+  // Chain, diamond and IO context reads on one stack.
+  {
+    const stack = await startStack({ ...servers, scratch, tag: "steps" });
+    const api = new Api(stack.api, { timeoutMs: 30_000 });
+    const watch = watchReadiness(api);
+    try {
+      const chainSandbox = await chainFigures(stack, api, watch);
+      await diamondFigure(api, watch);
+      await ioReadFigure(stack, api, chainSandbox);
+    } finally {
+      await watch.stop();
+      await stack.stop();
     }
+  }
+
+  // Batches, each on a fresh stack (so peak RSS and CPU are the batch's own).
+  const small = await batch(servers, P.small);
+  log(`batch of ${P.small}: all ready in ${(small.totalMs / 1000).toFixed(1)} s`);
+  const large = await batch(servers, P.large);
+  log(`batch of ${P.large}: all ready in ${(large.totalMs / 1000).toFixed(1)} s`);
+  record(`${P.large} sandboxes × 4 steps, all ready`, { measured: large.totalMs, goal: quick ? undefined : 60_000 });
+  record(`${P.large} vs ${P.small} sandboxes, all ready`, { measured: large.totalMs, baseline: small.totalMs, baselineLabel: `${P.small} sandboxes`, goal: 1.1 * (P.large / P.small) });
+  record(`median time-to-ready, ${P.small} batch`, { measured: median(small.readyAfterCreate), baseline: small.totalMs, baselineLabel: "the batch's total", goal: 0.25 });
+  for (const [service, mb] of Object.entries(large.peakRssMb)) record(`peak RSS ${service}, ${P.large} batch`, { measured: mb, unit: "MB", goal: 300 });
+  const cpuTotal = Object.values(large.cpuMs).reduce((a, b) => a + b, 0);
+  record(`service CPU per step, ${P.large} batch`, { measured: cpuTotal / large.steps, goal: 5, extra: { cpuMsByService: large.cpuMs, steps: large.steps } });
+
+  // Start-ups: an eph command and the agent against a bare Node.
+  process.env.NATS_URL = servers.natsUrl;
+  process.env.REDIS_URL = servers.redisUrl;
+  const { cliStartup } = await import("./cli-startup.mjs");
+  const cli = await cliStartup({ samples: P.samples, warmup: 2 });
+  record("eph sandbox get", { measured: cli.measured.samples, baseline: cli.baseline.samples, baselineLabel: "node -e 0", goal: 3 });
+  const agentBench = await import("./agent-startup.mjs").catch(() => undefined);
+  if (agentBench) {
+    const agent = agentBench.measureAgentStartup({ samples: P.samples, warmup: 2 });
+    rows.push({
+      figure: "agent start-up", baselineLabel: "node -e 0", unit: "ms",
+      baseline: { min: agent.baseline.minMs, median: agent.baseline.medianMs, n: agent.samples },
+      measured: { min: agent.agent.minMs, median: agent.agent.medianMs, n: agent.samples },
+      ratio: agent.ratioMedian, ratioMin: agent.ratioMin, goal: agent.goal, met: agent.ratioMedian <= agent.goal,
+    });
+    log(`agent start-up: ${agent.ratioMedian.toFixed(2)}×`);
+  } else {
+    notes.push("agent start-up not measured: test/bench/agent-startup.mjs is not in this checkout");
+  }
+
+  // Restart of the API on a long stream.
+  const restart = await restartFigure({ ...servers, scratch, events: P.events, samples: P.restarts });
+  record(`API restart to SERVING, ${P.events / 1000}k events`, {
+    measured: restart.measured, baseline: restart.baseline, baselineLabel: "empty stream", extra: { fillMs: restart.fillMs },
   });
-  await consumer.stop();
-  await scheduler.stop();
-  return ms;
-}
-{
-  const baseline = await workflowRun(new InMemoryEventStore());
-  const measured = await workflowRun(await JetStreamEventStore.open(nc, { prefix: `${prefix}wf` }));
-  results.push({ bench: "workflow 1→20→1 (JetStream vs in-memory store)", n: 22, baselineMs: baseline, measuredMs: measured });
+
+  printTable(machine, sha);
+  const dir = join(ROOT, "bench", "results");
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${new Date().toISOString().slice(0, 10)}-${sha}.json`);
+  const params = { ...P, runnerConcurrency: "default (max(2, cores))", readiness: "EventService.Watch (follow, ephemera.sandbox.*)" };
+  appendFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), sha, quick, machine, params, rows, notes, batches: { small, large: { ...large, readyAfterCreate: stats(large.readyAfterCreate) } } }, (k, v) => (k === "readyAfterCreate" && Array.isArray(v) ? stats(v) : v))}\n`);
+  log(`appended to ${file}`);
 }
 
-const jsm = await jetstreamManager(nc);
-for await (const s of jsm.streams.list()) if (s.config.name.startsWith(prefix)) await jsm.streams.delete(s.config.name);
-await nc.close();
+function printTable(machine, sha) {
+  const head = ["figure", "baseline", "measured (min / median)", "ratio", "goal", "met?"];
+  const lines = rows.map((r) => [
+    r.figure,
+    r.baseline ? `${r.baselineLabel}: ${fmt(r.baseline, "ms")}` : "—",
+    fmt(r.measured, r.unit),
+    r.ratio === undefined ? "—" : `${r.ratio.toFixed(2)}×`,
+    r.goal === undefined ? "report" : r.ratio === undefined ? `≤ ${r.unit === "ms" && r.goal >= 1000 ? `${r.goal / 1000} s` : `${r.goal} ${r.unit}`}` : `≤ ${r.goal}×`,
+    r.met === undefined ? "—" : r.met ? "yes" : "NO",
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
+  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(" | ")} |`;
+  console.log(`\nephemera bench (${quick ? "quick" : "full"}) at ${sha}: ${machine.cores} cores, ${machine.memGiB} GiB, node ${machine.node}`);
+  console.log(line(head));
+  console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
+  for (const l of lines) console.log(line(l));
+  for (const n of notes) console.log(`note: ${n}`);
+}
 
-for (const r of results) {
-  console.log(`${r.bench}: n=${r.n} baseline ${r.baselineMs.toFixed(1)} ms, measured ${r.measuredMs.toFixed(1)} ms, ratio ${(r.measuredMs / r.baselineMs).toFixed(2)}`);
+try {
+  await main();
+} catch (err) {
+  process.stderr.write(`bench failed: ${err.stack ?? err}\n`);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+  clearTimeout(deadline);
 }
