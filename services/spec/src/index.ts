@@ -1,6 +1,6 @@
 // The plugin and sandbox files: model, validation, templating. Shared by `cli` (fast
 // feedback) and `sandbox` (the trust boundary): the same rules run in both.
-export type { FieldViolation } from "@ephemera/kit";
+export type { FieldViolation } from "@ephemera/kit/errors";
 export {
   validatePlugin, validateSandbox, checkSandboxAgainstPlugins, pluginToDoc, sandboxToDoc,
   parsePluginRef, stepEnvName, stepDependencies, pluginDigest,

@@ -1,6 +1,6 @@
 // Plugin references: "name", "name@1.2.3", "name@latest". Versions are semver, stored in
 // canonical form ("v1.2" and "1.2" both mean "1.2.0", as upstream accepts them).
-import { ValidationError } from "@ephemera/kit";
+import { ValidationError } from "@ephemera/kit/errors";
 import semver from "semver";
 import { byteLength, LABEL_NAME, MAX_BYTES } from "./names.js";
 import type { Rule } from "./violations.js";

@@ -1,6 +1,6 @@
 // Rules of a sandbox file that span fields, read tolerantly from the raw document; and
 // the rules that need the plugins its resources resolve to.
-import type { FieldViolation } from "@ephemera/kit";
+import type { FieldViolation } from "@ephemera/kit/errors";
 import type * as pb from "@ephemera/proto";
 import { isOutputKey } from "./model.js";
 import { MAX_SPEC_BYTES, checkSpecSize } from "./names.js";

@@ -2,7 +2,7 @@
 // its proto message. The CLI validates the templated file; the sandbox service validates
 // `pluginToDoc(request)`; both get the same violations from the same rules.
 import { createHash } from "node:crypto";
-import { ValidationError, type FieldViolation } from "@ephemera/kit";
+import { ValidationError, type FieldViolation } from "@ephemera/kit/errors";
 import * as pb from "@ephemera/proto";
 import type * as z from "zod";
 import { reportIssues } from "./issues.js";

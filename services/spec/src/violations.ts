@@ -1,6 +1,6 @@
 // Field paths as authors read them (`spec.create[2].inputs[0].name`) and the list of
 // violations a validation pass collects.
-import type { FieldViolation } from "@ephemera/kit";
+import type { FieldViolation } from "@ephemera/kit/errors";
 
 export type Path = readonly (string | number)[];
 
