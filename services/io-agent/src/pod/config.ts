@@ -1,0 +1,83 @@
+// The agent's configuration, from the environment the Kubernetes driver gives its containers.
+// Every missing or unreadable setting is named at once; the token itself never is printed.
+import { readFileSync } from "node:fs";
+import type { ClientTls, Env } from "@ephemera/kit";
+import { clientTlsFromEnv, envInt, errorMessage } from "@ephemera/kit";
+import { DEFAULT_RETRY, type RetryPolicy } from "../retry.js";
+import { DEFAULT_AGENT_DIR } from "./layout.js";
+
+export interface AgentConfig {
+  runId: string;
+  token: string;
+  /** host:port of the IOContext service. */
+  iocontext: string;
+  /** EPHEMERA_TLS, EPHEMERA_TLS_CA, … as for every ephemera client; absent: plaintext. */
+  tls?: ClientTls;
+  agentDir: string;
+  /** How long calls to the IO context are retried while it is unavailable. */
+  retry: RetryPolicy;
+  /** The sidecar gives up waiting for the script's exit code after this long. */
+  waitTimeoutMs: number;
+  /** A waiting sidecar says so on stderr this often. */
+  waitNoticeMs: number;
+  /** How often the sidecar looks for the exit code. */
+  pollMs: number;
+}
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+export const isConfigError = (e: unknown): e is ConfigError => e instanceof ConfigError;
+
+const SIX_HOURS_MS = 6 * 3600_000;
+
+export function agentConfig(env: Env, readText: (path: string) => string = (p) => readFileSync(p, "utf8")): AgentConfig {
+  const problems: string[] = [];
+  const required = (name: string) => {
+    const v = env[name] ?? "";
+    if (!v) problems.push(`${name} is not set`);
+    return v;
+  };
+  const guarded = <T>(read: () => T, fallback: T): T => {
+    try {
+      return read();
+    } catch (err) {
+      problems.push(errorMessage(err));
+      return fallback;
+    }
+  };
+  const runId = required("EPHEMERA_RUN_ID");
+  const iocontext = required("EPHEMERA_IOCONTEXT");
+  const token = guarded(() => readToken(env, readText), "");
+  const tls = guarded(() => clientTlsFromEnv(env), undefined);
+  const retryMs = guarded(() => envInt(env, "EPHEMERA_IO_RETRY_MS", DEFAULT_RETRY.totalMs), DEFAULT_RETRY.totalMs);
+  const waitTimeoutMs = guarded(() => envInt(env, "EPHEMERA_WAIT_TIMEOUT_MS", SIX_HOURS_MS), SIX_HOURS_MS);
+  const waitNoticeMs = guarded(() => envInt(env, "EPHEMERA_WAIT_NOTICE_MS", 30_000), 30_000);
+  if (problems.length) throw new ConfigError(`ephemera-agent: ${problems.join("; ")}`);
+  return {
+    runId, token, iocontext, ...(tls ? { tls } : {}),
+    agentDir: env["EPHEMERA_AGENT_DIR"] || DEFAULT_AGENT_DIR,
+    retry: { ...DEFAULT_RETRY, totalMs: retryMs },
+    waitTimeoutMs,
+    waitNoticeMs: Math.max(1, waitNoticeMs),
+    pollMs: 100,
+  };
+}
+
+/** EPHEMERA_TOKEN, or the file EPHEMERA_TOKEN_FILE names (a mounted Secret; one trailing newline dropped). */
+function readToken(env: Env, readText: (path: string) => string): string {
+  const inline = env["EPHEMERA_TOKEN"] ?? "";
+  const file = env["EPHEMERA_TOKEN_FILE"] ?? "";
+  if (inline && file) throw new Error("EPHEMERA_TOKEN and EPHEMERA_TOKEN_FILE are both set; set one");
+  if (inline) return inline;
+  if (!file) throw new Error("EPHEMERA_TOKEN or EPHEMERA_TOKEN_FILE is not set");
+  let text: string;
+  try {
+    text = readText(file);
+  } catch (err) {
+    throw new Error(`EPHEMERA_TOKEN_FILE: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, { cause: err });
+  }
+  const token = text.replace(/\r?\n$/, "");
+  if (!token) throw new Error(`EPHEMERA_TOKEN_FILE: ${file} is empty`);
+  return token;
+}
