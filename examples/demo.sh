@@ -23,7 +23,7 @@ for _ in $(seq 1 300); do
 done
 grep -q "ephemera is up" "$log" || { echo "the stack did not come up in 30s"; cat "$log"; exit 1; }
 
-eph() { echo "\$ eph $*" >&2; node services/cli/dist/main.js "$@"; }
+eph() { echo "\$ eph $*" >&2; node services/cli/dist/bundle/main.js "$@"; }
 eph plugin apply -f examples/hello-db/plugin.yaml
 eph sandbox apply -f examples/hello-db/sandbox.yaml --set owner="${USER:-demo}" --wait
 eph sandbox get feature-x --show-outputs

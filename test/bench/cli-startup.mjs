@@ -16,7 +16,7 @@ import { checkHealth, waitFor } from "../../services/kit/dist/client.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** The `eph` entry measured: EPH_MAIN to compare another build (e.g. an earlier commit's). */
-const EPH = process.env.EPH_MAIN ?? join(ROOT, "services/cli/dist/main.js");
+const EPH = process.env.EPH_MAIN ?? join(ROOT, "services/cli/dist/bundle/main.js");
 const NATS_URL = process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const SANDBOX = "startup";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { waitFor } from "@ephemera/kit";
 import { startTestStack, type TestStack } from "../support/stack.js";
 
-const CLI = join(__dirname, "..", "..", "services", "cli", "dist", "main.js");
+const CLI = join(__dirname, "..", "..", "services", "cli", "dist", "bundle", "main.js");
 
 // Each line carries the time it was written (ms since the epoch), to measure how late it shows.
 const PLUGIN = `

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { ownedPids } from "./processes.js";
 
-const CLI = join(__dirname, "..", "..", "services", "cli", "dist", "main.js");
+const CLI = join(__dirname, "..", "..", "services", "cli", "dist", "bundle", "main.js");
 
 export interface EphResult { args: string[]; code: number; stdout: string; stderr: string }
 

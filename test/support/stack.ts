@@ -68,7 +68,7 @@ export async function startTestStack(tag = "e2e"): Promise<TestStack> {
 
   const eph = (args: string[], opts: { stdin?: string; cwd?: string } = {}) =>
     new Promise<EphResult>((resolve) => {
-      const p = spawn(process.execPath, [join(ROOT, "services/cli/dist/main.js"), ...args], {
+      const p = spawn(process.execPath, [join(ROOT, "services/cli/dist/bundle/main.js"), ...args], {
         env: { ...process.env, EPHEMERA_API: api }, cwd: opts.cwd ?? scratch, stdio: ["pipe", "pipe", "pipe"],
       });
       let stdout = "";
