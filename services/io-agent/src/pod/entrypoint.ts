@@ -8,8 +8,11 @@ import { shQuote } from "./envfile.js";
  * variables cannot change them), runs the script in the background so that, as PID 1 of
  * its container, it can pass a SIGTERM (or SIGINT, SIGHUP) on to it as SIGTERM (a
  * background job of a non-interactive shell ignores SIGINT), waits for it (again
- * after a trapped signal interrupts `wait`), and records its exit code with a rename, so
- * the sidecar never reads half a file: 128+N when the script was killed by signal N.
+ * after a trapped signal interrupts `wait`: then the script has not ended yet, or the
+ * shell holds its status for the next `wait`; the only miss is a script that ends in the
+ * instant between a `wait` that returned its status and the trap, recorded 127), and
+ * records its exit code with a rename, so the sidecar never reads half a file: 128+N
+ * when the script was killed by signal N.
  */
 export function entrypointScript(dir: string): string {
   return `#!/bin/sh
@@ -28,6 +31,10 @@ for f in env script; do
     exit 127
   fi
 done
+# Trapped before the script starts: a signal that comes before $child is known stops it as soon as it is.
+child=
+stopped=
+trap 'signalled=1; if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; else stopped=1; fi' TERM INT HUP
 set -- "$dir/script"
 (
   . "$dir/env" || exit 126
@@ -35,11 +42,14 @@ set -- "$dir/script"
   exec "$1"
 ) &
 child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP
+if [ -n "$stopped" ]; then kill -TERM "$child" 2>/dev/null; fi
+# A trapped signal ends \`wait\` early (128+N) without the script having ended: wait again. The
+# shell keeps the script's status until it is waited for, even when it has reaped it already.
 while :; do
+  signalled=
   wait "$child"
   code=$?
-  kill -0 "$child" 2>/dev/null || break
+  [ -z "$signalled" ] && break
 done
 trap - TERM INT HUP
 record "$code" || exit 1

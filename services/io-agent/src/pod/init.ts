@@ -13,7 +13,8 @@ import { renderEnvFile, stepEnv } from "./envfile.js";
 import { agentPaths } from "./layout.js";
 import { retrying, writeReport, type Say } from "./write.js";
 
-export type InitResult = { ok: true; inputs: number; files: number; outputs: number } | { ok: false; report: StepReport };
+type Failed = Extract<StepReport, { outcome: "failed" }>;
+export type InitResult = { ok: true; inputs: number; files: number; outputs: number } | { ok: false; report: Failed };
 
 export async function runInit(config: AgentConfig, say: Say): Promise<InitResult> {
   const paths = agentPaths(config.agentDir);
@@ -23,7 +24,7 @@ export async function runInit(config: AgentConfig, say: Say): Promise<InitResult
   await writeFile(paths.entrypoint, entrypointScript(config.agentDir), { mode: 0o755 });
 
   const failed = async (reason: FailureReason, message: string): Promise<InitResult> => {
-    const report: StepReport = { outcome: "failed", reason, message };
+    const report: Failed = { outcome: "failed", reason, message };
     await writeReport(paths.report, report);
     return { ok: false, report };
   };

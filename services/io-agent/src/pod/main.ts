@@ -42,7 +42,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   if (command === "init") {
     const result = await runInit(config, say);
     if (!result.ok) {
-      say(`${result.report.outcome === "failed" ? result.report.message : ""}`);
+      say(`${result.report.message} (${result.report.reason}; report written)`);
       return 1;
     }
     say(`step prepared: ${result.inputs} input(s) present, ${result.files} file(s) written, ${result.outputs} output(s) declared`);

@@ -29,7 +29,7 @@ async function decide(config: AgentConfig, say: Say, stopping?: AbortSignal): Pr
   if (exit.kind === "timeout") {
     return {
       outcome: "failed", reason: FailureReason.DriverError,
-      message: `the main container recorded no exit code in ${paths.exitCode} within ${Math.round(config.waitTimeoutMs / 1000)} s (does it run ${paths.entrypoint}?)`,
+      message: `the main container recorded no exit code in ${paths.exitCode} within ${duration(config.waitTimeoutMs)} (does it run ${paths.entrypoint}?)`,
     };
   }
   if (exit.kind === "unreadable") {
@@ -94,6 +94,8 @@ async function waitForExitCode(path: string, config: AgentConfig, say: Say): Pro
     await delay(Math.min(config.pollMs, Math.max(1, started + config.waitTimeoutMs - now)));
   }
 }
+
+const duration = (ms: number) => (ms < 10_000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`);
 
 /** 128+N is the shell's way of saying the script was killed by signal N. */
 function exitMessage(code: number): string {
