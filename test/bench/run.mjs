@@ -209,6 +209,7 @@ async function main() {
   record(`median time-to-ready, ${P.small} batch`, { measured: median(small.readyAfterCreate), baseline: small.totalMs, baselineLabel: "the batch's total", goal: 0.25 });
   for (const [service, mb] of Object.entries(large.peakRssMb)) record(`peak RSS ${service}, ${P.large} batch`, { measured: mb, unit: "MB", goal: 300 });
   const cpuTotal = Object.values(large.cpuMs).reduce((a, b) => a + b, 0);
+  notes.push(`service CPU in the ${P.large} batch, ms per step: ${Object.entries(large.cpuMs).map(([s, ms]) => `${s} ${(ms / large.steps).toFixed(1)}`).join(", ")}`);
   record(`service CPU per step, ${P.large} batch`, { measured: cpuTotal / large.steps, goal: 5, extra: { cpuMsByService: large.cpuMs, steps: large.steps } });
 
   // Start-ups: an eph command and the agent against a bare Node.
@@ -237,6 +238,10 @@ async function main() {
     measured: restart.measured, baseline: restart.baseline, baselineLabel: "empty stream", extra: { fillMs: restart.fillMs },
   });
 
+  notes.push(
+    "runner concurrency: its default, max(2, cores); batches: one run each, 16 creates in flight",
+    "ready: when the sandbox's ready event arrives on one EventService.Watch stream (follow, ephemera.sandbox.*); chain and diamond from before the create call, time-to-ready from its return",
+  );
   printTable(machine, sha);
   const dir = join(ROOT, "bench", "results");
   mkdirSync(dir, { recursive: true });
