@@ -5,14 +5,23 @@
 // protobuf code, `pnpm gen`), so it needs no tsc output.
 //   node scripts/bundle-agent.mjs [--analyze] [--no-code-cache] [--outfile PATH/agent.cjs]
 import { spawnSync } from "node:child_process";
-import { rmSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const agent = join(root, "services/io-agent");
-const kitEntry = join(root, "services/kit/src/index.ts");
+const kit = join(root, "services/kit");
+
+/** kit's entry or subpath export (`@ephemera/kit/client`), at its TypeScript source rather than dist. */
+function kitSource(specifier) {
+  const exports = JSON.parse(readFileSync(join(kit, "package.json"), "utf8")).exports;
+  const entry = exports[`.${specifier.slice("@ephemera/kit".length)}`];
+  const target = typeof entry === "string" ? entry : entry?.default;
+  if (!target) throw new Error(`@ephemera/kit exports no ${specifier}`);
+  return join(kit, target.replace(/^\.\/dist\//, "src/").replace(/\.js$/, ".ts"));
+}
 const protoGen = join(root, "services/proto/src/gen");
 export const OUTFILE = join(agent, "dist/agent.cjs");
 
@@ -45,7 +54,7 @@ const lean = {
     build.onResolve({ filter: /^@grpc\/proto-loader$/ }, (args) =>
       (/[\\/]@grpc[\\/]grpc-js[\\/]/.test(args.importer) ? { path: "no-proto-loader", namespace: "agent-lean" } : undefined));
     build.onLoad({ filter: /^no-proto-loader$/, namespace: "agent-lean" }, () => ({ contents: NO_PROTO_LOADER, loader: "js" }));
-    build.onResolve({ filter: /^@ephemera\/kit$/ }, () => ({ path: kitEntry }));
+    build.onResolve({ filter: /^@ephemera\/kit(\/.*)?$/ }, (args) => ({ path: kitSource(args.path) }));
     build.onResolve({ filter: /^@ephemera\/proto$/ }, () => ({ path: "proto-lean", namespace: "agent-lean" }));
     build.onLoad({ filter: /^proto-lean$/, namespace: "agent-lean" }, () => ({ contents: PROTO_LEAN, resolveDir: protoGen, loader: "js" }));
     const serverOnly = new RegExp(`^(${SERVER_ONLY.map((p) => p.replace(/[/.]/g, "\\$&")).join("|")})$`);

@@ -11,7 +11,7 @@ import * as pb from "@ephemera/proto";
 import { Aggregates, encode, ev, type DomainEvent } from "@ephemera/events";
 import { connectNats, JetStreamEventStore, JetStreamValueStore, type EventStore } from "@ephemera/eventstore";
 import { InMemoryOutputStore, start as startIOContext, type RunningIOContext } from "@ephemera/iocontext";
-import { createLogger, signCapability, signingKey, stepCapability } from "@ephemera/kit";
+import { createLogger, signCapability, signingKey, stepCapability, waitFor } from "@ephemera/kit";
 import { TEST_KEY, tokenForStep } from "../../../../test/support/keys.js";
 import { testNats } from "../../../../test/support/servers.js";
 import { freePort } from "../../../../test/support/stack.js";
@@ -239,6 +239,38 @@ describe("ephemera-agent against a real IO context", () => {
     } finally {
       await back.stop();
     }
+  });
+
+  it("rides out an IO context that is down when init starts, and prepares the step once it is up", async () => {
+    const s = await dispatch(WRITES_OUTPUTS);
+    const later = `127.0.0.1:${await freePort()}`;
+    const starting = start(process.execPath, [agent, "init"], env(s, { EPHEMERA_IOCONTEXT: later, EPHEMERA_IO_RETRY_MS: "30000" }));
+    await stderrShows(starting, /cannot get the step's inputs: .*; retry 2 in/);
+    const up = await serve(later);
+    try {
+      const ended = await starting.ended();
+      expect(ended.code).toBe(0);
+      expect(existsSync(agentPaths(s.agentDir).script)).toBe(true);
+      noSecrets(s, ended);
+    } finally {
+      await up.stop();
+    }
+  });
+
+  it("reports a step stopped with the pod as Cancelled, with the exit code the entrypoint recorded, and stores nothing", async () => {
+    const s = await dispatch((dir) => `#!/bin/sh\nmkdir -p ${dir}/out\necho x > ${dir}/out/host\necho x > ${dir}/out/echo\necho ready > ${dir}/ready\nexec sleep 60\n`);
+    expect((await init(s)).code).toBe(0);
+    const side = sidecar(s, { EPHEMERA_WAIT_NOTICE_MS: "20" });
+    await stderrShows(side, "waiting for the script");
+    const main = start("sh", [agentPaths(s.agentDir).entrypoint], BASE_ENV);
+    await waitFor(() => existsSync(`${s.dir}/ready`), { timeoutMs: 10_000, what: "the script to start" });
+    // Pod deletion: every container gets SIGTERM.
+    side.kill("SIGTERM");
+    main.kill("SIGTERM");
+    expect((await main.ended()).code).toBe(143);
+    expect((await side.ended()).code).toBe(0);
+    expect(await report(s)).toEqual({ outcome: "failed", reason: "Cancelled", exitCode: 143, message: "the step was stopped" });
+    expect(await stored(s)).toEqual({});
   });
 
   it("gives up waiting for an exit code after EPHEMERA_WAIT_TIMEOUT_MS and reports the missing file", async () => {
