@@ -1,7 +1,7 @@
 // `ephemera-agent init`, the init container: installs the entrypoint, fetches the step's
 // inputs and script, and writes what the main container needs into the agent directory
 // (the env file, the script) and at the declared input paths (volumes shared with main).
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, rm, writeFile } from "node:fs/promises";
 import { UnauthenticatedError, PermissionDeniedError, errorMessage, isRetryable } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { fetchStepInputs, ioContextClient } from "../client.js";
@@ -22,6 +22,7 @@ export async function runInit(config: AgentConfig, say: Say): Promise<InitResult
   // A restarted init container starts over: nothing of an earlier attempt may pass for this one's.
   await Promise.all([paths.exitCode, paths.report].map((p) => rm(p, { force: true })));
   await writeFile(paths.entrypoint, entrypointScript(config.agentDir), { mode: 0o755 });
+  await chmod(paths.entrypoint, 0o755); // the mode above applies only to a file it creates
 
   const failed = async (reason: FailureReason, message: string): Promise<InitResult> => {
     const report: Failed = { outcome: "failed", reason, message };
