@@ -215,22 +215,30 @@ async function main() {
   // Start-ups: an eph command and the agent against a bare Node.
   process.env.NATS_URL = servers.natsUrl;
   process.env.REDIS_URL = servers.redisUrl;
-  const { cliStartup } = await import("./cli-startup.mjs");
-  const cli = await cliStartup({ samples: P.samples, warmup: 2 });
-  record("eph sandbox get", { measured: cli.measured.samples, baseline: cli.baseline.samples, baselineLabel: "node -e 0", goal: 3 });
-  const agentBench = await import("./agent-startup.mjs").catch(() => undefined);
-  if (agentBench) {
-    const agent = agentBench.measureAgentStartup({ samples: P.samples, warmup: 2 });
-    rows.push({
-      figure: "agent start-up", baselineLabel: "node -e 0", unit: "ms",
-      baseline: { min: agent.baseline.minMs, median: agent.baseline.medianMs, n: agent.samples },
-      measured: { min: agent.agent.minMs, median: agent.agent.medianMs, n: agent.samples },
-      ratio: agent.ratioMedian, ratioMin: agent.ratioMin, goal: agent.goal, met: agent.ratioMedian <= agent.goal,
-    });
-    log(`agent start-up: ${agent.ratioMedian.toFixed(2)}×`);
-  } else {
-    notes.push("agent start-up not measured: test/bench/agent-startup.mjs is not in this checkout");
-  }
+  // Figures of other files (test/bench/cli-startup.mjs, agent-startup.mjs): a change in
+  // what they return costs their row, not the run.
+  await borrowed("eph sandbox get", async () => {
+    const { cliStartup } = await import("./cli-startup.mjs");
+    const cli = await cliStartup({ samples: P.samples, warmup: 2 });
+    record("eph sandbox get", { measured: cli.measured.samples, baseline: cli.baseline.samples, baselineLabel: "node -e 0", goal: 3 });
+  });
+  await borrowed("agent start-up", async () => {
+    const agentBench = await import("./agent-startup.mjs").catch(() => undefined);
+    if (agentBench) {
+      // Its result carries more cases than this table needs: node -e 0 ("baseline") and the agent as it starts in a pod ("agent").
+      const r = agentBench.measureAgentStartup({ samples: P.samples, warmup: 2 });
+      const pair = (s) => ({ min: s.minMs, median: s.medianMs, n: r.samples });
+      const [baseline, measured] = [pair(r.baseline), pair(r.agent)];
+      const goal = r.goal ?? 1.5;
+      rows.push({
+        figure: "agent start-up", baselineLabel: "node -e 0", unit: "ms", baseline, measured,
+        ratio: measured.median / baseline.median, ratioMin: measured.min / baseline.min, goal, met: measured.median / baseline.median <= goal,
+      });
+      log(`agent start-up: ${fmt(measured, "ms")} vs ${fmt(baseline, "ms")}`);
+    } else {
+      notes.push("agent start-up not measured: test/bench/agent-startup.mjs is not in this checkout");
+    }
+  });
 
   // Restart of the API on a long stream.
   const restart = await restartFigure({ ...servers, scratch, events: P.events, samples: P.restarts });
@@ -249,6 +257,15 @@ async function main() {
   const params = { ...P, runnerConcurrency: "default (max(2, cores))", readiness: "EventService.Watch (follow, ephemera.sandbox.*)" };
   appendFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), sha, quick, machine, params, rows, notes, batches: { small, large: { ...large, readyAfterCreate: stats(large.readyAfterCreate) } } }, (k, v) => (k === "readyAfterCreate" && Array.isArray(v) ? stats(v) : v))}\n`);
   log(`appended to ${file}`);
+}
+
+async function borrowed(figure, fn) {
+  try {
+    await fn();
+  } catch (err) {
+    notes.push(`${figure}: not measured (${String(err.message ?? err).split("\n")[0]})`);
+    log(`${figure} failed: ${err.stack ?? err}`);
+  }
 }
 
 function printTable(machine, sha) {
