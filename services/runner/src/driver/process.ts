@@ -8,7 +8,7 @@
 import { spawn } from "node:child_process";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { constants } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import {
   DEFAULT_RETRY, FailureReason, MAX_OUTPUT_BYTES, REPORT_FILE, STEP_HOME, fetchStepInputs, ioContextClient, parseStepReport,
   planStep, privateViewDirs, storeStepOutputs, type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
@@ -103,8 +103,7 @@ export class ProcessDriver implements StepDriver {
     });
 
     const attempt = async (): Promise<StepReport> => {
-      await rm(runDir, { recursive: true, force: true });
-      await mkdir(join(runDir, "in"), { recursive: true, mode: 0o700 });
+      await freshRunDir(runDir);
       if (stopping.signal.aborted) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" };
       let plan: StepPlan;
       try {
@@ -228,6 +227,19 @@ export class ProcessDriver implements StepDriver {
       ...plan.outputs.flatMap((o) => ["--output", o.path]),
     ];
   }
+}
+
+/** The run's directory, empty: a leftover of an earlier incarnation of the run (rare: the run id names the attempt) is removed first. */
+async function freshRunDir(runDir: string): Promise<void> {
+  await mkdir(dirname(runDir), { recursive: true, mode: 0o700 });
+  try {
+    await mkdir(runDir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    await rm(runDir, { recursive: true, force: true });
+    await mkdir(runDir, { mode: 0o700 });
+  }
+  await mkdir(join(runDir, "in"), { mode: 0o700 });
 }
 
 const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name]));
