@@ -99,7 +99,9 @@ export function serviceEnv(extra) {
 /** Starts one service and waits until its gRPC health says SERVING; resolves to the process and how long that took. */
 export async function startService(service, env, healthAddress, timeoutMs = 60_000) {
   const t0 = performance.now();
-  const p = child(service, process.execPath, [join(ROOT, "services", service, "dist", "main.js")], env);
+  // EPHEMERA_BENCH_CPU_PROF=DIR: each service writes a V8 CPU profile there when it stops (where a step's CPU goes).
+  const prof = process.env.EPHEMERA_BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.EPHEMERA_BENCH_CPU_PROF}`, `--cpu-prof-name=${service}.cpuprofile`] : [];
+  const p = child(service, process.execPath, [...prof, join(ROOT, "services", service, "dist", "main.js")], env);
   try {
     await waitFor(async () => {
       if (!p.running) throw new Error(`${service} exited during start-up:\n${p.tail.join("\n")}`);
