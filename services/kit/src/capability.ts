@@ -4,7 +4,7 @@
 // may read and the outputs it may write, and when it expires; its key id names the
 // signing key, so a key can be rotated while tokens signed with the previous one live.
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from "node:fs";
+import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { SignJWT, errors as joseErrors, jwtVerify } from "jose";
 import type * as pb from "@ephemera/proto";
@@ -70,7 +70,11 @@ function withName<T>(f: () => T, name: string): T {
   }
 }
 
-/** Reads the key file, or creates it (exclusively: two services starting at once agree on one key). */
+/**
+ * Reads the key file, or creates it: written whole under a name of its own, then linked
+ * into place (a link never replaces a file), so two services starting at once agree on
+ * one key and neither ever reads a half-written one.
+ */
 function keyFile(path: string): Buffer {
   try {
     return readFileSync(path);
@@ -78,15 +82,14 @@ function keyFile(path: string): Buffer {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const staged = `${path}.${process.pid}.${randomBytes(6).toString("hex")}`;
+  writeFileSync(staged, randomBytes(48).toString("base64url"), { mode: 0o600, flag: "wx" });
   try {
-    const fd = openSync(path, "wx", 0o600);
-    try {
-      writeSync(fd, randomBytes(48).toString("base64url"));
-    } finally {
-      closeSync(fd);
-    }
+    linkSync(staged, path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  } finally {
+    unlinkSync(staged);
   }
   return readFileSync(path);
 }
