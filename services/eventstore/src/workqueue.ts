@@ -148,7 +148,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
       let data: T | undefined;
       try {
         data = this.codec.decode(m.string());
-        await handler({ id, data, deliveries, heartbeat: () => quietly(() => m.working()) });
+        await handler({ id, data, deliveries, heartbeat: () => { progress(); quietly(() => m.working()); } });
         quietly(() => m.ack());
       } catch (err) {
         if (stopped && isRetryable(err)) { quietly(() => m.nak()); return; }
@@ -169,25 +169,35 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
       }
     };
     // Each lane fetches one message at a time into its slot; a free worker takes the `next`
-    // lane's before the `start` lane's. A message waiting in its slot is heartbeated.
+    // lane's before the `start` lane's. The `next` lane keeps its slot filled even while
+    // every worker is busy, so a step of a workflow under way is in hand when one frees;
+    // the `start` lane fetches only for a free worker, so a busy (or stuck) consumer holds
+    // no new workflow back from the others. A message waiting in a slot is heartbeated
+    // while this consumer's work makes progress (an item started, heartbeated or ended
+    // within the ack wait); past that it is left to be delivered elsewhere.
+    let lastProgress = Date.now();
+    const progress = () => { lastProgress = Date.now(); };
     const lanes = LANES.map((lane) => ({
-      lane, durable: `runner_${cluster}_${lane}`, slot: undefined as JsMsg | undefined, beat: undefined as NodeJS.Timeout | undefined,
+      lane, durable: `runner_${cluster}_${lane}`, prefetch: lane === "next",
+      slot: undefined as JsMsg | undefined, beat: undefined as NodeJS.Timeout | undefined,
       wake: undefined as (() => void) | undefined,
     }));
     const schedule = () => {
       while (!stopped && inFlight < options.concurrency) {
         const l = lanes.find((x) => x.slot);
-        if (!l) return;
+        if (!l) break;
         const m = l.slot!;
         l.slot = undefined;
         clearInterval(l.beat);
-        l.wake?.();
         inFlight++;
+        progress();
         const p: Promise<void> = work(m)
           .catch((err: unknown) => this.logger?.error({ err, seq: m.seq }, "work item handling failed"))
-          .finally(() => { inFlight--; running.delete(p); schedule(); });
+          .finally(() => { inFlight--; progress(); running.delete(p); schedule(); });
         running.add(p);
       }
+      // A slot emptied or a worker freed: the lanes that wait for either fetch again.
+      for (const l of lanes) l.wake?.();
     };
     const loops = lanes.map((l) => {
       const name = `work queue ${l.durable}`;
@@ -203,14 +213,18 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
               consumer = await this.workConsumer(l.durable, laneSubject(this.prefix, l.lane, cluster), policy);
               this.health.restore(name);
             }
-            if (l.slot) { await new Promise<void>((r) => (l.wake = r)); l.wake = undefined; continue; }
+            if (l.slot || (!l.prefetch && inFlight >= options.concurrency)) {
+              await new Promise<void>((r) => (l.wake = r));
+              l.wake = undefined;
+              continue;
+            }
             const batch = await consumer.fetch({ max_messages: 1, expires: 1000 });
             let overdue = false;
             deadline = setTimeout(() => { overdue = true; void batch.close().catch(() => undefined); }, FETCH_DEADLINE_MS);
             for await (const m of batch) {
               if (stopped) { quietly(() => m.nak()); continue; }
               l.slot = m;
-              l.beat = setInterval(() => quietly(() => m.working()), Math.max(100, this.ackWaitMs / 3));
+              l.beat = setInterval(() => { if (Date.now() - lastProgress < this.ackWaitMs) quietly(() => m.working()); }, Math.max(100, this.ackWaitMs / 3));
               schedule();
             }
             if (overdue) throw new Error(`a fetch neither delivered nor ended in ${FETCH_DEADLINE_MS} ms`);
