@@ -9,7 +9,10 @@ export default tseslint.config(
     // Plain Node scripts (benchmarks, code generation).
     files: ["**/*.mjs"],
     languageOptions: {
-      globals: { process: "readonly", Buffer: "readonly", console: "readonly", setTimeout: "readonly", clearTimeout: "readonly" },
+      globals: {
+        process: "readonly", Buffer: "readonly", console: "readonly", setTimeout: "readonly", clearTimeout: "readonly",
+        setInterval: "readonly", clearInterval: "readonly", performance: "readonly", AbortController: "readonly", URL: "readonly",
+      },
     },
   },
   {
