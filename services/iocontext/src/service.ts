@@ -100,8 +100,13 @@ export class IOContextHandlers {
     for (const o of req.outputs) {
       if (!writable.has(o.name)) this.refuse(req.runId, "PutStepOutputs", `output "${o.name}" is not one its token allows`);
     }
-    const run = await this.knownRun(req.runId);
-    await this.runningNow(run.runId);
+    // The run's facts are read at once (each a round trip); a failure is reported in this order.
+    const [known, running, stored] = await Promise.allSettled([
+      this.knownRun(req.runId), this.runningNow(req.runId), this.deps.outputs.read(req.runId),
+    ]);
+    if (known.status === "rejected") throw known.reason;
+    if (running.status === "rejected") throw running.reason;
+    const run = known.value;
     const declared = new Set(run.step.outputs.map((o) => o.name));
     const violations: FieldViolation[] = [];
     req.outputs.forEach((o, i) => {
@@ -122,7 +127,8 @@ export class IOContextHandlers {
     });
     if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
     try {
-      await this.unchanged(run.runId, req.outputs);
+      if (stored.status === "rejected") throw stored.reason;
+      this.unchanged(run.runId, req.outputs, stored.value);
       await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
@@ -156,8 +162,7 @@ export class IOContextHandlers {
   }
 
   /** Outputs are written once: the same values again are fine, others for an output already written are refused. */
-  private async unchanged(runId: string, outputs: pb.OutputValue[]): Promise<void> {
-    const stored = await this.deps.outputs.read(runId);
+  private unchanged(runId: string, outputs: pb.OutputValue[], stored: Map<string, Buffer>): void {
     const changed = outputs.filter((o) => stored.has(o.name) && !stored.get(o.name)!.equals(Buffer.from(o.value))).map((o) => o.name);
     if (changed.length) throw new ConflictError(`run ${runId} already wrote ${changed.map((n) => `"${n}"`).join(", ")}: outputs are written once`);
   }

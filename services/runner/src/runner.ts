@@ -125,7 +125,10 @@ export class Runner {
       const record = (command: StepRunCommand) => retry(async () => executeStepRun(this.o.store, d.runId, await this.journaled(d.runId, command), SOURCE, cause), {
         attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable,
       });
-      const { state } = await readStepRun(this.o.store, d.runId);
+      // Both facts at once (each a round trip): whether the run is new, and whether it is still wanted.
+      const [{ state }, unwantedAtFirst] = await Promise.all([
+        readStepRun(this.o.store, d.runId), unwantedBecause(this.o.store, d.workflowId, d.step, d.runId),
+      ]);
       if (state.status === "succeeded" || state.status === "failed") {
         log.info("run already finished; dispatch acknowledged");
         return;
@@ -140,7 +143,7 @@ export class Runner {
         }
       }
       if (state.status === "new") {
-        const unwanted = await unwantedBecause(this.o.store, d.workflowId, d.step, d.runId);
+        const unwanted = unwantedAtFirst;
         if (unwanted) {
           await record({ type: "drop", dispatch: d, message: `dropped: ${unwanted}` });
           log.info({ why: unwanted }, "dispatch dropped");
