@@ -398,6 +398,10 @@ int main(int argc, char **argv, char **envp) {
     else usage("unknown flag");
   }
   if (!rundir || rundir[0] != '/') usage("--rundir must be an absolute path");
+  /* The script is copied to /tmp/.ephemera: never into the host's /tmp, shared with other steps. */
+  int private_tmp = 0;
+  for (int i = 0; i < nviews; i++) private_tmp |= strcmp(views[i], "/tmp") == 0;
+  if (!private_tmp) usage("a step needs a private /tmp (--view /tmp)");
   if (uid >= 0 && gid < 0) gid = uid;
 
   /* Dies with the runner; and a runner already gone leaves nothing to run for. */

@@ -37,7 +37,8 @@ export async function detectIsolation(workdir: string, launcher: string): Promis
   try {
     await writeFile(join(probe, "script"), "#!/bin/sh\nexit 0\n");
     for (const c of CANDIDATES) {
-      const status = await launched([launcher, "--rundir", probe, ...c.flags], join(probe, "status"));
+      // A private /tmp, as every step has: the probe's script never lands in the host's.
+      const status = await launched([launcher, "--rundir", probe, ...c.flags, "--view", "/tmp"], join(probe, "status"));
       if (status === "exit 0") return { flags: c.flags, pidNamespace: c.pidNamespace, asRoot: c.asRoot };
       failures.push(`ephemera-launch ${c.flags.join(" ")}: ${status}`);
     }

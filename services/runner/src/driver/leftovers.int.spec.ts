@@ -43,7 +43,8 @@ describe("cleanupLeftovers at runner start-up", () => {
     await mkdir(runDir, { recursive: true });
     await writeFile(join(runDir, "script"), "#!/bin/sh\nsleep 300 & sleep 300 & wait\n", { mode: 0o700 });
     const isolation = await detectIsolation(base, LAUNCHER);
-    const child = spawn(LAUNCHER, ["--rundir", runDir, ...isolation.flags], {
+    // A private /tmp, as every step has (the script is copied to /tmp/.ephemera: without a view, two steps would share it).
+    const child = spawn(LAUNCHER, ["--rundir", runDir, ...isolation.flags, "--view", "/tmp"], {
       detached: true, stdio: "ignore", env: { PATH: process.env["PATH"], MARKER: marker },
     });
     started.push(child);
