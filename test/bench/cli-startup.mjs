@@ -6,13 +6,13 @@
 // call `cliStartup()` from another bench.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Redis } from "ioredis";
 import { connectNats } from "../../services/eventstore/dist/index.js";
 import { checkHealth, waitFor } from "../../services/kit/dist/client.js";
+import { freePort } from "./system.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** The `eph` entry measured: EPH_MAIN to compare another build (e.g. an earlier commit's). */
@@ -20,17 +20,6 @@ const EPH = process.env.EPH_MAIN ?? join(ROOT, "services/cli/dist/bundle/main.js
 const NATS_URL = process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const SANDBOX = "startup";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on("error", reject);
-  });
-}
 
 /** This process's environment without the caller's EPHEMERA_* (a token or TLS of their own would change what is measured). */
 function cleanEnv(extra) {

@@ -3,7 +3,7 @@
 export { ioContextClient, fetchStepInputs, storeStepOutputs, fetchStepOutputs, type IOCallOptions } from "./client.js";
 export { DEFAULT_RETRY, withRetries, type RetryPolicy, type RetryNotice } from "./retry.js";
 export { STEP_HOME, planStep, writeStepFiles, absolutePath, type StepPlan, type StepFile } from "./init.js";
-export { collectOutputs, type CollectedOutputs } from "./sidecar.js";
+export { collectOutputs, outputMissing, outputTooLarge, type CollectedOutputs } from "./sidecar.js";
 export { privateViewDirs, PrivateViewError } from "./views.js";
 export { FailureReason, MAX_OUTPUT_BYTES, parseStepReport, type StepReport } from "./report.js";
 export { REPORT_FILE } from "./program.js";

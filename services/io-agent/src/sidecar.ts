@@ -17,19 +17,22 @@ export async function collectOutputs(
   for (const o of outputs) {
     const info = await stat(o.path).catch(() => undefined);
     if (!info?.isFile()) {
-      return { ok: false, reason: FailureReason.OutputMissing, message: `output "${o.name}": the script did not write ${o.path}` };
+      return outputMissing(o);
     }
     // Checked before reading (a huge file is never loaded) and after (it may have grown).
     const value = info.size > limit ? undefined : await readFile(o.path);
     if (!value || value.length > limit) {
       const size = value?.length ?? info.size;
-      return {
-        ok: false,
-        reason: FailureReason.OutputTooLarge,
-        message: `output "${o.name}": ${o.path} is ${size} bytes, over the ${limit}-byte limit`,
-      };
+      return outputTooLarge(o, size, limit);
     }
     values.push({ name: o.name, value, size: value.length, sha256: "" });
   }
   return { ok: true, values };
 }
+
+/** The failures of a declared output, as every driver words them. */
+export const outputMissing = (o: { name: string; path: string }) =>
+  ({ ok: false, reason: FailureReason.OutputMissing, message: `output "${o.name}": the script did not write ${o.path}` }) as const;
+
+export const outputTooLarge = (o: { name: string; path: string }, size: number, limit = MAX_OUTPUT_BYTES) =>
+  ({ ok: false, reason: FailureReason.OutputTooLarge, message: `output "${o.name}": ${o.path} is ${size} bytes, over the ${limit}-byte limit` }) as const;

@@ -19,15 +19,13 @@ export interface Isolation {
   flags: string[];
   /** Every process of a step ends when the step does. */
   pidNamespace: boolean;
-  /** Running as root: the script's user can be changed and the host made read-only. */
-  asRoot: boolean;
 }
 
 const CANDIDATES = [
-  { flags: ["--pidns"], pidNamespace: true, asRoot: true },
-  { flags: ["--pidns", "--userns"], pidNamespace: true, asRoot: false },
-  { flags: [], pidNamespace: false, asRoot: true },
-  { flags: ["--userns"], pidNamespace: false, asRoot: false },
+  { flags: ["--pidns"], pidNamespace: true },
+  { flags: ["--pidns", "--userns"], pidNamespace: true },
+  { flags: [], pidNamespace: false },
+  { flags: ["--userns"], pidNamespace: false },
 ];
 
 /** The best isolation this machine allows; fails when not even a private mount namespace can be made. */
@@ -39,7 +37,7 @@ export async function detectIsolation(workdir: string, launcher: string): Promis
     for (const c of CANDIDATES) {
       // A private /tmp, as every step has: the probe's script never lands in the host's.
       const status = await launched([launcher, "--rundir", probe, ...c.flags, "--view", "/tmp"], join(probe, "status"));
-      if (status === "exit 0") return { flags: c.flags, pidNamespace: c.pidNamespace, asRoot: c.asRoot };
+      if (status === "exit 0") return { flags: c.flags, pidNamespace: c.pidNamespace };
       failures.push(`ephemera-launch ${c.flags.join(" ")}: ${status}`);
     }
   } finally {

@@ -11,7 +11,7 @@ import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import {
   DEFAULT_RETRY, FailureReason, MAX_OUTPUT_BYTES, REPORT_FILE, STEP_HOME, fetchStepInputs, ioContextClient, parseStepReport,
-  planStep, privateViewDirs, storeStepOutputs, type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
+  outputMissing, outputTooLarge, planStep, privateViewDirs, storeStepOutputs, type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
 } from "@ephemera/io-agent";
 import { errorMessage, isRetryable, type ClientTls, type Logger } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
@@ -158,15 +158,8 @@ export class ProcessDriver implements StepDriver {
       const values: pb.OutputValue[] = [];
       for (const [i, o] of plan.outputs.entries()) {
         const found = status.outputs.get(i);
-        if (!found || "missing" in found) {
-          return { outcome: "failed", reason: FailureReason.OutputMissing, message: `output "${o.name}": the script did not write ${o.path}` };
-        }
-        if ("tooLarge" in found) {
-          return {
-            outcome: "failed", reason: FailureReason.OutputTooLarge,
-            message: `output "${o.name}": ${o.path} is ${found.tooLarge} bytes, over the ${MAX_OUTPUT_BYTES}-byte limit`,
-          };
-        }
+        if (!found || "missing" in found) return refused(outputMissing(o));
+        if ("tooLarge" in found) return refused(outputTooLarge(o, found.tooLarge));
         const value = await readFile(join(runDir, "out", String(i)));
         if (value.length !== found.size) return { outcome: "failed", reason: FailureReason.DriverError, message: `output "${o.name}" was not copied whole` };
         values.push({ name: o.name, value, size: value.length, sha256: "" });
@@ -241,6 +234,10 @@ async function freshRunDir(runDir: string): Promise<void> {
   }
   await mkdir(join(runDir, "in"), { mode: 0o700 });
 }
+
+/** A declared output's failure (io-agent words it) as the step's report. */
+const refused = (f: { reason: FailureReason; message: string }): StepReport =>
+  ({ outcome: "failed", reason: f.reason, message: f.message });
 
 const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name]));
 
