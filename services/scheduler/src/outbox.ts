@@ -65,7 +65,12 @@ async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
 const laneOf = (planned: pb.PlannedStep | undefined, attempt: number): Lane =>
   attempt === 1 && planned !== undefined && planned.dependsOn.length === 0 ? "start" : "next";
 
-/** What the step may do at the IO context, from its spec: signed into its run's token by the runner. */
-function capabilityOf(step: pb.Step | undefined): Pick<pb.StepDispatch, "inputs" | "outputs"> {
-  return step ? stepGrants(step) : { inputs: [], outputs: [] };
+/** What the step may do at the IO context (signed into its run's token by the runner), and where its files are. */
+function capabilityOf(step: pb.Step | undefined): Pick<pb.StepDispatch, "inputs" | "outputs" | "inputPaths" | "outputPaths"> {
+  if (!step) return { inputs: [], outputs: [], inputPaths: [], outputPaths: [] };
+  return {
+    ...stepGrants(step),
+    inputPaths: step.inputs.flatMap((i) => (i.as?.path ? [i.as.path] : [])),
+    outputPaths: step.outputs.map((o) => o.valueFromPath),
+  };
 }

@@ -70,6 +70,8 @@ describe("scheduler on JetStream", () => {
     expect(first).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1", lane: "start" });
     expect(first!.data).toMatchObject({ sandbox: "sb", routingKey: "rk1", resource: "db", phase: "create", step: "a", plugin: "db", version: "1.0.0" });
     expect(first!.data.runner?.image).toBe("debian:bookworm-slim");
+    // What the run may do, and where its files are (the Kubernetes driver shares their directories).
+    expect(first!.data).toMatchObject({ inputs: [], outputs: ["x"], inputPaths: [], outputPaths: ["/tmp/x"] });
 
     await finish(first!.data);
     await waitFor(() => queue.published.length === 3, { what: "fan-out" });

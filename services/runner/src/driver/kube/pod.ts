@@ -20,9 +20,8 @@ const STEP_HOME = "/tmp";
 const LABEL = "ephemera.dev";
 
 export interface PodRequest {
+  /** Its input_paths and output_paths say which directories the containers share. */
   dispatch: pb.StepDispatch;
-  /** The step's spec (its declared input and output paths). */
-  step: Pick<pb.Step, "inputs" | "outputs">;
   prefix: string;
   agentImage: string;
   /** host:port of the IO context, as pods reach it. */
@@ -46,11 +45,8 @@ export function labelValue(v: string): string {
 }
 
 /** Pure: the directories that get a shared emptyDir (those of declared input and output paths). */
-export function sharedDirs(step: PodRequest["step"]): string[] {
-  const paths = [
-    ...step.inputs.flatMap((i) => (i.as?.path ? [i.as.path] : [])),
-    ...step.outputs.map((o) => o.valueFromPath),
-  ].map((p) => posix.dirname(posix.resolve(STEP_HOME, p)));
+export function sharedDirs(d: Pick<pb.StepDispatch, "inputPaths" | "outputPaths">): string[] {
+  const paths = [...d.inputPaths, ...d.outputPaths].filter(Boolean).map((p) => posix.dirname(posix.resolve(STEP_HOME, p)));
   return [...new Set(paths)].sort();
 }
 
@@ -67,7 +63,7 @@ export function buildPod(r: PodRequest): Json {
     [`${LABEL}/step`]: labelValue(d.step),
     [`${LABEL}/attempt`]: String(d.attempt),
   };
-  const dirs = sharedDirs(r.step);
+  const dirs = sharedDirs(d);
   const mounts = [{ name: "ephemera-agent", mountPath: AGENT_DIR }, ...dirs.map((dir, i) => ({ name: `ephemera-path-${i}`, mountPath: dir }))];
   const agentEnv = [
     { name: "EPHEMERA_RUN_ID", value: d.runId },

@@ -13,11 +13,11 @@ type Pod = {
 
 const dispatch = (over: Partial<pb.StepDispatch> = {}) => pb.StepDispatch.fromPartial({
   runId: "rk1.db.create.provision.2", sandbox: "feature-x", resource: "db", phase: "create", step: "provision", attempt: 2,
-  timeoutMs: 90_500, runner: { image: "postgres:16", namespace: "", podTemplateOverlay: "" }, ...over,
+  timeoutMs: 90_500, runner: { image: "postgres:16", namespace: "", podTemplateOverlay: "" },
+  inputPaths: ["/etc/app/cfg"], outputPaths: ["dsn"], ...over,
 });
-const step = { inputs: [pb.StepInput.fromPartial({ name: "cfg", as: { path: "/etc/app/cfg", env: "" } })], outputs: [pb.StepOutput.fromPartial({ name: "dsn", valueFromPath: "dsn" })] };
 const build = (over: Partial<pb.StepDispatch> = {}) => buildPod({
-  dispatch: dispatch(over), step, prefix: "p1", agentImage: "ephemera/agent:1", iocontext: "io:7401", token: "tok", defaultNamespace: "ephemera",
+  dispatch: dispatch(over), prefix: "p1", agentImage: "ephemera/agent:1", iocontext: "io:7401", token: "tok", defaultNamespace: "ephemera",
 }) as unknown as Pod;
 const container = (p: Pod, name: string) => [...p.spec.initContainers, ...p.spec.containers].find((c) => c["name"] === name)!;
 
@@ -50,7 +50,7 @@ describe("the runner pod", () => {
     });
     expect(p.spec.restartPolicy).toBe("Never");
     expect(p.spec.activeDeadlineSeconds).toBe(91);
-    expect(sharedDirs(step)).toEqual(["/etc/app", "/tmp"]);
+    expect(sharedDirs(dispatch())).toEqual(["/etc/app", "/tmp"]);
     expect(p.spec.volumes.map((v) => v.name)).toEqual(["ephemera-agent", "ephemera-path-0", "ephemera-path-1"]);
     expect(container(p, "ephemera-init")["command"]).toEqual(["node", "/agent/agent.cjs", "init"]);
     expect(container(p, "main")).toMatchObject({ image: "postgres:16", command: ["/ephemera/entrypoint"] });
