@@ -18,7 +18,8 @@ export type FailureReason = (typeof FailureReason)[keyof typeof FailureReason];
  * is a cache for the steps that read them. Logs never carry the values.
  */
 export type StepReport =
-  | { outcome: "succeeded"; outputs: Array<{ name: string; size: number; base64: string }> }
+  /** `stored: false`: the pod's sidecar could not put the outputs in the IO context (they are here all the same). */
+  | { outcome: "succeeded"; outputs: Array<{ name: string; size: number; base64: string }>; stored?: false }
   | { outcome: "failed"; reason: FailureReason; exitCode?: number; message: string };
 
 /** Outputs are stored in Redis and journaled in events: each is bounded. */

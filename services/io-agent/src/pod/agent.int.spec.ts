@@ -145,7 +145,8 @@ describe("ephemera-agent against a real IO context", () => {
     ]);
 
     // The sidecar starts with main and waits for it, saying so.
-    const side = sidecar(s, { EPHEMERA_WAIT_NOTICE_MS: "20" });
+    const termination = join(s.dir, "termination-log");
+    const side = sidecar(s, { EPHEMERA_WAIT_NOTICE_MS: "20", EPHEMERA_TERMINATION_MESSAGE_PATH: termination });
     await stderrShows(side, `waiting for the script in the main container to end (no ${paths.exitCode} yet`);
     const main = await entrypoint(s);
     expect(main.code).toBe(0);
@@ -162,6 +163,10 @@ describe("ephemera-agent against a real IO context", () => {
       ],
     });
     expect((await stat(paths.report)).mode & 0o777).toBe(0o600);
+    // What the Kubernetes driver reads from the pod's status: names and sizes, no values.
+    expect(JSON.parse(await readFile(termination, "utf8"))).toEqual({
+      outcome: "succeeded", outputs: [{ name: "host", size: 9 }, { name: "echo", size: Buffer.byteLength(echo) }],
+    });
     expect(await stored(s)).toEqual({ host: "db-orders", echo });
     noSecrets(s, prepared, main, ended);
   });
@@ -170,8 +175,10 @@ describe("ephemera-agent against a real IO context", () => {
     const s = await dispatch((dir) => `#!/bin/sh\nmkdir -p ${dir}/out\necho x > ${dir}/out/host\nexit 3\n`);
     expect((await init(s)).code).toBe(0);
     expect((await entrypoint(s)).code).toBe(3);
-    expect((await sidecar(s).ended()).code).toBe(0);
+    const termination = join(s.dir, "termination-log");
+    expect((await sidecar(s, { EPHEMERA_TERMINATION_MESSAGE_PATH: termination }).ended()).code).toBe(0);
     expect(await report(s)).toEqual({ outcome: "failed", reason: "Error", exitCode: 3, message: "script exited with code 3" });
+    expect(JSON.parse(await readFile(termination, "utf8"))).toEqual(await report(s));
     expect(await stored(s)).toEqual({});
   });
 

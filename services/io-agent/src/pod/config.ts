@@ -22,6 +22,8 @@ export interface AgentConfig {
   waitNoticeMs: number;
   /** How often the sidecar looks for the exit code. */
   pollMs: number;
+  /** EPHEMERA_TERMINATION_MESSAGE_PATH: where the report's summary goes for the pod's status (the Kubernetes driver sets it). */
+  terminationMessagePath?: string;
 }
 
 export class ConfigError extends Error {
@@ -60,7 +62,9 @@ export function agentConfig(env: Env, readText: (path: string) => string = (p) =
     retry: { ...DEFAULT_RETRY, totalMs: retryMs },
     waitTimeoutMs,
     waitNoticeMs: Math.max(1, waitNoticeMs),
-    pollMs: 100,
+    // On the path between a script's end and its outputs: a look costs a failed open().
+    pollMs: 20,
+    ...(env["EPHEMERA_TERMINATION_MESSAGE_PATH"] ? { terminationMessagePath: env["EPHEMERA_TERMINATION_MESSAGE_PATH"] } : {}),
   };
 }
 

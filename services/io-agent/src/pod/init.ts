@@ -26,7 +26,7 @@ export async function runInit(config: AgentConfig, say: Say): Promise<InitResult
 
   const failed = async (reason: FailureReason, message: string): Promise<InitResult> => {
     const report: Failed = { outcome: "failed", reason, message };
-    await writeReport(paths.report, report);
+    await writeReport(paths.report, report, config.terminationMessagePath);
     return { ok: false, report };
   };
 

@@ -19,7 +19,7 @@ export interface SidecarOptions {
 export async function runSidecar(config: AgentConfig, say: Say, options: SidecarOptions = {}): Promise<StepReport> {
   const paths = agentPaths(config.agentDir);
   const report = await decide(config, say, options.stopping);
-  await writeReport(paths.report, report);
+  await writeReport(paths.report, report, config.terminationMessagePath);
   return report;
 }
 
@@ -49,6 +49,7 @@ async function decide(config: AgentConfig, say: Say, stopping?: AbortSignal): Pr
   if (!collected.ok) return { outcome: "failed", reason: collected.reason, message: collected.message };
 
   const client = ioContextClient(config.iocontext, config.tls);
+  let stored = true;
   try {
     await storeStepOutputs(client, config.runId, config.token, collected.values, retrying(config, say, "cannot store the outputs", stopping));
     say(`stored ${collected.values.length} output(s): ${collected.values.map((v) => `${v.name} (${v.value.length} bytes)`).join(", ") || "none"}`);
@@ -59,12 +60,14 @@ async function decide(config: AgentConfig, say: Say, stopping?: AbortSignal): Pr
       return { outcome: "failed", reason: FailureReason.DriverError, message: `the IO context at ${config.iocontext} refused the outputs of run ${config.runId}: ${errorMessage(err)}` };
     }
     say(`outputs not cached in the IO context (they are in the report all the same): ${errorMessage(err)}`);
+    stored = false;
   } finally {
     client.close();
   }
   return {
     outcome: "succeeded",
     outputs: collected.values.map((v) => ({ name: v.name, size: v.value.length, base64: Buffer.from(v.value).toString("base64") })),
+    ...(stored ? {} : { stored: false as const }),
   };
 }
 

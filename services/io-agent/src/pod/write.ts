@@ -11,7 +11,35 @@ export async function writeAtomically(path: string, data: string | Buffer, mode 
   await rename(temp, path);
 }
 
-export const writeReport = (path: string, report: StepReport) => writeAtomically(path, JSON.stringify(report));
+/**
+ * The report in the agent directory and, when the pod names one, its summary as the
+ * container's termination message: what the Kubernetes driver reads from the pod's status.
+ */
+export async function writeReport(path: string, report: StepReport, terminationMessagePath?: string): Promise<void> {
+  await writeAtomically(path, JSON.stringify(report));
+  if (terminationMessagePath) await writeFile(terminationMessagePath, terminationMessage(report));
+}
+
+/** Kubernetes keeps 4096 bytes of a termination message. */
+export const TERMINATION_MESSAGE_MAX = 4096;
+
+/**
+ * The report without the output values (the sidecar stored them in the IO context, where
+ * the runner reads them back), its message cut to fit in a termination message.
+ */
+export function terminationMessage(report: StepReport): string {
+  if (report.outcome === "succeeded") {
+    const summary = { ...report, outputs: report.outputs.map((o) => ({ name: o.name, size: o.size })) };
+    const text = JSON.stringify(summary);
+    // Hundreds of outputs with long names: the names are the runner's to know (it reads them back).
+    return text.length <= TERMINATION_MESSAGE_MAX ? text : JSON.stringify({ ...summary, outputs: [] });
+  }
+  let message = report.message;
+  const fits = () => Buffer.byteLength(JSON.stringify({ ...report, message })) <= TERMINATION_MESSAGE_MAX;
+  if (fits()) return JSON.stringify(report);
+  while (!fits()) message = `${message.slice(0, Math.floor(message.length * 0.9))}…`;
+  return JSON.stringify({ ...report, message });
+}
 
 /** Lines on stderr, the container's log: names, sizes and errors, never a value or the token. */
 export type Say = (line: string) => void;
