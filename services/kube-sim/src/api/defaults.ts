@@ -1,0 +1,57 @@
+// What the real API server fills in on create, for the kinds where clients or kubectl read
+// it back: pods (restart policy, grace period, container defaults, Pending status),
+// namespaces (Active), secrets (stringData folded into data), services (a cluster IP).
+import type { Obj } from "../store.js";
+
+type Rec = Record<string, unknown>;
+
+export function podDefaults(pod: Obj): Obj {
+  const spec = { ...((pod["spec"] ?? {}) as Rec) };
+  spec["restartPolicy"] ??= "Always";
+  spec["terminationGracePeriodSeconds"] ??= 30;
+  spec["dnsPolicy"] ??= "ClusterFirst";
+  spec["schedulerName"] ??= "default-scheduler";
+  spec["serviceAccountName"] ??= "default";
+  spec["securityContext"] ??= {};
+  spec["enableServiceLinks"] ??= true;
+  const container = (c: Rec): Rec => ({
+    terminationMessagePath: "/dev/termination-log",
+    terminationMessagePolicy: "File",
+    imagePullPolicy: /:[^/]+$/.test(String(c["image"] ?? "")) && !String(c["image"]).endsWith(":latest") ? "IfNotPresent" : "Always",
+    resources: {},
+    ...c,
+  });
+  for (const list of ["initContainers", "containers"]) {
+    if (Array.isArray(spec[list])) spec[list] = (spec[list] as Rec[]).map(container);
+  }
+  return { ...pod, spec, status: { phase: "Pending", qosClass: "BestEffort" } };
+}
+
+export function namespaceDefaults(ns: Obj): Obj {
+  return {
+    ...ns,
+    metadata: { ...ns.metadata, labels: { ...(ns.metadata.labels ?? {}), "kubernetes.io/metadata.name": ns.metadata.name } },
+    spec: { finalizers: ["kubernetes"] },
+    status: { phase: "Active" },
+  };
+}
+
+export function secretDefaults(secret: Obj): Obj {
+  const { stringData, ...rest } = secret as Obj & { stringData?: Record<string, string> };
+  const data = { ...((rest["data"] ?? {}) as Record<string, string>) };
+  for (const [k, v] of Object.entries(stringData ?? {})) data[k] = Buffer.from(v).toString("base64");
+  return { ...rest, type: rest["type"] ?? "Opaque", ...(Object.keys(data).length ? { data } : {}) } as Obj;
+}
+
+/** `n`: a number distinct per service, for its cluster IP. */
+export function serviceDefaults(svc: Obj, n: number): Obj {
+  const spec = { ...((svc["spec"] ?? {}) as Rec) };
+  spec["type"] ??= "ClusterIP";
+  spec["sessionAffinity"] ??= "None";
+  if (spec["clusterIP"] === undefined) {
+    spec["clusterIP"] = `10.96.${(n >> 8) & 255}.${n & 255}`;
+    spec["clusterIPs"] = [spec["clusterIP"]];
+  }
+  if (Array.isArray(spec["ports"])) spec["ports"] = (spec["ports"] as Rec[]).map((p) => ({ protocol: "TCP", targetPort: p["port"], ...p }));
+  return { ...svc, spec, status: { loadBalancer: {} } };
+}

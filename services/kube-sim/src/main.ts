@@ -1,0 +1,22 @@
+// `pnpm kube-sim`: the simulated cluster as a process, configured from the environment.
+import { parseImageMap } from "./kubelet/images.js";
+import { startKubeSim } from "./start.js";
+
+const env = process.env;
+const sim = await startKubeSim({
+  listen: env["EPHEMERA_KUBE_SIM_LISTEN"] || "127.0.0.1:7443",
+  kubeconfigPath: env["EPHEMERA_KUBE_SIM_KUBECONFIG"] || ".ephemera/kube-sim.kubeconfig",
+  ...(env["EPHEMERA_KUBE_SIM_DATA"] ? { dataDir: env["EPHEMERA_KUBE_SIM_DATA"] } : {}),
+  ...(env["EPHEMERA_KUBE_SIM_WATCH_HISTORY"] ? { watchHistory: Number(env["EPHEMERA_KUBE_SIM_WATCH_HISTORY"]) } : {}),
+  images: parseImageMap(env["EPHEMERA_KUBE_SIM_IMAGES"] ?? ""),
+});
+console.log(`kube-sim is up on ${sim.url} (kubeconfig ${sim.kubeconfigPath})`);
+
+const shutdown = () => {
+  void sim.stop().then(() => process.exit(0), (err: unknown) => {
+    console.error(`kube-sim: stopping failed: ${(err as Error).message}`);
+    process.exit(1);
+  });
+};
+process.once("SIGTERM", shutdown);
+process.once("SIGINT", shutdown);

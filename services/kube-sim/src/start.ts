@@ -1,0 +1,88 @@
+// startKubeSim: the simulator in this process — store, API server, kubelet — on a port
+// of its own, with its kubeconfig written. The composition root main.ts and in-process
+// tests both start it through here.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { Crud } from "./api/crud.js";
+import { handler } from "./api/server.js";
+import { defaultImageMap, type ImageMount } from "./kubelet/images.js";
+import { Kubelet } from "./kubelet/kubelet.js";
+import { writeKubeconfig } from "./kubeconfig.js";
+import { typeOf } from "./resources.js";
+import { Store, type Obj } from "./store.js";
+import { control } from "./sim/control.js";
+import { Faults } from "./sim/faults.js";
+import { CallCounter, type StatsSnapshot } from "./sim/stats.js";
+
+export interface KubeSimOptions {
+  /** host:port; port 0 picks a free one. Default 127.0.0.1:7443. */
+  listen?: string;
+  /** Where the kubeconfig is written. Default `.ephemera/kube-sim.kubeconfig` under the cwd. */
+  kubeconfigPath?: string;
+  /** Directory for emptyDirs, private /tmp dirs and logs; default a temp dir removed on stop. */
+  dataDir?: string;
+  /** How many changes are kept for watches to resume from (default 1000). */
+  watchHistory?: number;
+  /** Extra image map entries, before the default `ephemera/agent` one. */
+  images?: ImageMount[];
+  /** How often a watch with allowWatchBookmarks gets a BOOKMARK (default 1000 ms). */
+  bookmarkEveryMs?: number;
+}
+
+export interface KubeSim {
+  url: string;
+  kubeconfigPath: string;
+  dataDir: string;
+  stats(): StatsSnapshot;
+  /** Kills every container process, closes the server, removes a temp data dir. */
+  stop(): Promise<void>;
+}
+
+export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSim> {
+  const [host, portText] = splitListen(options.listen ?? "127.0.0.1:7443");
+  const ownData = !options.dataDir;
+  const dataDir = options.dataDir ? resolve(options.dataDir) : mkdtempSync(join(tmpdir(), "kube-sim-"));
+  mkdirSync(dataDir, { recursive: true });
+  const store = new Store(options.watchHistory ?? 1000);
+  const kubelet = new Kubelet(store, dataDir, [...(options.images ?? []), ...defaultImageMap()]);
+  const crud = new Crud(store, kubelet);
+  for (const ns of ["default", "kube-system", "kube-public"]) crud.create(typeOf("namespaces"), undefined, { metadata: { name: ns } } as unknown as Obj);
+  const faults = new Faults();
+  const calls = new CallCounter();
+  const stats = (): StatsSnapshot => ({ calls: calls.snapshot(), containersStarted: kubelet.containersStarted, podsRunning: kubelet.podsRunning() });
+  let url = "";
+  const server = createServer(handler({
+    store, crud, faults, calls, bookmarkEveryMs: options.bookmarkEveryMs ?? 1000,
+    logFile: (pod, c) => kubelet.logFile(pod, c),
+    control: control({ store, faults, stats, resetStats: () => calls.reset() }),
+    address: () => url.replace(/^http:\/\//, ""),
+  }));
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((ok, fail) => {
+    server.once("error", fail);
+    server.listen(Number(portText), host, () => ok());
+  });
+  const port = (server.address() as AddressInfo).port;
+  url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const kubeconfigPath = resolve(options.kubeconfigPath ?? ".ephemera/kube-sim.kubeconfig");
+  writeKubeconfig(kubeconfigPath, url);
+  let stopped: Promise<void> | undefined;
+  return {
+    url, kubeconfigPath, dataDir, stats,
+    stop: () => (stopped ??= (async () => {
+      await kubelet.stop();
+      server.closeAllConnections();
+      await new Promise<void>((ok) => server.close(() => ok()));
+      if (ownData) rmSync(dataDir, { recursive: true, force: true });
+    })()),
+  };
+}
+
+function splitListen(listen: string): [string, string] {
+  const at = listen.lastIndexOf(":");
+  if (at < 0) return ["127.0.0.1", listen];
+  return [listen.slice(0, at).replace(/^\[|\]$/g, "") || "127.0.0.1", listen.slice(at + 1)];
+}
