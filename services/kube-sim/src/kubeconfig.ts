@@ -1,4 +1,5 @@
-// The kubeconfig clients use to reach the simulator: plain http, one cluster, user and
+// The kubeconfig clients use to reach the simulator: plain http (so no certificate to
+// verify), one cluster, user and
 // context named kube-sim, a dummy token (the simulator checks none).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -13,6 +14,8 @@ export function kubeconfigYaml(url: string, namespace = "default"): string {
     `- name: ${CONTEXT}`,
     "  cluster:",
     `    server: ${url}`,
+    // client-node refuses plain http unless told that no certificate is to be checked.
+    "    insecure-skip-tls-verify: true",
     "users:",
     `- name: ${CONTEXT}`,
     "  user:",
