@@ -8,6 +8,14 @@ export const FailureReason = {
   Cancelled: "Cancelled",
   RunnerLost: "RunnerLost",
   DriverError: "DriverError",
+  // What a runner pod's status says (the Kubernetes driver).
+  OOMKilled: "OOMKilled",
+  Evicted: "Evicted",
+  ImagePullFailed: "ImagePullFailed",
+  ConfigError: "ConfigError",
+  DeadlineExceeded: "DeadlineExceeded",
+  PodDeleted: "PodDeleted",
+  NodeLost: "NodeLost",
 } as const;
 export type FailureReason = (typeof FailureReason)[keyof typeof FailureReason];
 

@@ -16,7 +16,9 @@ export interface RunnerConfig {
   cluster: string;
   /** Steps run at once. */
   concurrency: number;
-  driver: "process";
+  driver: "process" | "kubernetes";
+  /** The Kubernetes driver's settings (EPHEMERA_RUNNER_DRIVER=kubernetes). */
+  kube?: KubeConfigSettings;
   /** host:port of the IO context service. */
   iocontextAddr: string;
   /** TLS to the IO context, as the steps dial it (EPHEMERA_TLS, EPHEMERA_TLS_CA, ...); absent: plaintext. */
@@ -47,6 +49,22 @@ export interface RunnerConfig {
   /** How long step logs are kept (EPHEMERA_LOG_RETENTION, default 7 days): the log stream's max age, set by the runner. */
   logRetentionMs?: number;
 }
+
+export interface KubeConfigSettings {
+  /** EPHEMERA_KUBE_NAMESPACE: runner pods of plugins that name no runner.namespace (default "default"). */
+  namespace: string;
+  /** EPHEMERA_AGENT_IMAGE: the image of ephemera-init and ephemera-sidecar. */
+  agentImage: string;
+  /** EPHEMERA_POD_IOCONTEXT: the IO context's host:port as pods reach it (default: the runner's own address of it). */
+  podIOContext: string;
+  /** EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS, EPHEMERA_KUBE_NODE_LOST_GRACE_MS: how long a failing pull, or a pod Unknown, is given. */
+  imagePullGraceMs: number;
+  nodeLostGraceMs: number;
+}
+
+export const DEFAULT_AGENT_IMAGE = "ephemera/agent:0.1.0";
+/** Pods mostly wait (on images, on the cluster): more of them at once than a machine has cores. */
+export const DEFAULT_KUBE_CONCURRENCY = 16;
 
 export interface ConfigDefaults {
   launcher: string;
@@ -79,7 +97,8 @@ export function stepSandboxConfig(env: Env, runnerUid: number | undefined): Step
 export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
   const { natsUrl, natsAuth, prefix } = commonConfig(env);
   const driver = envString(env, "EPHEMERA_RUNNER_DRIVER", "process");
-  if (driver !== "process") throw new Error(`EPHEMERA_RUNNER_DRIVER "${driver}" is not available (drivers: process)`);
+  if (driver !== "process" && driver !== "kubernetes") throw new Error(`EPHEMERA_RUNNER_DRIVER "${driver}" is not available (drivers: process, kubernetes)`);
+  const iocontextAddr = envString(env, "EPHEMERA_IOCONTEXT_ADDR", envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN));
   const hostEnv: Record<string, string> = {};
   const iocontextTls = clientTlsFromEnv(env);
   for (const name of HOST_ENV_PASSED) if (env[name]) hostEnv[name] = env[name];
@@ -90,10 +109,19 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     cluster: envString(env, "EPHEMERA_CLUSTER", "local"),
     // As many steps at once as the machine has cores: more starves the services (the API
     // above all) of a small machine (docs/performance.md). Steps that mostly wait may want more.
-    concurrency: Math.max(1, envInt(env, "EPHEMERA_RUNNER_CONCURRENCY", Math.max(2, availableParallelism()))),
+    concurrency: Math.max(1, envInt(env, "EPHEMERA_RUNNER_CONCURRENCY", driver === "kubernetes" ? DEFAULT_KUBE_CONCURRENCY : Math.max(2, availableParallelism()))),
     stepNiceness: Math.min(19, Math.max(0, envInt(env, "EPHEMERA_STEP_NICE", 10))),
     driver,
-    iocontextAddr: envString(env, "EPHEMERA_IOCONTEXT_ADDR", envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN)),
+    ...(driver === "kubernetes" ? {
+      kube: {
+        namespace: envString(env, "EPHEMERA_KUBE_NAMESPACE", "default"),
+        agentImage: envString(env, "EPHEMERA_AGENT_IMAGE", DEFAULT_AGENT_IMAGE),
+        podIOContext: envString(env, "EPHEMERA_POD_IOCONTEXT", iocontextAddr),
+        imagePullGraceMs: envInt(env, "EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS", 15_000),
+        nodeLostGraceMs: envInt(env, "EPHEMERA_KUBE_NODE_LOST_GRACE_MS", 15_000),
+      },
+    } : {}),
+    iocontextAddr,
     ...(iocontextTls ? { iocontextTls } : {}),
     workdir: envString(env, "EPHEMERA_RUNNER_WORKDIR", join(defaults.tmpdir, "ephemera", prefix)),
     listen: envString(env, "EPHEMERA_RUNNER_LISTEN", DEFAULT_RUNNER_LISTEN),

@@ -130,9 +130,12 @@ export class Runner {
         readStepRun(this.o.store, d.runId), unwantedBecause(this.o.store, d.workflowId, d.step, d.runId),
       ]);
       if (state.status === "succeeded" || state.status === "failed") {
+        // A runner that died between recording and tidying up left this much (a pod) behind.
+        await this.o.driver.cleanup?.(d.runId);
         log.info("run already finished; dispatch acknowledged");
         return;
       }
+      let adopt = false;
       if (state.status === "started" && state.runner !== this.o.runnerId) {
         // Started by a runner that is gone: its result may be on disk (the step ended, the record did not).
         const found = await this.resultOnDisk(d, log);
@@ -141,6 +144,9 @@ export class Runner {
           await this.o.driver.cleanup?.(d.runId);
           return;
         }
+        // Or its pod may still be there, running or ended: followed, never started again.
+        adopt = (await this.o.driver.attached?.(d)) ?? false;
+        if (adopt) log.info({ startedBy: state.runner }, "following a run a lost runner started");
       }
       if (state.status === "new") {
         const unwanted = unwantedAtFirst;
@@ -150,7 +156,7 @@ export class Runner {
           return;
         }
       }
-      const { appended, state: after } = await record({ type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId });
+      const { appended, state: after } = await record({ type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId, adopt });
       if (after.status !== "started") {
         if (appended[0]?.type === "ephemera.steprun.failed.v1") log.warn("run was started by a runner that is gone; recorded as RunnerLost");
         return;

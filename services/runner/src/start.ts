@@ -1,15 +1,20 @@
-// Composition of the runner service: the process driver (probed before any work is
-// taken), the work-queue consumer and a gRPC health endpoint.
+// Composition of the runner service: its driver (the process driver probed, or the
+// Kubernetes driver's watch listed, before any work is taken), the work-queue consumer and
+// a gRPC health endpoint.
 import { access, mkdir } from "node:fs/promises";
 import type * as pb from "@ephemera/proto";
 import { JetStreamEventStore, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
-import { followHealth, startGrpcServer, type Logger, type SigningKey } from "@ephemera/kit";
+import * as k8s from "@kubernetes/client-node";
+import { errorMessage, followHealth, startGrpcServer, type Logger, type SigningKey } from "@ephemera/kit";
 import type { ValueJournal } from "@ephemera/events";
 import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
 import { cleanupLeftovers } from "./driver/leftovers.js";
 import { ProcessDriver } from "./driver/process.js";
+import type { StepDriver } from "./driver/driver.js";
+import { KubeDriver } from "./driver/kube/driver.js";
 import { Runner } from "./runner.js";
+import { readStepRun } from "./steprun/store.js";
 
 export interface RunnerDeps {
   store: EventStore;
@@ -29,25 +34,12 @@ export interface RunningRunner {
   stop(): Promise<void>;
 }
 
+/** How often the Kubernetes driver's API call counts are logged (when they moved). */
+const API_CALLS_LOG_MS = 60_000;
+
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
-  await access(config.launcher).catch((err: unknown) => {
-    throw new Error(`the step launcher is missing at ${config.launcher} (build it: pnpm build, which needs a C compiler)`, { cause: err });
-  });
-  await mkdir(config.workdir, { recursive: true });
-  // What a crashed predecessor left: its step processes go, its run directories too (but
-  // those holding a report, whose result this runner records when the run is delivered again).
-  await cleanupLeftovers(config.workdir, logger);
-  const isolation = await detectIsolation(config.workdir, config.launcher);
-  logger.info({ isolation: isolation.flags.join(" "), workdir: config.workdir }, "process driver ready");
-  if (!isolation.pidNamespace) logger.warn(isolation, "steps may leave processes behind: no pid namespace here");
-  const driver = new ProcessDriver({
-    ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}),
-    workdir: config.workdir, iocontext: config.iocontextAddr, launcher: config.launcher, isolation, hostEnv: config.hostEnv, logger,
-    ...(config.stepNiceness ? { niceness: config.stepNiceness } : {}),
-    // The scripts' user and quota (nobody and 256 MiB tmpfs views by default, when root).
-    ...(config.stepSandbox ? { sandbox: config.stepSandbox } : {}),
-  });
+  const driver = config.driver === "kubernetes" ? await kubeDriver(config, deps) : await processDriver(config, logger);
   const runner = new Runner({
     cluster: config.cluster,
     concurrency: config.concurrency,
@@ -67,7 +59,8 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself.
   if (deps.store instanceof JetStreamEventStore) followHealth(server, [deps.store.health]);
   runner.start();
-  logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId }, "runner taking work");
+  logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId, driver: driver.name }, "runner taking work");
+  const logCalls = driver instanceof KubeDriver ? apiCallLogger(driver, logger) : undefined;
   let stopping: Promise<void> | undefined;
   return {
     port: server.port,
@@ -75,7 +68,67 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     stop: () => (stopping ??= (async () => {
       server.health.setStatus("", "NOT_SERVING");
       await runner.stop(config.shutdownGraceMs ?? 30_000);
+      logCalls?.();
       await server.shutdown();
     })()),
   };
+}
+
+/** Logs the Kubernetes API calls by verb and resource every so often, and once more at the end. */
+function apiCallLogger(driver: KubeDriver, logger: Logger): () => void {
+  let last = "";
+  const log = () => {
+    const calls = driver.apiCalls();
+    const text = JSON.stringify(calls);
+    if (text === last) return;
+    last = text;
+    logger.info({ calls, writes: driver.calls.writes() }, "Kubernetes API calls so far");
+  };
+  const timer = setInterval(log, API_CALLS_LOG_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    log();
+  };
+}
+
+async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<StepDriver> {
+  const kube = config.kube!;
+  const kubeconfig = new k8s.KubeConfig();
+  // KUBECONFIG, else ~/.kube/config, else the pod's service account.
+  kubeconfig.loadFromDefault();
+  const driver = new KubeDriver({
+    kubeconfig, namespace: kube.namespace, prefix: config.prefix, agentImage: kube.agentImage, podIOContext: kube.podIOContext,
+    iocontext: config.iocontextAddr, ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}), logger: deps.logger,
+    graces: { imagePullMs: kube.imagePullGraceMs, unknownMs: kube.nodeLostGraceMs },
+    isFinished: async (runId) => {
+      const { state } = await readStepRun(deps.store, runId);
+      return state.status === "succeeded" || state.status === "failed";
+    },
+  });
+  await driver.start().catch((err: unknown) => {
+    throw new Error(`the Kubernetes driver cannot start (cluster ${kubeconfig.getCurrentCluster()?.server ?? "none: set KUBECONFIG"}): ${errorMessage(err)}`);
+  });
+  deps.logger.info({ cluster: kubeconfig.getCurrentCluster()?.server, namespace: kube.namespace, agentImage: kube.agentImage }, "Kubernetes driver ready");
+  return driver;
+}
+
+async function processDriver(config: RunnerConfig, logger: Logger): Promise<StepDriver> {
+  await access(config.launcher).catch((err: unknown) => {
+    throw new Error(`the step launcher is missing at ${config.launcher} (build it: pnpm build, which needs a C compiler)`, { cause: err });
+  });
+  await mkdir(config.workdir, { recursive: true });
+  // What a crashed predecessor left: its step processes go, its run directories too (but
+  // those holding a report, whose result this runner records when the run is delivered again).
+  await cleanupLeftovers(config.workdir, logger);
+  const isolation = await detectIsolation(config.workdir, config.launcher);
+  logger.info({ isolation: isolation.flags.join(" "), workdir: config.workdir }, "process driver ready");
+  if (!isolation.pidNamespace) logger.warn(isolation, "steps may leave processes behind: no pid namespace here");
+  return new ProcessDriver({
+    ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}),
+    workdir: config.workdir, iocontext: config.iocontextAddr, launcher: config.launcher, isolation, hostEnv: config.hostEnv, logger,
+    ...(config.stepNiceness ? { niceness: config.stepNiceness } : {}),
+    // The scripts' user and quota (nobody and 256 MiB tmpfs views by default, when root).
+    ...(config.stepSandbox ? { sandbox: config.stepSandbox } : {}),
+  });
 }

@@ -26,7 +26,12 @@ export interface StepDriver {
   run(request: RunRequest): RunningStep;
   /** The report of a run that ended while nobody recorded it (its runner died), if one was kept. */
   recover?(runId: string): Promise<StepReport | undefined>;
-  /** Forgets what is kept of a run once its result is recorded. */
+  /**
+   * Whether the run is still alive where it runs (its pod exists): a runner that finds a run
+   * started by a lost one follows it instead of recording it lost.
+   */
+  attached?(dispatch: pb.StepDispatch): Promise<boolean>;
+  /** Forgets what is kept of a run once its result is recorded (the Kubernetes driver deletes its pod). */
   cleanup?(runId: string): Promise<void>;
   /** Lets go of what the driver holds for every step (its IO-context connection). */
   close?(): void;

@@ -17,7 +17,8 @@ export type StepRunState =
   | { status: "failed"; run: RunIdentity; failure: pb.StepFailure };
 
 export type StepRunCommand =
-  | { type: "start"; dispatch: pb.StepDispatch; driver: string; runner: string }
+  /** `adopt`: the run's pod (or process) is alive and this runner follows it: nothing to record. */
+  | { type: "start"; dispatch: pb.StepDispatch; driver: string; runner: string; adopt?: boolean }
   /** A dispatch no longer wanted (its workflow was cancelled or moved on): ended without running. */
   | { type: "drop"; dispatch: pb.StepDispatch; message: string }
   | { type: "succeed"; outputs: pb.OutputValue[]; durationMs: number }
@@ -54,8 +55,9 @@ export function decide(command: StepRunCommand, state: StepRunState): StepRunEve
           runId: d.runId, workflowId: d.workflowId, step: d.step, attempt: d.attempt, driver: command.driver, runner: command.runner,
         })];
       }
-      // The same runner incarnation handling its own run again: it resumes, nothing to record.
-      if (state.status === "started" && state.runner === command.runner) return [];
+      // The same runner incarnation handling its own run again, or a runner following the
+      // pod a lost one started: it resumes, nothing to record.
+      if (state.status === "started" && (state.runner === command.runner || command.adopt)) return [];
       // Never a second process for one run id: a redelivered run nobody finished was lost with its runner.
       if (state.status === "started") {
         return [failed(state.run, {

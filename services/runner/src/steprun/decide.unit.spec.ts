@@ -67,6 +67,13 @@ describe("StepRun decider", () => {
     expect(given(started).when(mine)).toEqual([]);
   });
 
+  it("lets a runner follow the live pod of a run a lost runner started, recording nothing, and never adopts a finished run", () => {
+    const adopt: StepRunCommand = { type: "start", dispatch, driver: "kubernetes", runner: "host-2", adopt: true };
+    expect(given(started).when(adopt)).toEqual([]);
+    expect(given(started, succeeded).when(adopt)).toEqual([]);
+    expect(given().when(adopt)).toEqual([ev("ephemera.steprun.started.v1", { ...run, attempt: 1, driver: "kubernetes", runner: "host-2" })]);
+  });
+
   it("drops a dispatch no longer wanted, recording why, without a start", () => {
     expect(given().when({ type: "drop", dispatch, message: "dropped: the workflow was cancelled" })).toEqual([
       ev("ephemera.steprun.failed.v1", { ...run, failure: { ...run, reason: "Cancelled", message: "dropped: the workflow was cancelled", logTail: "" } }),

@@ -6,12 +6,16 @@ import { createHash } from "node:crypto";
 export const DEFAULT_STEP_TIMEOUT_MS = 30 * 60_000;
 /** After a step's deadline the runner stops it; past this much more, the scheduler gives up on it. */
 export const DEADLINE_GRACE_MS = 60_000;
-/** Attempts lost with their runner (RunnerLost, DriverError) are run again this many times. */
+/** Attempts lost to the infrastructure (INFRA_REASONS) are run again this many times. */
 export const INFRA_RETRIES = 3;
 /** A run no runner has taken after this long is reported unclaimed ("no runner for cluster X"). */
 export const UNCLAIMED_AFTER_MS = 30_000;
-/** Reasons that are the infrastructure's fault, not the script's. */
-export const INFRA_REASONS = new Set(["RunnerLost", "DriverError"]);
+/**
+ * Reasons that are the infrastructure's fault, not the script's: the runner or the driver
+ * lost the run, or its pod was evicted, deleted by someone else or lost with its node.
+ * OOMKilled, ImagePullFailed, ConfigError and DeadlineExceeded are the plugin's to fix.
+ */
+export const INFRA_REASONS = new Set(["RunnerLost", "DriverError", "Evicted", "PodDeleted", "NodeLost"]);
 
 export const RETRY_BASE_MS = 1000;
 export const RETRY_MAX_MS = 5 * 60_000;

@@ -17,6 +17,10 @@ export const AGENT_DIR = "/ephemera";
 /** Where the agent image keeps the bundled agent. */
 export const AGENT_PROGRAM = "/agent/agent.cjs";
 const STEP_HOME = "/tmp";
+/** Where the agents write their report's summary, which the pod's status carries to the runner. */
+export const TERMINATION_MESSAGE_PATH = "/dev/termination-log";
+/** The full run id (labels cannot hold it): how a restarted runner knows whose pod it finds. */
+export const RUN_ID_ANNOTATION = "ephemera.dev/run-id";
 const LABEL = "ephemera.dev";
 
 export interface PodRequest {
@@ -30,6 +34,8 @@ export interface PodRequest {
   token: string;
   /** Namespace when the plugin's runner names none. */
   defaultNamespace: string;
+  /** The script's default environment (SIGNADOT_*, EPHEMERA_*): main's, under the overlay's and the inputs. */
+  env?: Record<string, string>;
 }
 
 /** Pure: a DNS label (≤ 63 characters) for the run's pod, the same for the same run id, distinct for distinct ones. */
@@ -70,18 +76,23 @@ export function buildPod(r: PodRequest): Json {
     { name: "EPHEMERA_TOKEN", value: r.token },
     { name: "EPHEMERA_IOCONTEXT", value: r.iocontext },
     { name: "EPHEMERA_AGENT_DIR", value: AGENT_DIR },
+    { name: "EPHEMERA_TERMINATION_MESSAGE_PATH", value: TERMINATION_MESSAGE_PATH },
   ];
   const agent = (container: string, command: string) => ({
     name: container, image: r.agentImage, command: ["node", AGENT_PROGRAM, command], env: agentEnv, volumeMounts: mounts,
+    terminationMessagePath: TERMINATION_MESSAGE_PATH, terminationMessagePolicy: "File",
   });
   const base: Json = {
-    metadata: { labels },
+    metadata: { labels, annotations: { [RUN_ID_ANNOTATION]: d.runId } },
     spec: {
       restartPolicy: "Never",
       ...(d.timeoutMs > 0 ? { activeDeadlineSeconds: Math.ceil(d.timeoutMs / 1000) } : {}),
       initContainers: [agent("ephemera-init", "init")],
       containers: [
-        { name: "main", image: d.runner?.image ?? "", command: [`${AGENT_DIR}/entrypoint`], volumeMounts: mounts },
+        {
+          name: "main", image: d.runner?.image ?? "", command: [`${AGENT_DIR}/entrypoint`], volumeMounts: mounts,
+          ...(r.env ? { env: Object.entries(r.env).map(([name, value]) => ({ name, value })) } : {}),
+        },
         agent("ephemera-sidecar", "sidecar"),
       ],
       volumes: [{ name: "ephemera-agent", emptyDir: {} }, ...dirs.map((_, i) => ({ name: `ephemera-path-${i}`, emptyDir: {} }))],
@@ -93,15 +104,21 @@ export function buildPod(r: PodRequest): Json {
   spec["restartPolicy"] = "Never";
   for (const list of ["initContainers", "containers"] as const) {
     for (const c of (spec[list] as Array<Record<string, Json>>)) {
-      if (c["name"] === "ephemera-init") c["command"] = ["node", AGENT_PROGRAM, "init"];
-      if (c["name"] === "ephemera-sidecar") c["command"] = ["node", AGENT_PROGRAM, "sidecar"];
+      if (c["name"] === "ephemera-init" || c["name"] === "ephemera-sidecar") {
+        c["command"] = ["node", AGENT_PROGRAM, c["name"] === "ephemera-init" ? "init" : "sidecar"];
+        c["terminationMessagePath"] = TERMINATION_MESSAGE_PATH;
+      }
       if (c["name"] === "main") c["command"] = [`${AGENT_DIR}/entrypoint`];
     }
   }
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { ...(merged.metadata ?? {}), name, namespace, labels: { ...((merged.metadata?.["labels"] as Record<string, Json>) ?? {}), ...labels } },
+    metadata: {
+      ...(merged.metadata ?? {}), name, namespace,
+      labels: { ...((merged.metadata?.["labels"] as Record<string, Json>) ?? {}), ...labels },
+      annotations: { ...((merged.metadata?.["annotations"] as Record<string, Json>) ?? {}), [RUN_ID_ANNOTATION]: d.runId },
+    },
     spec,
   };
 }

@@ -17,7 +17,7 @@ const dispatch = (over: Partial<pb.StepDispatch> = {}) => pb.StepDispatch.fromPa
   inputPaths: ["/etc/app/cfg"], outputPaths: ["dsn"], ...over,
 });
 const build = (over: Partial<pb.StepDispatch> = {}) => buildPod({
-  dispatch: dispatch(over), prefix: "p1", agentImage: "ephemera/agent:1", iocontext: "io:7401", token: "tok", defaultNamespace: "ephemera",
+  env: { SIGNADOT_SANDBOX_NAME: "feature-x" }, dispatch: dispatch(over), prefix: "p1", agentImage: "ephemera/agent:1", iocontext: "io:7401", token: "tok", defaultNamespace: "ephemera",
 }) as unknown as Pod;
 const container = (p: Pod, name: string) => [...p.spec.initContainers, ...p.spec.containers].find((c) => c["name"] === name)!;
 
@@ -55,6 +55,12 @@ describe("the runner pod", () => {
     expect(container(p, "ephemera-init")["command"]).toEqual(["node", "/agent/agent.cjs", "init"]);
     expect(container(p, "main")).toMatchObject({ image: "postgres:16", command: ["/ephemera/entrypoint"] });
     expect(container(p, "ephemera-sidecar")["command"]).toEqual(["node", "/agent/agent.cjs", "sidecar"]);
+    // The agents' reports come back through the pod's status.
+    for (const c of ["ephemera-init", "ephemera-sidecar"]) {
+      expect(container(p, c)).toMatchObject({ terminationMessagePath: "/dev/termination-log" });
+      expect(container(p, c)["env"]).toContainEqual({ name: "EPHEMERA_TERMINATION_MESSAGE_PATH", value: "/dev/termination-log" });
+    }
+    expect(p.metadata.annotations).toEqual({ "ephemera.dev/run-id": "rk1.db.create.provision.2" });
     for (const c of ["ephemera-init", "main", "ephemera-sidecar"]) {
       expect((container(p, c)["volumeMounts"] as Array<{ mountPath: string }>).map((m) => m.mountPath)).toEqual(["/ephemera", "/etc/app", "/tmp"]);
     }
@@ -86,12 +92,12 @@ describe("the runner pod", () => {
       "    env: [{name: PGHOST, value: db.internal}]",
     ].join("\n");
     const p = build({ runner: { image: "x", namespace: "", podTemplateOverlay: overlay } });
-    expect(p.metadata.annotations).toEqual({ "vault.hashicorp.com/agent-inject": "true" });
+    expect(p.metadata.annotations).toEqual({ "vault.hashicorp.com/agent-inject": "true", "ephemera.dev/run-id": "rk1.db.create.provision.2" });
     expect(p.metadata.labels).toMatchObject({ team: "db", "ephemera.dev/step": "provision" });
     expect(p.spec.serviceAccountName).toBe("runner");
     expect(p.spec.restartPolicy).toBe("Never");
     expect(container(p, "main")["command"]).toEqual(["/ephemera/entrypoint"]);
-    expect(container(p, "main")["env"]).toEqual([{ name: "PGHOST", value: "db.internal" }]);
+    expect(container(p, "main")["env"]).toEqual([{ name: "SIGNADOT_SANDBOX_NAME", value: "feature-x" }, { name: "PGHOST", value: "db.internal" }]);
   });
 
   it("refuses an overlay that is not a pod template, naming the field and the rule", () => {
