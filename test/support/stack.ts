@@ -37,7 +37,8 @@ export interface TestStack {
   stop(): Promise<void>;
 }
 
-export async function startTestStack(tag = "e2e"): Promise<TestStack> {
+/** `env`: more settings for the stack (EPHEMERA_RUNNER_DRIVER, KUBECONFIG, ...). */
+export async function startTestStack(tag = "e2e", more: Record<string, string> = {}): Promise<TestStack> {
   const prefix = uniquePrefix(tag);
   const [apiPort, ioPort] = [await freePort(), await freePort()];
   const api = `127.0.0.1:${apiPort}`;
@@ -50,6 +51,7 @@ export async function startTestStack(tag = "e2e"): Promise<TestStack> {
     EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${ioPort}`,
     EPHEMERA_RUNNER_WORKDIR: join(scratch, "runs"),
     EPHEMERA_LOG_FORMAT: "json",
+    ...more,
   };
   const output: string[] = [];
   const child = spawn(process.execPath, [join(ROOT, "services/stack/dist/main.js")], { env, stdio: ["ignore", "pipe", "pipe"] });

@@ -1,0 +1,135 @@
+// Every way a runner pod can end, named (the simulated cluster's failure injection, set
+// through the plugin's podTemplateOverlay), and a runner killed with SIGKILL mid-step that
+// follows its pod again instead of running the step twice.
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { waitFor } from "@ephemera/kit";
+import { ephOk } from "../support/eph.js";
+import { kubectl, startSim, type Sim } from "../support/kube.js";
+import { startOwnStack, type OwnStack } from "../support/own-stack.js";
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const GRACE_MS = 1000;
+
+const plugin = (name: string, overlay: string, script = "#!/bin/sh\necho started\nsleep 30\n", extra = "") => `
+name: ${name}
+spec:
+  runner:
+    image: debian:bookworm-slim
+    podTemplateOverlay: |
+${overlay.split("\n").map((l) => `      ${l}`).join("\n")}
+  create:
+  - name: step
+${extra}    script: |
+${script.split("\n").map((l) => `      ${l}`).join("\n")}
+`;
+const fault = (kind: string, container = "main") =>
+  `metadata:\n  annotations:\n    sim.ephemera.dev/fail: ${kind}\n    sim.ephemera.dev/fail-container: ${container}`;
+
+describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cluster)", () => {
+  let sim: Sim;
+  let stack: OwnStack;
+  beforeAll(async () => {
+    sim = await startSim();
+    stack = await startOwnStack("kube-outcomes", {
+      env: {
+        EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: sim.kubeconfig, EPHEMERA_KUBE_NAMESPACE: "default",
+        EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS: String(GRACE_MS), EPHEMERA_KUBE_NODE_LOST_GRACE_MS: String(GRACE_MS),
+      },
+    });
+  }, 90_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await sim?.stop();
+  });
+
+  const file = (name: string, text: string) => {
+    const p = join(stack.scratch, name);
+    writeFileSync(p, text);
+    return p;
+  };
+  const sandbox = (name: string, pluginName: string) => file(`${name}.yaml`, `name: ${name}\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: ${pluginName}}\n`);
+  const view = async (name: string) => JSON.parse((await ephOk(stack.eph, ["sandbox", "get", name, "-o", "json"])).stdout) as Json;
+  /** The failures recorded for the sandbox's step runs, in order. */
+  const failures = async (name: string) => {
+    const feed = (await ephOk(stack.eph, ["events", "--sandbox", name, "-o", "json"])).stdout.trim().split("\n").map((l) => JSON.parse(l) as Json);
+    return feed.filter((e) => e["type"] === "ephemera.steprun.failed.v1").map((e) => e["data"].failure as Json);
+  };
+  const ourPods = async () => (JSON.parse((await kubectl(sim, ["get", "pods", "-A", "-o", "json"])).stdout) as Json)["items"]
+    .filter((p: Json) => p["metadata"].labels?.["ephemera.dev/prefix"] === stack.prefix) as Json[];
+
+  const cases: Array<{ reason: string; overlay: string; script?: string; extra?: string; infra: boolean; message: RegExp }> = [
+    { reason: "OOMKilled", overlay: fault("OOMKilled"), infra: false, message: /main was killed for using too much memory/ },
+    { reason: "ImagePullFailed", overlay: fault("ImagePullBackOff"), infra: false, message: /main: (ErrImagePull|ImagePullBackOff)/ },
+    { reason: "Evicted", overlay: fault("Evicted"), infra: true, message: /low on resource/ },
+    { reason: "NodeLost", overlay: fault("NodeLost"), infra: true, message: /stopped reporting/ },
+    {
+      reason: "ConfigError", infra: false, message: /secret "no-such-secret" not found/,
+      overlay: "spec:\n  containers:\n  - name: main\n    env:\n    - name: X\n      valueFrom: {secretKeyRef: {name: no-such-secret, key: k}}",
+    },
+    { reason: "DeadlineExceeded", overlay: "", extra: "    timeout: 2s\n", infra: false, message: /timeout|deadline/i },
+  ];
+
+  it.each(cases)("names a pod that ends $reason, within 30 s, and deletes the pod", async (c) => {
+    const name = `out-${c.reason.toLowerCase()}`;
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file(`${name}-plugin.yaml`, plugin(name, c.overlay, c.script, c.extra))]);
+    const started = Date.now();
+    const applied = await stack.eph(["sandbox", "apply", "-f", sandbox(name, name), "--wait"], { timeoutMs: 90_000 });
+    expect(applied.code).toBe(1);
+    const recorded = await failures(name);
+    // An infrastructure failure is run again as a new attempt (three more), a plugin's failure is not.
+    expect(recorded.map((f) => f["reason"])).toEqual(c.infra ? [c.reason, c.reason, c.reason, c.reason] : [c.reason]);
+    expect(recorded[0]!["message"]).toMatch(c.message);
+    if (!c.infra) expect(Date.now() - started).toBeLessThan(30_000);
+    const v = await view(name);
+    expect(v["resources"][0].failure.reason).toBe(c.reason);
+    await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== name), { timeoutMs: 15_000, what: `the pods of ${name} to be deleted` });
+    await ephOk(stack.eph, ["sandbox", "delete", name, "--wait"]);
+  }, 120_000);
+
+  it("names a pod someone else deleted PodDeleted, and runs the step again as a new attempt", async () => {
+    const gate = join(stack.scratch, "gate-deleted");
+    mkdirSync(gate);
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file("deleted-plugin.yaml", plugin("deleted", "", `#!/bin/sh\necho "attempt $EPHEMERA_RUN_ID"\nwhile [ ! -e ${gate}/open ]; do sleep 0.05; done\n`))]);
+    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("deleted", "deleted"), "--wait"], { timeoutMs: 90_000 });
+    const first = await waitFor(async () => (await ourPods()).find((p) => p["metadata"].labels["ephemera.dev/sandbox"] === "deleted" && p["status"]?.phase === "Running") ?? false,
+      { timeoutMs: 30_000, intervalMs: 200, what: "the first attempt's pod running" });
+    expect(first["metadata"].labels["ephemera.dev/attempt"]).toBe("1");
+    await kubectl(sim, ["delete", "pod", "-n", "default", first["metadata"].name, "--wait=false"]);
+    await waitFor(async () => (await ourPods()).some((p) => p["metadata"].labels["ephemera.dev/sandbox"] === "deleted" && p["metadata"].labels["ephemera.dev/attempt"] === "2"),
+      { timeoutMs: 30_000, intervalMs: 200, what: "a second attempt's pod" });
+    writeFileSync(join(gate, "open"), "");
+    expect((await applying).code).toBe(0);
+    expect((await failures("deleted")).map((f) => f["reason"])).toEqual(["PodDeleted"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "deleted", "--wait"]);
+  }, 120_000);
+
+  it("a runner killed with SIGKILL mid-step follows its pod again when restarted: the step runs once, in one pod", async () => {
+    const gate = join(stack.scratch, "gate-reattach");
+    mkdirSync(gate);
+    const ran = join(gate, "ran");
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file("reattach-plugin.yaml", plugin("reattach", "", [
+      "#!/bin/sh", `echo "$EPHEMERA_RUN_ID" >> ${ran}`, `while [ ! -e ${gate}/open ]; do sleep 0.05; done`, "printf done > /tmp/out", "",
+    ].join("\n"), "    outputs: [{name: out, valueFromPath: /tmp/out}]\n"))]);
+    const before = await sim.stats();
+    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("reattach", "reattach"), "--wait"], { timeoutMs: 120_000 });
+    await waitFor(() => readFileSync(ran, { encoding: "utf8", flag: "a+" }).length > 0, { timeoutMs: 30_000, what: "the step to start" });
+    await stack.services.kill("runner");
+    await stack.services.start("runner");
+    writeFileSync(join(gate, "open"), "");
+    // The dispatch comes back to the new runner after the work queue's ack wait (30 s).
+    const applied = await applying;
+    expect(applied.code).toBe(0);
+    expect(readFileSync(ran, "utf8").trim().split("\n")).toEqual([expect.stringMatching(/\.res\.create\.step\.1$/)]);
+    const after = await sim.stats();
+    expect((after.calls["create pods"] ?? 0) - (before.calls["create pods"] ?? 0)).toBe(1);
+    expect(await failures("reattach")).toEqual([]);
+    const shown = JSON.parse((await ephOk(stack.eph, ["sandbox", "get", "reattach", "--show-outputs", "-o", "json"])).stdout) as Json;
+    expect(shown["resources"][0].outputs["step.out"].value).toBe("done");
+    await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== "reattach"), { timeoutMs: 15_000, what: "the pod to be deleted" });
+    expect(stack.services.log("runner").lines().map((l) => l.line).join("\n")).toContain("following the run's existing pod");
+    await ephOk(stack.eph, ["sandbox", "delete", "reattach", "--wait"]);
+    rmSync(gate, { recursive: true, force: true });
+  }, 150_000);
+});

@@ -1,0 +1,141 @@
+// The end-to-end scenarios with the Kubernetes driver: every step a runner pod on the
+// simulated cluster (kube-sim, its kubelet running the containers as local processes),
+// created, followed and deleted by the runner; kubectl sees what a user would.
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { waitFor } from "@ephemera/kit";
+import { kubectl, startSim, type Sim } from "../support/kube.js";
+import { startTestStack, type TestStack } from "../support/stack.js";
+import { endToEndScenarios } from "./scenarios.js";
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe("ephemera end to end (Kubernetes driver, simulated cluster)", () => {
+  let sim: Sim;
+  let stack: TestStack;
+  beforeAll(async () => {
+    sim = await startSim();
+    stack = await startTestStack("e2e-kube", { EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: sim.kubeconfig, EPHEMERA_KUBE_NAMESPACE: "default" });
+  }, 90_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await sim?.stop();
+  });
+
+  endToEndScenarios(() => stack);
+
+  const ok = async (args: string[]) => {
+    const r = await stack.eph(args);
+    if (r.code !== 0) throw new Error(`eph ${args.join(" ")} exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+    return r;
+  };
+  const ourPods = async (namespace: string) => (JSON.parse((await kubectl(sim, ["get", "pods", "-n", namespace, "-o", "json"])).stdout) as Json)["items"]
+    .filter((p: Json) => p["metadata"].labels?.["ephemera.dev/prefix"] === stack.prefix) as Json[];
+
+  it("shows a running step's pod to kubectl with ephemera-init, main and ephemera-sidecar, and leaves no pod once the sandbox is ready", async () => {
+    // A barrier the step waits at (outside /tmp: each container has its own /tmp), so the pod is seen running.
+    const gate = join("/var/tmp", `${stack.prefix}-gate`);
+    mkdirSync(gate, { recursive: true });
+    try {
+      await ok(["plugin", "apply", "-f", stack.file("held.yaml", `
+name: held
+spec:
+  runner: {image: "debian:bookworm-slim", namespace: team-a}
+  create:
+  - name: wait
+    script: |
+      #!/bin/sh
+      echo "waiting at the gate"
+      while [ ! -e ${gate}/open ]; do sleep 0.05; done
+      echo "through"
+`)]);
+      await kubectl(sim, ["apply", "-f", "-"], { stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n" });
+      const applying = stack.eph(["sandbox", "apply", "-f", stack.file("sb-held.yaml", "name: held-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: held}\n"), "--wait"]);
+      const pod = await waitFor(async () => {
+        const running = (await ourPods("team-a")).find((p) => p["status"]?.containerStatuses?.some((c: Json) => c.name === "main" && c.state?.running));
+        return running ?? false;
+      }, { timeoutMs: 30_000, intervalMs: 200, what: "the step's pod running in team-a" });
+      expect(pod["spec"].initContainers.map((c: Json) => c.name)).toEqual(["ephemera-init"]);
+      expect(pod["spec"].containers.map((c: Json) => [c.name, c.image])).toEqual([
+        ["main", "debian:bookworm-slim"], ["ephemera-sidecar", expect.stringMatching(/^ephemera\/agent:/)],
+      ]);
+      expect(pod["spec"].restartPolicy).toBe("Never");
+      expect(pod["metadata"].labels).toMatchObject({ "ephemera.dev/sandbox": "held-sb", "ephemera.dev/resource": "res", "ephemera.dev/step": "wait", "ephemera.dev/phase": "create", "ephemera.dev/attempt": "1" });
+      // The token is in the agents' environment, never in main's.
+      expect(JSON.stringify(pod["spec"].containers[0])).not.toContain("EPHEMERA_TOKEN");
+
+      // kubectl follows main's log as the step writes it.
+      const described = await kubectl(sim, ["describe", "pod", "-n", "team-a", pod["metadata"].name]);
+      expect(described.stdout).toContain("ephemera-sidecar");
+      const logs = await kubectl(sim, ["logs", "-n", "team-a", pod["metadata"].name, "-c", "main"]);
+      expect(logs.stdout).toContain("waiting at the gate");
+
+      writeFileSync(join(gate, "open"), "");
+      expect((await applying).code).toBe(0);
+      expect(await ourPods("team-a")).toEqual([]);
+      const log = await ok(["logs", "--sandbox", "held-sb", "--resource", "res", "--step", "wait"]);
+      expect(log.stdout).toContain("waiting at the gate\nthrough");
+      await ok(["sandbox", "delete", "held-sb", "--wait"]);
+    } finally {
+      rmSync(gate, { recursive: true, force: true });
+    }
+  });
+
+  it("passes an overlay's env var, and a secret it references, to the step", async () => {
+    await kubectl(sim, ["apply", "-f", "-"], {
+      stdin: "apiVersion: v1\nkind: Secret\nmetadata: {name: db-credentials, namespace: default}\nstringData: {password: s3cr3t-from-secret}\n",
+    });
+    await ok(["plugin", "apply", "-f", stack.file("overlay.yaml", `
+name: overlay
+spec:
+  runner:
+    image: debian:bookworm-slim
+    podTemplateOverlay: |
+      metadata:
+        annotations: {team: databases}
+      spec:
+        containers:
+        - name: main
+          env:
+          - {name: PGHOST, value: db.internal}
+          - name: PGPASSWORD
+            valueFrom: {secretKeyRef: {name: db-credentials, key: password}}
+  create:
+  - name: show
+    outputs: [{name: seen, valueFromPath: /tmp/seen}]
+    script: |
+      #!/bin/sh
+      printf '%s/%s/%s' "$PGHOST" "$PGPASSWORD" "$SIGNADOT_SANDBOX_NAME" > /tmp/seen
+`)]);
+    await ok(["sandbox", "apply", "-f", stack.file("sb-overlay.yaml", "name: overlay-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: overlay}\n"), "--wait"]);
+    const view = JSON.parse((await ok(["sandbox", "get", "overlay-sb", "--show-outputs", "-o", "json"])).stdout) as Json;
+    expect(view["resources"][0].outputs["show.seen"].value).toBe("db.internal/s3cr3t-from-secret/overlay-sb");
+    await ok(["sandbox", "delete", "overlay-sb", "--wait"]);
+  });
+
+  it("creates and deletes one pod per step: two API writes a step, and no polling", async () => {
+    const before = await sim.stats();
+    await ok(["plugin", "apply", "-f", stack.file("three.yaml", `
+name: three
+spec:
+  runner: {image: debian:bookworm-slim}
+  create:
+  - {name: one, script: "#!/bin/sh\\necho one"}
+  - {name: two, script: "#!/bin/sh\\necho two"}
+  - {name: three, script: "#!/bin/sh\\necho three"}
+`)]);
+    await ok(["sandbox", "apply", "-f", stack.file("sb-three.yaml", "name: three-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: three}\n"), "--wait"]);
+    // Asked of the simulator's control endpoint, which counts no call (kubectl's own list would count).
+    let after = before;
+    const delta = (k: string) => (after.calls[k] ?? 0) - (before.calls[k] ?? 0);
+    await waitFor(async () => {
+      after = await sim.stats();
+      return delta("delete pods") >= 3;
+    }, { timeoutMs: 10_000, what: "the three pods to be deleted" });
+    expect(delta("create pods")).toBe(3);
+    expect(delta("delete pods")).toBe(3);
+    expect(delta("get pods")).toBe(0); // followed through the watch, never polled
+    expect(delta("list pods")).toBe(0);
+    await ok(["sandbox", "delete", "three-sb", "--wait"]);
+  });
+});

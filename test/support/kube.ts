@@ -1,0 +1,60 @@
+// The simulated cluster for the Kubernetes driver's tests: kube-sim as a process on a free
+// port (its kubelet runs pods' containers as local processes), and the real kubectl
+// pointed at it.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { startKubeSimProcess, type FaultSpec, type StatsSnapshot } from "@ephemera/kube-sim";
+
+export interface Sim {
+  url: string;
+  kubeconfig: string;
+  stats(): Promise<StatsSnapshot>;
+  faults(spec: FaultSpec | null): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startSim(): Promise<Sim> {
+  // Outside /tmp: containers get a private /tmp of their own.
+  const dir = mkdtempSync("/var/tmp/ephemera-kube-sim-");
+  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000 });
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${sim.url}${path}`, { method, ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }) });
+    if (!res.ok) throw new Error(`kube-sim ${method} ${path}: ${res.status} ${await res.text()}`);
+    return res;
+  };
+  return {
+    url: sim.url,
+    kubeconfig: sim.kubeconfigPath,
+    stats: async () => (await (await call("GET", "/sim/stats")).json()) as StatsSnapshot,
+    faults: async (spec) => { await (spec ? call("POST", "/sim/faults", spec) : call("DELETE", "/sim/faults")); },
+    stop: async () => {
+      await sim.kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface KubectlResult { code: number; stdout: string; stderr: string }
+
+/**
+ * `kubectl ARGS` against the simulated cluster, `stdin` on its standard input; a non-zero
+ * exit is an error unless `allowFail`. (kubectl create sends protobuf, which the simulator
+ * does not read: objects are made with `apply -f -`.)
+ */
+export function kubectl(sim: Pick<Sim, "kubeconfig">, args: string[], { allowFail = false, stdin = "" } = {}): Promise<KubectlResult> {
+  return new Promise((resolve, reject) => {
+    const p = spawn("kubectl", ["--kubeconfig", sim.kubeconfig, ...args], { stdio: ["pipe", "pipe", "pipe"] });
+    p.stdin.end(stdin);
+    let stdout = "";
+    let stderr = "";
+    p.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    p.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    p.on("error", reject);
+    p.on("exit", (code) => {
+      const r = { code: code ?? -1, stdout, stderr };
+      if (r.code !== 0 && !allowFail) reject(new Error(`kubectl ${args.join(" ")} exited ${r.code}: ${stderr}`));
+      else resolve(r);
+    });
+  });
+}
