@@ -36,8 +36,13 @@ export function launchScript(spec: LaunchSpec): string {
   // private directory then goes over /tmp with its submounts (--rbind), last.
   const underTmp = (t: string) => t === "/tmp" || t.startsWith("/tmp/");
   const placed = spec.mounts.map((m) => (underTmp(m.target) ? { ...m, target: posix.join(spec.privateTmp, m.target.slice(4)) } : m));
-  // Shallow targets first, so a mount inside another volume's path lands on top of it.
-  for (const m of placed.sort((a, b) => depth(a.target) - depth(b.target))) {
+  // Shallow targets first, so a mount inside another volume's path lands on top of it; but
+  // a mount whose source another mount's target would hide (the agent image's directory
+  // under /work, and a volume at /work) goes before that one, while its source is in sight.
+  const within = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+  const hidden = (b: Mount) => placed.some((a) => a !== b && within(b.source, a.target) && !within(b.target, a.target));
+  const byDepth = [...placed].sort((a, b) => depth(a.target) - depth(b.target));
+  for (const m of [...byDepth.filter(hidden), ...byDepth.filter((m) => !hidden(m))]) {
     const t = q(m.target);
     if (m.file) lines.push(`[ -e ${t} ] || { ${mkdir} -p "$(dirname ${t})"; : > ${t}; }`);
     else lines.push(`[ -d ${t} ] || ${mkdir} -p ${t}`);
