@@ -199,6 +199,17 @@ async function main() {
     }
   }
 
+  // The Kubernetes driver on the simulated cluster: its own stack and simulator.
+  await borrowed("Kubernetes driver", async () => {
+    const { kubeFigures } = await import("./kube.mjs");
+    const k = await kubeFigures({ ...servers, scratch, chain: quick ? 5 : 10, samples: P.samples });
+    record("Kubernetes: step-to-step gap (a pod's end → the next step's pod created), simulated cluster", { measured: k.gaps, goal: 100 });
+    record("Kubernetes: container start (pod created → main running), simulated cluster", { measured: k.starts });
+    record("Kubernetes API writes per step", { measured: k.writes, unit: "calls", goal: 2 });
+    record("Kubernetes polling reads per step (GET of a pod)", { measured: k.pollingReads, unit: "calls", goal: 0 });
+    notes.push(`Kubernetes API calls per step (${k.steps} steps): ${Object.entries(k.perStep).map(([c, n]) => `${c} ${n.toFixed(2)}`).join(", ")}`);
+  });
+
   // Batches, each on a fresh stack (so peak RSS and CPU are the batch's own).
   const small = await batch(servers, P.small);
   log(`batch of ${P.small}: all ready in ${(small.totalMs / 1000).toFixed(1)} s`);
