@@ -41,7 +41,7 @@ function watchPods(url) {
   return { pods, stop: () => req.destroy() };
 }
 
-const stats = async (url) => (await (await fetch(`${url}/sim/stats`)).json()).calls;
+const stats = async (url) => (await (await globalThis.fetch(`${url}/sim/stats`)).json()).calls;
 
 /**
  * Runs `samples` (+1 warm-up) chains of `chain` steps with the Kubernetes driver; returns
