@@ -105,6 +105,34 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     await ephOk(stack.eph, ["sandbox", "delete", "deleted", "--wait"]);
   }, 120_000);
 
+  it("deletes the running pod of a sandbox deleted mid-step, and the step ends Cancelled", async () => {
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file("cancelled-plugin.yaml", plugin("cancelled", "", "#!/bin/sh\necho started\nsleep 300\n"))]);
+    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("cancelled", "cancelled"), "--wait"], { timeoutMs: 90_000 });
+    const running = await waitFor(async () => (await ourPods()).find((p) => p["metadata"].labels["ephemera.dev/sandbox"] === "cancelled" && p["status"]?.phase === "Running") ?? false,
+      { timeoutMs: 30_000, intervalMs: 200, what: "the step's pod running" });
+    await ephOk(stack.eph, ["sandbox", "delete", "cancelled", "--wait"], { timeoutMs: 60_000 });
+    expect((await applying).code).toBe(1);
+    expect(await kubectl(sim, ["get", "pod", "-n", "default", running["metadata"].name], { allowFail: true })).toMatchObject({ code: 1, stderr: expect.stringContaining("NotFound") });
+    expect((await failures("cancelled")).map((f) => f["reason"])).toEqual(["Cancelled"]);
+  }, 120_000);
+
+  it("rides out refused API calls: creates and deletes answered 429 and 500 are tried again, and the step runs in one pod", async () => {
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file("refused-plugin.yaml", plugin("refused", "", "#!/bin/sh\necho fine\n"))]);
+    const before = await sim.stats();
+    await sim.faults({ apiErrors: { next: 4, codes: [429, 500], verbs: ["create", "delete"], resources: ["pods"] } });
+    try {
+      await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("refused", "refused"), "--wait"], { timeoutMs: 60_000 });
+      await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== "refused"), { timeoutMs: 15_000, what: "the pod to be deleted" });
+    } finally {
+      await sim.faults(null);
+    }
+    const after = await sim.stats();
+    expect(after.containersStarted - before.containersStarted).toBe(3); // one pod: init, main, sidecar
+    expect((after.calls["create pods"] ?? 0) - (before.calls["create pods"] ?? 0)).toBeGreaterThan(1);
+    expect(await failures("refused")).toEqual([]);
+    await ephOk(stack.eph, ["sandbox", "delete", "refused", "--wait"]);
+  }, 120_000);
+
   it("a runner killed with SIGKILL mid-step follows its pod again when restarted: the step runs once, in one pod", async () => {
     const gate = join(stack.scratch, "gate-reattach");
     mkdirSync(gate);
