@@ -138,11 +138,14 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     mkdirSync(gate);
     const ran = join(gate, "ran");
     await ephOk(stack.eph, ["plugin", "apply", "-f", file("reattach-plugin.yaml", plugin("reattach", "", [
-      "#!/bin/sh", `echo "$EPHEMERA_RUN_ID" >> ${ran}`, `while [ ! -e ${gate}/open ]; do sleep 0.05; done`, "printf done > /tmp/out", "",
+      "#!/bin/sh", `echo "$EPHEMERA_RUN_ID" >> ${ran}`, "echo before the restart", `while [ ! -e ${gate}/open ]; do sleep 0.05; done`, "printf done > /tmp/out", "",
     ].join("\n"), "    outputs: [{name: out, valueFromPath: /tmp/out}]\n"))]);
     const before = await sim.stats();
     const applying = stack.eph(["sandbox", "apply", "-f", sandbox("reattach", "reattach"), "--wait"], { timeoutMs: 120_000 });
     await waitFor(() => readFileSync(ran, { encoding: "utf8", flag: "a+" }).length > 0, { timeoutMs: 30_000, what: "the step to start" });
+    // The first runner has stored the start of the log: the second must not store it again.
+    await waitFor(async () => (await stack.eph(["logs", "--sandbox", "reattach", "--resource", "res", "--step", "step"])).stdout.includes("before the restart"),
+      { timeoutMs: 15_000, intervalMs: 200, what: "the first line in the stored log" });
     await stack.services.kill("runner");
     await stack.services.start("runner");
     writeFileSync(join(gate, "open"), "");
@@ -155,6 +158,9 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     expect(await failures("reattach")).toEqual([]);
     const shown = JSON.parse((await ephOk(stack.eph, ["sandbox", "get", "reattach", "--show-outputs", "-o", "json"])).stdout) as Json;
     expect(shown["resources"][0].outputs["step.out"].value).toBe("done");
+    // The log once, though two runners streamed it.
+    const log = await ephOk(stack.eph, ["logs", "--sandbox", "reattach", "--resource", "res", "--step", "step"]);
+    expect(log.stdout.match(/before the restart/g)).toHaveLength(1);
     await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== "reattach"), { timeoutMs: 15_000, what: "the pod to be deleted" });
     expect(stack.services.log("runner").lines().map((l) => l.line).join("\n")).toContain("following the run's existing pod");
     await ephOk(stack.eph, ["sandbox", "delete", "reattach", "--wait"]);

@@ -175,7 +175,7 @@ export class Runner {
       const early = this.earlyCancels.get(d.runId);
       if (unwanted) run.stopped = { reason: FailureReason.Cancelled, message: `dropped: ${unwanted}` };
       else if (early) run.stopped = { reason: FailureReason.Cancelled, message: early.reason || "cancelled before it started" };
-      const command = run.stopped ? fail(run.stopped, "", 0) : await this.execute(item, run, log);
+      const command = run.stopped ? fail(run.stopped, "", 0) : await this.execute(item, run, log, adopt);
       // Kept until recorded: a redelivery to this runner records it without running anything again.
       this.pendingResults.set(d.runId, command);
       await record(command);
@@ -196,7 +196,7 @@ export class Runner {
     return this.succeeded(report, new StepLog(), 0);
   }
 
-  private async execute(item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger): Promise<StepRunCommand> {
+  private async execute(item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger, adopted: boolean): Promise<StepRunCommand> {
     const d = item.data;
     const started = this.o.now();
     const stepLog = new LiveLog(this.o.logs, d.runId, { onError: (err) => log.warn({ err }, "cannot store the step's log; trying again") });
@@ -204,7 +204,9 @@ export class Runner {
     // What this attempt may do at the IO context, and nothing more: its own inputs and outputs, until its deadline.
     const token = await signCapability(this.o.signingKey, { run: d.runId, inputs: d.inputs, outputs: d.outputs },
       (d.timeoutMs || DEFAULT_STEP_TIMEOUT_MS) + TOKEN_GRACE_MS);
-    run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c) });
+    // Following a lost runner's step: the log it stored is not stored again.
+    const skipLogBytes = adopted ? (await this.o.logs.read(d.runId)).length : 0;
+    run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c), ...(skipLogBytes ? { skipLogBytes } : {}) });
     if (run.stopped) run.step.stop(this.o.cancelGraceMs);
     const deadline = d.timeoutMs > 0 ? setTimeout(() => {
       log.warn({ timeoutMs: d.timeoutMs }, "step ran past its timeout; stopping it");

@@ -12,6 +12,8 @@ export interface RunRequest {
   env: Record<string, string>;
   /** Receives the step's log as it is produced. */
   onLog(chunk: Buffer): void;
+  /** So many bytes of the log are stored already (a step a lost runner started): not passed on again. */
+  skipLogBytes?: number;
 }
 
 export interface RunningStep {

@@ -165,7 +165,7 @@ export class KubeDriver implements StepDriver {
     const name = podName(d.runId);
     const namespace = this.namespaceOf(d);
     const watch = await this.watch(namespace);
-    const log = new LogFollower(this.o.kubeconfig, namespace, name, this.calls, request.onLog);
+    const log = new LogFollower(this.o.kubeconfig, namespace, name, this.calls, skipping(request.skipLogBytes ?? 0, request.onLog));
     const ended = this.outcome(watch, name, log);
     // Stopped: the pod is deleted (SIGTERM, then SIGKILL after the grace); stopped before it exists: never made.
     let stopGrace: number | undefined;
@@ -401,6 +401,19 @@ class LogFollower {
       // The pod is gone with its log: what was streamed is what there is.
     }
   }
+}
+
+/** `onLog` without the first `skip` bytes of the stream. */
+function skipping(skip: number, onLog: (chunk: Buffer) => void): (chunk: Buffer) => void {
+  let left = skip;
+  return (chunk) => {
+    if (left >= chunk.length) {
+      left -= chunk.length;
+      return;
+    }
+    onLog(left ? chunk.subarray(left) : chunk);
+    left = 0;
+  };
 }
 
 const key = (namespace: string, name: string) => `${namespace}/${name}`;
