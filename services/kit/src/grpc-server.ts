@@ -51,6 +51,8 @@ export interface GrpcServerOptions {
   maxInFlight?: number;
   /** Serve over TLS (and ask for client certificates when it has a client CA); absent: plaintext. */
   tls?: ServerTls;
+  /** Run on every call of a registered method (kit/metrics' grpcServerMetrics counts and times them). */
+  interceptors?: grpc.ServerInterceptor[];
 }
 
 export async function startGrpcServer(
@@ -62,6 +64,7 @@ export async function startGrpcServer(
   const server = new grpc.Server({
     "grpc.max_receive_message_length": MAX_REQUEST_BYTES,
     "grpc.max_send_message_length": MAX_RESPONSE_BYTES,
+    interceptors: options.interceptors ?? [],
   });
   const shedder = loadShedder(options.maxInFlight ?? MAX_IN_FLIGHT);
   for (const s of services.map(tolerateMalformed).map(shedder.wrap)) server.addService(s.definition, s.implementation);
