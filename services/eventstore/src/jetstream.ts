@@ -19,6 +19,8 @@ import {
 import { deadLetter, recordDeadLetter } from "./deadletter.js";
 import { envelopes, storedForm } from "./envelope.js";
 import { AggregateCache, type AggregateCacheOptions, type CachedAggregate } from "./aggregates.js";
+import { appendMetrics, appendOutcome, type AppendMetrics } from "./metrics.js";
+import type { Registry } from "@ephemera/kit/metrics";
 import type {
   AggregateEvents, AppendMeta, AppendResult, Commit, CommitHandler, DurableOptions, EventStore, Expected,
   FollowOptions, NewEvent, RecordedEvent, RedeliveryPolicy, Subscription,
@@ -33,6 +35,8 @@ export interface JetStreamStoreOptions {
   prefix: string;
   replicas?: number;
   logger?: Logger;
+  /** Where append latency and conflicts are counted (the service's registry); absent: not counted. */
+  metrics?: Registry;
   now?: () => Date;
   /** Deduplication window of a stream this store creates (default 2 minutes). */
   duplicateWindowMs?: number;
@@ -186,6 +190,7 @@ export class JetStreamEventStore implements EventStore {
   /** The connection's health, with this store's subscriptions in it: what a service's gRPC health follows. */
   readonly health: NatsHealth;
   private readonly cache: AggregateCache;
+  private readonly metrics?: AppendMetrics;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -198,6 +203,7 @@ export class JetStreamEventStore implements EventStore {
     this.duplicateWindowMs = options.duplicateWindowMs ?? 2 * 60_000;
     this.health = natsHealth(nc, options.logger);
     this.cache = new AggregateCache(options.cache);
+    if (options.metrics) this.metrics = appendMetrics(options.metrics);
   }
 
   /** Opens the store, creating the events stream if it does not exist. */
@@ -220,6 +226,18 @@ export class JetStreamEventStore implements EventStore {
   }
 
   async append(aggregate: string, id: string, expected: Expected, events: NewEvent[], meta: AppendMeta): Promise<AppendResult> {
+    const started = performance.now();
+    try {
+      const result = await this.publishCommit(aggregate, id, expected, events, meta);
+      this.metrics?.appended(aggregate, result.duplicate ? "duplicate" : "ok", started);
+      return result;
+    } catch (err) {
+      this.metrics?.appended(aggregate, appendOutcome(err), started);
+      throw err;
+    }
+  }
+
+  private async publishCommit(aggregate: string, id: string, expected: Expected, events: NewEvent[], meta: AppendMeta): Promise<AppendResult> {
     const subject = eventSubject(this.options.prefix, aggregate, id);
     // The position is only known after the publish; envelopes store it implicitly (the message seq).
     const recorded = envelopes(events, meta, {

@@ -9,7 +9,7 @@
 import type { NatsConnection } from "@nats-io/nats-core";
 import {
   AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager,
-  type Consumer, type ConsumerMessages, type JsMsg,
+  type Consumer, type ConsumerMessages, type JsMsg, type MsgRequest,
 } from "@nats-io/jetstream";
 import { UnavailableError, delay, isRetryable, type Logger } from "@ephemera/kit";
 import { natsHealth, type NatsHealth } from "./jetstream.js";
@@ -62,11 +62,16 @@ export interface WorkQueue<T> {
   onCancel(cluster: string, handler: (body: unknown) => void): WorkQueueConsumer;
 }
 
+/** A lane's items no runner has been handed yet, and how long the oldest of them has waited. */
+export interface LaneBacklog { lane: Lane; pending: number; oldestAgeMs: number }
+
 export interface Codec<T> { encode(d: T): string; decode(s: string): T }
 
 export const runStreamName = (prefix: string) => `${prefix}_run`;
 export const laneSubject = (prefix: string, lane: Lane, cluster: string) => `${prefix}.run.${lane}.${cluster}`;
 export const cancelStreamName = (prefix: string) => `${prefix}_cancel`;
+/** The durable pull consumer the cluster's runners share for one lane. */
+const durableName = (cluster: string, lane: Lane) => `runner_${cluster}_${lane}`;
 const NANOS_PER_MS = 1_000_000;
 /** How far back a runner starting up reads cancels (a run it may be handed was cancelled while it was down). */
 export const CANCEL_LOOKBACK_MS = 10 * 60_000;
@@ -178,7 +183,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     let lastProgress = Date.now();
     const progress = () => { lastProgress = Date.now(); };
     const lanes = LANES.map((lane) => ({
-      lane, durable: `runner_${cluster}_${lane}`, prefetch: lane === "next",
+      lane, durable: durableName(cluster, lane), prefetch: lane === "next",
       slot: undefined as JsMsg | undefined, beat: undefined as NodeJS.Timeout | undefined,
       wake: undefined as (() => void) | undefined,
     }));
@@ -256,6 +261,26 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
         await Promise.allSettled([...running]);
       },
     };
+  }
+
+  /**
+   * Per lane: the consumer's count of messages not yet delivered, and the first of them
+   * (the first message on the lane's subject after the last one delivered) for its age:
+   * two requests a lane, so cheap enough for every metrics scrape. Items handed out and
+   * waiting for a redelivery are not in it: they are being worked on.
+   */
+  async backlog(cluster: string): Promise<LaneBacklog[]> {
+    const jsm = await jetstreamManager(this.nc, { timeout: REOPEN_TIMEOUT_MS });
+    const stream = runStreamName(this.prefix);
+    return Promise.all(LANES.map(async (lane) => {
+      const info = await jsm.consumers.info(stream, durableName(cluster, lane));
+      if (info.num_pending === 0) return { lane, pending: 0, oldestAgeMs: 0 };
+      // STREAM.MSG.GET takes next_by_subj (server 2.9); the client types it for direct gets only.
+      const next = { next_by_subj: laneSubject(this.prefix, lane, cluster), seq: info.delivered.stream_seq + 1 } as unknown as MsgRequest;
+      const first = await jsm.streams.getMessage(stream, next);
+      const oldestAgeMs = first ? Math.max(0, Date.now() - first.time.getTime()) : 0;
+      return { lane, pending: info.num_pending, oldestAgeMs };
+    }));
   }
 
   /** The cluster's durable pull consumer, created by the first runner that needs it. */
