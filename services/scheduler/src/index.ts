@@ -2,25 +2,31 @@
 import { dispatchCodec } from "@ephemera/events";
 import { JetStreamEventStore, JetStreamWorkQueue, connectNats } from "@ephemera/eventstore";
 import { followHealth, startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
+import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
+import { workflowMetrics } from "./metrics.js";
 import { Scheduler } from "./scheduler.js";
 
 export { Scheduler } from "./scheduler.js";
 export { decide as decideWorkflow, nextDue, commandKey, type WorkflowCommand } from "./workflow/decide.js";
 export { evolve as evolveWorkflow, initialWorkflow, type WorkflowState, type StepState } from "./workflow/state.js";
 export { planSteps } from "./workflow/plan.js";
+export { workflowMetrics, type WorkflowMetrics } from "./metrics.js";
 export * from "./workflow/policy.js";
 
 export interface SchedulerConfig extends CommonConfig {
   listen: string;
+  /** The service's metrics registry (served by main); absent: nothing counted. */
+  metrics?: Registry;
 }
 
 export async function start(config: SchedulerConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
   const nc = await connectNats(config.natsUrl, "ephemera-scheduler", config.natsAuth);
-  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
+  const registry = config.metrics;
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, ...(registry ? { metrics: registry } : {}) });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
-  const scheduler = new Scheduler({ store, queue, logger });
+  const scheduler = new Scheduler({ store, queue, logger, ...(registry ? { metrics: workflowMetrics(registry) } : {}) });
   await scheduler.start();
-  const server = await startGrpcServer(config.listen, [], logger);
+  const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
   // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
   followHealth(server, [store.health]);
   logger.info({ prefix: config.prefix }, "scheduler started");

@@ -8,6 +8,7 @@ import { Aggregates, decode, encode, folding, outputSize, runId, workflowId, typ
 import { Feed, Projection, execute, type Commit, type EventStore, type RecordedEvent, type Subscription, type WorkQueue } from "@ephemera/eventstore";
 import { DueIndex, type Logger } from "@ephemera/kit";
 import { foldPlugin, foldSandbox, noPlugin, noSandbox, type PluginFacts, type SandboxFacts } from "./facts.js";
+import type { WorkflowMetrics } from "./metrics.js";
 import { startOutbox } from "./outbox.js";
 import { commandKey, decide, nextDue, type WorkflowCommand } from "./workflow/decide.js";
 import { DEFAULT_POLICY, type Policy } from "./workflow/policy.js";
@@ -21,6 +22,8 @@ export interface SchedulerDeps {
   /** The clock every decision is made with. */
   now?: () => number;
   policy?: Partial<Policy>;
+  /** Counts what the decisions append (metrics.ts); absent: nothing counted. */
+  metrics?: WorkflowMetrics;
 }
 
 /** Where a command comes from, for the events it appends. */
@@ -195,11 +198,13 @@ export class Scheduler {
   }
 
   private async command(id: string, command: WorkflowCommand, cause: Cause | undefined, now = this.now()): Promise<void> {
-    const { appended } = await execute(
+    const { appended, entity } = await execute(
       this.deps.store, this.workflows, id,
       (state) => decide(command, state, now, this.policy).map(encode),
       { source: "scheduler", command: commandKey(command), ...cause },
     );
+    // A duplicate is a command that had landed already: counted then.
+    if (appended && !appended.duplicate) this.deps.metrics?.appended(appended.events, entity.state);
     for (const recorded of appended?.events ?? []) {
       const data = recorded.data as { step?: string; runId?: string };
       this.deps.logger.info({ workflow: id, type: recorded.type, step: data.step, runId: data.runId }, "workflow event");

@@ -30,6 +30,8 @@ interface Started {
   steps: StepState[];
   /** How many times the workflow was retried after failing. */
   retried: number;
+  /** When it started, or was last retried (the envelope's time, ms since epoch): where its duration is measured from. */
+  startedAt: number;
   /** The first failure that ended (or is ending) the workflow. */
   failure?: pb.StepFailure;
 }
@@ -55,7 +57,7 @@ export function plannedStep(p: pb.PlannedStep, since: number): StepState {
 /** `time` is the event's envelope time: the clock of the decision that appended it. */
 export function evolve(state: WorkflowState, event: DomainEvent, time: number): WorkflowState {
   if (event.type === "ephemera.workflow.started.v1") {
-    return { status: "running", started: event.data, steps: event.data.steps.map((p) => plannedStep(p, time)), retried: 0 };
+    return { status: "running", started: event.data, steps: event.data.steps.map((p) => plannedStep(p, time)), retried: 0, startedAt: time };
   }
   if (state.status === "none") return state;
   const step = (name: string, f: (s: StepState) => StepState): WorkflowState =>
@@ -98,7 +100,7 @@ export function evolve(state: WorkflowState, event: DomainEvent, time: number): 
       const again = new Set(event.data.steps);
       const { failure: _f, ...rest } = state;
       return {
-        ...rest, status: "running", retried: state.retried + 1,
+        ...rest, status: "running", retried: state.retried + 1, startedAt: time,
         steps: state.steps.map((s) => (again.has(s.name) ? { ...s, status: "pending", since: time, scriptFailures: 0, infraFailures: 0 } : s)),
       };
     }
