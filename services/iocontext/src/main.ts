@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import {
   DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envString, onShutdown, signingKeys,
 } from "@ephemera/kit";
+import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { openRedis } from "./redis.js";
 import { start } from "./start.js";
 
@@ -11,16 +12,20 @@ const logger = createLogger("iocontext");
 const common = configured(logger, "iocontext", () => commonConfig(process.env));
 const listen = envString(process.env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN);
 const tls = configured(logger, "iocontext", () => serverTlsFromEnv(process.env));
+const metricsAt = metricsListen(process.env, "iocontext");
+const metrics = serviceRegistry("iocontext");
 
 try {
   const nc = await connectNats(common.natsUrl, "iocontext", common.natsAuth);
-  const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger });
+  const metricsServer = await startMetricsServer(metricsAt, metrics, logger);
+  const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger, metrics });
   const redis = openRedis(common.redisUrl, {}, common.redisAuth);
   redis.on("error", (err: Error) => logger.warn({ err }, "redis connection error"));
   const keys = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), common.prefix));
   const values = await JetStreamValueStore.open(nc, common.prefix);
-  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys }, { store, values, redis, logger });
+  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys, metrics }, { store, values, redis, logger });
   onShutdown(logger, [
+    () => metricsServer.stop(),
     async () => { await nc.drain(); },
     async () => { await redis.quit(); },
     () => service.stop(),

@@ -5,6 +5,7 @@ import * as pb from "@ephemera/proto";
 import { Aggregates } from "@ephemera/events";
 import { Feed, JetStreamEventStore, type Commit, type EventStore, type ValueStore } from "@ephemera/eventstore";
 import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger, type ServerTls, type SigningKey } from "@ephemera/kit";
+import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { IOContextHandlers } from "./service.js";
@@ -19,6 +20,8 @@ export interface IOContextConfig {
   tls?: ServerTls;
   /** Verify the runs' capability tokens: the runner's signing key (and a previous one during a rotation). */
   keys: SigningKey[];
+  /** Counts and times every call (the service's registry, served by main); absent: nothing counted. */
+  metrics?: Registry;
 }
 
 /** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
@@ -65,8 +68,9 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     putStepOutputs: unary((req: pb.PutStepOutputsRequest) => handlers.putStepOutputs(req), logger),
     getStepOutputs: unary((req: pb.GetStepOutputsRequest) => handlers.getStepOutputs(req), logger),
   };
-  const server = await startGrpcServer(config.listen, [{ definition: pb.IOContextService, implementation }], logger,
-    config.tls ? { tls: config.tls } : {});
+  const server = await startGrpcServer(config.listen, [{ definition: pb.IOContextService, implementation }], logger, {
+    ...(config.tls ? { tls: config.tls } : {}), ...(config.metrics ? { interceptors: [grpcServerMetrics(config.metrics)] } : {}),
+  });
   // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
   if (store instanceof JetStreamEventStore) followHealth(server, [store.health]);
   return {

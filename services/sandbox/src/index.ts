@@ -1,8 +1,10 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
 import { JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
 import { followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
+import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
+import { sandboxMetrics } from "./metrics.js";
 import { SandboxCore } from "./service.js";
 
 export { SandboxCore } from "./service.js";
@@ -22,18 +24,24 @@ export interface SandboxConfig extends CommonConfig {
   allowOpen?: boolean;
   /** EPHEMERA_TLS_CERT and EPHEMERA_TLS_KEY (and EPHEMERA_TLS_CLIENT_CA); absent: plaintext. */
   tls?: ServerTls;
+  /** The service's metrics registry (served by main); absent: nothing counted. */
+  metrics?: Registry;
 }
 
 export async function start(config: SandboxConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
   // Open without tokens on loopback only, unless asked for (EPHEMERA_API_ALLOW_OPEN).
   const open = openApiNotice(config.listen, { secured: !!config.access, ...(config.allowOpen ? { allowOpen: true } : {}) });
   const nc = await connectNats(config.natsUrl, "ephemera-sandbox", config.natsAuth);
-  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
+  const registry = config.metrics;
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, ...(registry ? { metrics: registry } : {}) });
   const logs = await JetStreamLogStore.open(nc, config.prefix);
   const values = await JetStreamValueStore.open(nc, config.prefix);
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
   await core.start();
-  const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, config.tls ? { tls: config.tls } : {});
+  if (registry) sandboxMetrics(registry, core);
+  const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
+    ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),
+  });
   // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
   followHealth(server, [store.health]);
   if (open) logger.warn(open);

@@ -1,5 +1,6 @@
 // Entry point of the sandbox service (the public API).
 import { DEFAULT_API_LISTEN, commonConfig, configured, createLogger, envBool, envString, onShutdown, serverTlsFromEnv } from "@ephemera/kit";
+import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
 
 const logger = createLogger("sandbox");
@@ -10,8 +11,11 @@ const config = configured(logger, "sandbox service", () => ({
   access: apiAccess(apiAccessConfigFromEnv(process.env)),
   allowOpen: envBool(process.env, "EPHEMERA_API_ALLOW_OPEN", false),
   tls: serverTlsFromEnv(process.env),
+  metricsListen: metricsListen(process.env, "sandbox"),
 }));
-start(config, logger).then(
-  (service) => onShutdown(logger, [() => service.stop()]),
+const metrics = serviceRegistry("sandbox");
+Promise.all([start({ ...config, metrics }, logger), startMetricsServer(config.metricsListen, metrics, logger)]).then(
+  // Closed in reverse: the service first, its metrics last.
+  ([service, server]) => onShutdown(logger, [() => server.stop(), () => service.stop()]),
   (err: unknown) => { logger.fatal({ err }, "sandbox service failed to start"); process.exit(1); },
 );

@@ -11,10 +11,15 @@ const STATUS: Record<string, string> = {
 };
 const title = (s: string) => STATUS[s] ?? s;
 
+/** The create and delete workflows of a sandbox's resources, those that started. */
+export function workflowsOf(s: SandboxRecord, workflows: Projection<WorkflowState>): WorkflowState[] {
+  return s.resources.flatMap((r) => (["create", "delete"] as const)
+    .flatMap((phase) => workflows.get(workflowId(s.routingKey, r.name, phase))?.state ?? []));
+}
+
 /** `values` keys are `<resource>/<step>.<output>`; without it, outputs carry names and sizes only. */
 export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined): pb.SandboxView {
-  const mine = s.resources.flatMap((r) => (["create", "delete"] as const)
-    .flatMap((phase) => workflows.get(workflowId(s.routingKey, r.name, phase))?.state ?? []));
+  const mine = workflowsOf(s, workflows);
   return pb.SandboxView.fromPartial({
     name: s.name,
     routingKey: s.routingKey,

@@ -1,0 +1,26 @@
+// The sandbox service's own metric: how many sandboxes there are by the reason their status
+// gives (Ready, Creating, ResourceFailed, ...), counted from its projections at each scrape.
+import { Gauge, type Registry } from "@ephemera/kit/metrics";
+import type { SandboxCore } from "./service.js";
+import { sandboxStatus } from "./sandbox/status.js";
+import { workflowsOf } from "./sandbox/view.js";
+
+/** Reported even when no sandbox has them, so a panel shows 0 rather than nothing. */
+const REASONS = ["Creating", "Ready", "ResourceFailed", "NoRunner", "Deleting", "DeprovisionFailed"];
+
+export function sandboxMetrics(registry: Registry, core: Pick<SandboxCore, "sandboxes" | "workflows">): void {
+  new Gauge({
+    name: "ephemera_sandboxes", labelNames: ["reason"], registers: [registry],
+    help: "Sandboxes that exist (deleted ones left out), by the reason of their status",
+    collect() {
+      const counts = new Map(REASONS.map((r) => [r, 0]));
+      for (const [, { state }] of core.sandboxes.entries()) {
+        if (state.status === "none" || state.status === "deleted") continue;
+        const { reason } = sandboxStatus(state, workflowsOf(state, core.workflows));
+        counts.set(reason, (counts.get(reason) ?? 0) + 1);
+      }
+      this.reset();
+      for (const [reason, n] of counts) this.set({ reason }, n);
+    },
+  });
+}
