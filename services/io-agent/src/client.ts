@@ -1,7 +1,7 @@
 // The agents' side of the IOContext service: fetch a step's inputs, store its outputs, and
 // read them back (the runner). Every call has a deadline and is retried while the IO
 // context answers UNAVAILABLE, so an outage of its Redis does not fail the step.
-import { call, channelCredentials, type ClientTls } from "@ephemera/kit";
+import { call, channelCredentials, type ClientTls, type grpc } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
 import { DEFAULT_RETRY, withRetries, type RetryNotice, type RetryPolicy } from "./retry.js";
 
@@ -16,9 +16,10 @@ export interface IOCallOptions {
 }
 
 /** A client of the IO context at `address`, over TLS when `tls` is given. */
-export function ioContextClient(address: string, tls?: ClientTls): pb.IOContextClient {
+/** `interceptors`: run on every call (the runner counts its calls with them). */
+export function ioContextClient(address: string, tls?: ClientTls, interceptors: grpc.Interceptor[] = []): pb.IOContextClient {
   const { credentials, options } = channelCredentials(tls);
-  return new pb.IOContextClient(address, credentials, options);
+  return new pb.IOContextClient(address, credentials, interceptors.length ? { ...options, interceptors } : options);
 }
 
 function withPolicy<T>(fn: (timeoutMs: number) => Promise<T>, options: IOCallOptions): Promise<T> {

@@ -2,6 +2,7 @@
 import { hostname, tmpdir } from "node:os";
 import { connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue } from "@ephemera/eventstore";
 import { createLogger, defaultSigningKeyFile, onShutdown, signingKeys } from "@ephemera/kit";
+import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { runnerConfig } from "./config.js";
 import { dispatchCodec } from "@ephemera/events";
 import { start } from "./start.js";
@@ -13,14 +14,16 @@ try {
   const config = runnerConfig(process.env, {
     launcher: launcherPath(), tmpdir: tmpdir(), runnerId: `${hostname()}-${process.pid}`,
   });
+  const metrics = serviceRegistry("runner");
+  const metricsServer = await startMetricsServer(metricsListen(process.env, "runner"), metrics, logger);
   const nc = await connectNats(config.natsUrl, "runner", config.natsAuth);
-  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger });
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, metrics });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
   const logs = await JetStreamLogStore.open(nc, config.prefix, { retentionMs: config.logRetentionMs });
   const [signingKey] = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), config.prefix));
   const values = await JetStreamValueStore.open(nc, config.prefix);
-  const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey!, values });
-  onShutdown(logger, [async () => { await nc.drain(); }, () => runner.stop()]);
+  const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey!, values, metrics });
+  onShutdown(logger, [() => metricsServer.stop(), async () => { await nc.drain(); }, () => runner.stop()]);
 } catch (err) {
   logger.fatal({ err }, "runner failed to start");
   process.exit(1);

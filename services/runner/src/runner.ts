@@ -8,6 +8,7 @@ import { FailureReason, type StepReport } from "@ephemera/io-agent";
 import { errorMessage, isRetryable, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { LiveLog, StepLog } from "./log.js";
+import type { StepMetrics } from "./metrics.js";
 import type { StepRunCommand } from "./steprun/decide.js";
 import { executeStepRun, readStepRun, type Cause } from "./steprun/store.js";
 import { unwantedBecause } from "./wanted.js";
@@ -34,6 +35,8 @@ export interface RunnerOptions {
   now: () => number;
   /** Signs each run's capability token for the IO context (see kit's capability.ts). */
   signingKey: SigningKey;
+  /** Counts the steps this runner runs (metrics.ts); absent: nothing counted. */
+  metrics?: StepMetrics;
 }
 
 /** A token outlives its step's timeout by this much: the agents' IO-context retries (60 s) and the outputs after the script. */
@@ -175,10 +178,12 @@ export class Runner {
       const early = this.earlyCancels.get(d.runId);
       if (unwanted) run.stopped = { reason: FailureReason.Cancelled, message: `dropped: ${unwanted}` };
       else if (early) run.stopped = { reason: FailureReason.Cancelled, message: early.reason || "cancelled before it started" };
-      const command = run.stopped ? fail(run.stopped, "", 0) : await this.execute(item, run, log, adopt);
+      const before = run.stopped;
+      const command = before ? fail(before, "", 0) : await this.execute(item, run, log, adopt);
       // Kept until recorded: a redelivery to this runner records it without running anything again.
       this.pendingResults.set(d.runId, command);
       await record(command);
+      if (!before) this.o.metrics?.recorded(command);
       this.pendingResults.delete(d.runId);
       await this.o.driver.cleanup?.(d.runId);
       log.info({ result: command.type, ...(command.type === "fail" ? { reason: command.failure.reason } : {}) }, "step run recorded");
@@ -207,6 +212,7 @@ export class Runner {
     // Following a lost runner's step: the log it stored is not stored again.
     const skipLogBytes = adopted ? (await this.o.logs.read(d.runId)).length : 0;
     run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c), ...(skipLogBytes ? { skipLogBytes } : {}) });
+    this.o.metrics?.started();
     if (run.stopped) run.step.stop(this.o.cancelGraceMs);
     const deadline = d.timeoutMs > 0 ? setTimeout(() => {
       log.warn({ timeoutMs: d.timeoutMs }, "step ran past its timeout; stopping it");
@@ -217,6 +223,7 @@ export class Runner {
       report = await run.step.result;
     } finally {
       clearTimeout(deadline);
+      this.o.metrics?.stopped();
     }
     const durationMs = Math.round(this.o.now() - started);
     // The whole log, and its end, are stored before the result is recorded: a reader that sees the result has the log.

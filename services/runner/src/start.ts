@@ -3,9 +3,10 @@
 // a gRPC health endpoint.
 import { access, mkdir } from "node:fs/promises";
 import type * as pb from "@ephemera/proto";
-import { JetStreamEventStore, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
+import { JetStreamEventStore, JetStreamWorkQueue, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
 import * as k8s from "@kubernetes/client-node";
 import { errorMessage, followHealth, startGrpcServer, type Logger, type SigningKey } from "@ephemera/kit";
+import { grpcClientMetrics, grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import type { ValueJournal } from "@ephemera/events";
 import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
@@ -13,6 +14,7 @@ import { cleanupLeftovers } from "./driver/leftovers.js";
 import { ProcessDriver } from "./driver/process.js";
 import type { StepDriver } from "./driver/driver.js";
 import { KubeDriver } from "./driver/kube/driver.js";
+import { kubeApiMetrics, queueMetrics, stepMetrics } from "./metrics.js";
 import { Runner } from "./runner.js";
 import { readStepRun } from "./steprun/store.js";
 
@@ -25,6 +27,8 @@ export interface RunnerDeps {
   signingKey: SigningKey;
   /** The output journal (JetStreamValueStore). */
   values: ValueJournal;
+  /** The service's metrics registry (served by main); absent: nothing counted. */
+  metrics?: Registry;
 }
 
 export interface RunningRunner {
@@ -39,7 +43,8 @@ const API_CALLS_LOG_MS = 60_000;
 
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
-  const driver = config.driver === "kubernetes" ? await kubeDriver(config, deps) : await processDriver(config, logger);
+  const registry = deps.metrics;
+  const driver = config.driver === "kubernetes" ? await kubeDriver(config, deps) : await processDriver(config, logger, registry);
   const runner = new Runner({
     cluster: config.cluster,
     concurrency: config.concurrency,
@@ -54,8 +59,14 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     values: deps.values,
     now: () => performance.now(),
     signingKey: deps.signingKey,
+    ...(registry ? { metrics: stepMetrics(registry) } : {}),
   });
-  const server = await startGrpcServer(config.listen, [], logger);
+  if (registry) {
+    const queue = deps.queue;
+    if (queue instanceof JetStreamWorkQueue) queueMetrics(registry, config.cluster, (c) => queue.backlog(c), logger);
+    if (driver instanceof KubeDriver) kubeApiMetrics(registry, driver.calls);
+  }
+  const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
   // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself.
   if (deps.store instanceof JetStreamEventStore) followHealth(server, [deps.store.health]);
   runner.start();
@@ -113,7 +124,7 @@ async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<StepD
   return driver;
 }
 
-async function processDriver(config: RunnerConfig, logger: Logger): Promise<StepDriver> {
+async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined): Promise<StepDriver> {
   await access(config.launcher).catch((err: unknown) => {
     throw new Error(`the step launcher is missing at ${config.launcher} (build it: pnpm build, which needs a C compiler)`, { cause: err });
   });
@@ -127,6 +138,8 @@ async function processDriver(config: RunnerConfig, logger: Logger): Promise<Step
   return new ProcessDriver({
     ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}),
     workdir: config.workdir, iocontext: config.iocontextAddr, launcher: config.launcher, isolation, hostEnv: config.hostEnv, logger,
+    // Its calls to the IO context (a step's inputs, a success's outputs), by method and code.
+    ...(registry ? { iocontextInterceptors: [grpcClientMetrics(registry)] } : {}),
     ...(config.stepNiceness ? { niceness: config.stepNiceness } : {}),
     // The scripts' user and quota (nobody and 256 MiB tmpfs views by default, when root).
     ...(config.stepSandbox ? { sandbox: config.stepSandbox } : {}),

@@ -13,7 +13,7 @@ import {
   DEFAULT_RETRY, FailureReason, MAX_OUTPUT_BYTES, REPORT_FILE, STEP_HOME, fetchStepInputs, ioContextClient, parseStepReport,
   outputMissing, outputTooLarge, planStep, privateViewDirs, storeStepOutputs, type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
 } from "@ephemera/io-agent";
-import { errorMessage, isRetryable, type ClientTls, type Logger } from "@ephemera/kit";
+import { errorMessage, isRetryable, type ClientTls, type Logger, type grpc } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
@@ -26,6 +26,8 @@ export interface ProcessDriverOptions {
   iocontext: string;
   /** TLS to the IO context; absent: plaintext. */
   iocontextTls?: ClientTls;
+  /** Run on every IO-context call (the runner's metrics count them by method and code). */
+  iocontextInterceptors?: grpc.Interceptor[];
   /** The built ephemera-launch. */
   launcher: string;
   /** From detectIsolation(). */
@@ -65,7 +67,7 @@ export class ProcessDriver implements StepDriver {
 
   /** One connection to the IO context for every step of this runner. */
   private io(): pb.IOContextClient {
-    return (this.client ??= ioContextClient(this.options.iocontext, this.options.iocontextTls));
+    return (this.client ??= ioContextClient(this.options.iocontext, this.options.iocontextTls, this.options.iocontextInterceptors));
   }
 
   close(): void {
