@@ -83,6 +83,23 @@ export function stackEnv(env: Env): Env {
   };
 }
 
+/** Where each service serves /metrics under the stack, as an offset from EPHEMERA_METRICS_LISTEN's port. */
+const METRICS_PORT_OFFSET: Record<ServiceName, number> = { sandbox: 0, scheduler: 1, runner: 2, iocontext: 3 };
+
+/**
+ * The four services share one EPHEMERA_METRICS_LISTEN: it names the first of four ports
+ * (sandbox, scheduler, runner, iocontext: `127.0.0.1:9400` gives 9400–9403, each service's
+ * own default). Unset, or port 0, each takes any free port, as the health ports do, so two
+ * stacks side by side never clash; each service logs the port it got ("metrics listening").
+ */
+export function metricsListenOf(env: Env, service: ServiceName): string {
+  const listen = envString(env, "EPHEMERA_METRICS_LISTEN", "127.0.0.1:0");
+  const i = listen.lastIndexOf(":");
+  const port = Number(listen.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port === 0) return listen;
+  return `${listen.slice(0, i)}:${port + METRICS_PORT_OFFSET[service]}`;
+}
+
 /**
  * Who may call the stack's API, said at start: an API without tokens is open, which is
  * fine on loopback; elsewhere it is refused here, before anything starts, unless
@@ -109,7 +126,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
 
   const launch = (service: ServiceName) => () => {
     const child = spawn(process.execPath, [options.entry(service)], {
-      env: env as NodeJS.ProcessEnv,
+      env: { ...env, EPHEMERA_METRICS_LISTEN: metricsListenOf(env, service) } as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
     });
     for (const stream of [child.stdout, child.stderr]) {

@@ -1,5 +1,5 @@
 import { formatLine } from "./format.js";
-import { accessNotice, stackEnv } from "./stack.js";
+import { SERVICES, accessNotice, metricsListenOf, stackEnv } from "./stack.js";
 
 describe("stack", () => {
   it("gives every service the defaults of a local stack, keeping what the caller set", () => {
@@ -9,6 +9,15 @@ describe("stack", () => {
     });
     const mine = stackEnv({ EPHEMERA_IOCONTEXT_LISTEN: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
     expect(mine).toMatchObject({ EPHEMERA_IOCONTEXT_ADDR: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
+  });
+
+  it("gives each service its own metrics port: four from the one set, or each a free port", () => {
+    const at = (env: Record<string, string>) => SERVICES.map((s) => [s, metricsListenOf(env, s)]);
+    expect(Object.fromEntries(at({ EPHEMERA_METRICS_LISTEN: "0.0.0.0:9400" }))).toEqual({
+      sandbox: "0.0.0.0:9400", scheduler: "0.0.0.0:9401", runner: "0.0.0.0:9402", iocontext: "0.0.0.0:9403",
+    });
+    expect(new Set(at({}).map(([, l]) => l))).toEqual(new Set(["127.0.0.1:0"]));
+    expect(metricsListenOf({ EPHEMERA_METRICS_LISTEN: "[::1]:0" }, "runner")).toBe("[::1]:0");
   });
 
   it("has the runner's steps dial the IO context on TLS when the servers are on TLS", () => {
