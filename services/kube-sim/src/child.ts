@@ -4,8 +4,8 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { findRepoRoot } from "./repo.js";
 
 export interface KubeSimProcess {
   url: string;
@@ -22,15 +22,17 @@ export interface KubeSimProcessOptions {
   /** EPHEMERA_KUBE_SIM_IMAGES. */
   images?: string;
   deadlineMs?: number;
+  /** Where the ephemera checkout is; default found above the cwd. */
+  repoRoot?: string;
   env?: Record<string, string>;
 }
 
-/** services/kube-sim/dist/main.js, whether this module runs from src (tests) or dist. */
-export const mainScript = () => join(dirname(fileURLToPath(import.meta.url)), "..", "dist", "main.js");
+/** The built entry point, services/kube-sim/dist/main.js (`pnpm build` makes it). */
+export const mainScript = (repoRoot = findRepoRoot()) => join(repoRoot, "services", "kube-sim", "dist", "main.js");
 
 export function startKubeSimProcess(options: KubeSimProcessOptions = {}): Promise<KubeSimProcess> {
   const kubeconfigPath = options.kubeconfigPath ?? join(mkdtempSync(join(tmpdir(), "kube-sim-cfg-")), "kubeconfig");
-  const child = spawn(process.execPath, [mainScript()], {
+  const child = spawn(process.execPath, [mainScript(options.repoRoot)], {
     env: {
       ...process.env, ...options.env,
       EPHEMERA_KUBE_SIM_LISTEN: "127.0.0.1:0",

@@ -1,5 +1,8 @@
 // `pnpm kube-sim`: the simulated cluster as a process, configured from the environment.
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parseImageMap } from "./kubelet/images.js";
+import { findRepoRoot } from "./repo.js";
 import { startKubeSim } from "./start.js";
 
 const env = process.env;
@@ -9,6 +12,7 @@ const sim = await startKubeSim({
   ...(env["EPHEMERA_KUBE_SIM_DATA"] ? { dataDir: env["EPHEMERA_KUBE_SIM_DATA"] } : {}),
   ...(env["EPHEMERA_KUBE_SIM_WATCH_HISTORY"] ? { watchHistory: Number(env["EPHEMERA_KUBE_SIM_WATCH_HISTORY"]) } : {}),
   images: parseImageMap(env["EPHEMERA_KUBE_SIM_IMAGES"] ?? ""),
+  repoRoot: findRepoRoot(dirname(fileURLToPath(import.meta.url))),
 });
 console.log(`kube-sim is up on ${sim.url} (kubeconfig ${sim.kubeconfigPath})`);
 

@@ -11,6 +11,7 @@ import { handler } from "./api/server.js";
 import { defaultImageMap, type ImageMount } from "./kubelet/images.js";
 import { Kubelet } from "./kubelet/kubelet.js";
 import { writeKubeconfig } from "./kubeconfig.js";
+import { findRepoRoot } from "./repo.js";
 import { typeOf } from "./resources.js";
 import { Store, type Obj } from "./store.js";
 import { control } from "./sim/control.js";
@@ -28,6 +29,8 @@ export interface KubeSimOptions {
   watchHistory?: number;
   /** Extra image map entries, before the default `ephemera/agent` one. */
   images?: ImageMount[];
+  /** The ephemera checkout, for the default image map; default found above the cwd. */
+  repoRoot?: string;
   /** How often a watch with allowWatchBookmarks gets a BOOKMARK (default 1000 ms). */
   bookmarkEveryMs?: number;
 }
@@ -47,7 +50,7 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   const dataDir = options.dataDir ? resolve(options.dataDir) : mkdtempSync(join(tmpdir(), "kube-sim-"));
   mkdirSync(dataDir, { recursive: true });
   const store = new Store(options.watchHistory ?? 1000);
-  const kubelet = new Kubelet(store, dataDir, [...(options.images ?? []), ...defaultImageMap()]);
+  const kubelet = new Kubelet(store, dataDir, [...(options.images ?? []), ...defaultImageMap(options.repoRoot ?? findRepoRoot())]);
   const crud = new Crud(store, kubelet);
   for (const ns of ["default", "kube-system", "kube-public"]) crud.create(typeOf("namespaces"), undefined, { metadata: { name: ns } } as unknown as Obj);
   const faults = new Faults();

@@ -9,7 +9,7 @@ import { alreadyExists, badRequest, conflict, invalid, namespaceNotFound, notFou
 import type { Obj, Store } from "../store.js";
 import { applyPatch, type Json } from "../patch.js";
 import { rfc3339 } from "../time.js";
-import { namespaceDefaults, podDefaults, secretDefaults, serviceDefaults } from "./defaults.js";
+import { namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
 
 export interface PodTerminator {
   /** Starts the graceful deletion of a pod; answers the pod as it stands after (or as removed). */
@@ -67,6 +67,7 @@ export class Crud {
   }
 
   private defaults(type: ResourceType, obj: Obj): Obj {
+    if (type.group === "apps" && type.kind !== "DaemonSet") return replicasDefault(obj);
     if (type.group !== "") return obj;
     switch (type.kind) {
       case "Pod": {

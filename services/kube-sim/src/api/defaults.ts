@@ -55,3 +55,9 @@ export function serviceDefaults(svc: Obj, n: number): Obj {
   if (Array.isArray(spec["ports"])) spec["ports"] = (spec["ports"] as Rec[]).map((p) => ({ protocol: "TCP", targetPort: p["port"], ...p }));
   return { ...svc, spec, status: { loadBalancer: {} } };
 }
+
+/** Deployments, stateful sets and replica sets default to one replica. */
+export function replicasDefault(obj: Obj): Obj {
+  const spec = (obj["spec"] ?? {}) as Rec;
+  return { ...obj, spec: { replicas: 1, ...spec } };
+}

@@ -1,16 +1,13 @@
 // The image map: images are never pulled; instead a host directory can be bound read-only
 // into the containers of an image (`ephemera/agent` → services/io-agent/dist at /agent),
 // so an image's files are what its containers find at the paths they expect.
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 
 export interface ImageMount { image: string; hostDir: string; mountPath: string }
 
-/** services/kube-sim/{src,dist}/kubelet → the repository root. */
-export const repoRoot = () => resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
-
-export const defaultImageMap = (): ImageMount[] => [
-  { image: "ephemera/agent", hostDir: join(repoRoot(), "services/io-agent/dist"), mountPath: "/agent" },
+/** The agent image sees the built agent (services/io-agent/dist/agent.cjs) as /agent/agent.cjs. */
+export const defaultImageMap = (repoRoot: string): ImageMount[] => [
+  { image: "ephemera/agent", hostDir: join(repoRoot, "services/io-agent/dist"), mountPath: "/agent" },
 ];
 
 /** `IMAGE=HOSTDIR:MOUNTPATH` entries separated by commas or semicolons (EPHEMERA_KUBE_SIM_IMAGES). */
