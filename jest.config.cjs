@@ -3,6 +3,8 @@
 const swc = ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }];
 const common = {
   transform: { "^.+\\.(t|j)s$": swc },
+  // @kubernetes/client-node 1.x and its dependencies ship ES modules only: compiled like our own code.
+  transformIgnorePatterns: ["/node_modules/(?!(\\.pnpm|@kubernetes/client-node|openid-client|oauth4webapi|jose)/)"],
   moduleNameMapper: {
     // A package's subpath export (`@ephemera/kit/client`) is its module of that name.
     "^@ephemera/([^/]+)/(.+)$": "<rootDir>/services/$1/src/$2.ts",
