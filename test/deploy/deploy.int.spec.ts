@@ -1,0 +1,139 @@
+// deploy/, the Dockerfile and the Tiltfile, checked without a cluster: both overlays render
+// with kubectl's kustomize, every object validates against the Kubernetes OpenAPI schemas
+// (kubernetes-models), the policy holds, the manifests apply to the simulated cluster, and
+// the Tiltfile parses and names only paths that exist. Each check is also shown to fail on
+// a broken input, so a pass means something.
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import { kubectl, startSim, type Sim } from "../support/kube.js";
+import { pinned, violations } from "./policy.js";
+
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const ROOT = join(__dirname, "..", "..");
+const OVERLAYS = ["dev", "prod"] as const;
+
+const render = (overlay: string) => execFileSync("kubectl", ["kustomize", join(ROOT, "deploy", "overlays", overlay)], { encoding: "utf8" });
+const objects = (yaml: string) => parseAllDocuments(yaml).map((d) => d.toJSON() as Obj).filter(Boolean);
+const validate = (yaml: string) => {
+  const r = spawnSync(process.execPath, [join(__dirname, "validate.mjs"), "-"], { input: yaml, encoding: "utf8", cwd: ROOT });
+  if (r.status !== 0) throw new Error(`validate.mjs exited ${r.status}: ${r.stderr}`);
+  return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; name: string; ok: boolean; error?: string });
+};
+
+describe("deploy/ rendered", () => {
+  const rendered = Object.fromEntries(OVERLAYS.map((o) => [o, render(o)])) as Record<(typeof OVERLAYS)[number], string>;
+
+  it.each(OVERLAYS)("%s renders every service, NATS, Redis and the runner's RBAC, in their namespaces", (overlay) => {
+    const objs = objects(rendered[overlay]);
+    const names = objs.map((o) => `${o["kind"]}/${o["metadata"].namespace ?? ""}/${o["metadata"].name}`);
+    for (const s of ["sandbox", "scheduler", "runner", "iocontext", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
+    expect(names).toContain("StatefulSet/ephemera-system/nats");
+    expect(names).toContain("Role/ephemera-runs/ephemera-runner");
+    expect(names).toContain("NetworkPolicy/ephemera-system/iocontext-ingress");
+    const binding = objs.find((o) => o["kind"] === "RoleBinding")!;
+    expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "runner", namespace: "ephemera-system" }]);
+    for (const d of objs.filter((o) => o["kind"] === "Deployment" && o["metadata"].name !== "redis")) {
+      const c = d["spec"].template.spec.containers[0];
+      expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
+      expect(d["spec"].template.metadata.annotations).toMatchObject({ "prometheus.io/scrape": "true", "prometheus.io/port": "9090" });
+    }
+  });
+
+  it("makes prod a three-server NATS with streams of three replicas and disruption budgets", () => {
+    const objs = objects(rendered.prod);
+    expect(objs.find((o) => o["kind"] === "StatefulSet")!["spec"].replicas).toBe(3);
+    expect(objs.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"].EPHEMERA_STREAM_REPLICAS).toBe("3");
+    expect(objs.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "nats-config")!["data"]["cluster.conf"]).toContain("nats-2.nats-headless:6222");
+    expect(objs.filter((o) => o["kind"] === "PodDisruptionBudget").map((o) => o["metadata"].name).sort()).toEqual(["ephemera-services", "nats"]);
+    const dev = objects(rendered.dev);
+    expect(dev.find((o) => o["kind"] === "StatefulSet")!["spec"].replicas).toBe(1);
+    expect(dev.filter((o) => o["kind"] === "PodDisruptionBudget")).toEqual([]);
+  });
+
+  it.each(OVERLAYS)("%s: every object validates against the Kubernetes OpenAPI schemas", (overlay) => {
+    const results = validate(rendered[overlay]);
+    expect(results.length).toBe(objects(rendered[overlay]).length);
+    expect(results.filter((r) => !r.ok)).toEqual([]);
+  });
+
+  it("the schema check refuses a broken object, naming it", () => {
+    const broken = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: broken}\nspec:\n  replicas: many\n  selector: {}\n  template: {}\n";
+    const [r] = validate(broken);
+    expect(r).toMatchObject({ kind: "Deployment", name: "broken", ok: false });
+    expect(r!.error).toMatch(/replicas/);
+  });
+
+  it.each(OVERLAYS)("%s holds to the policy: no root, probes and limits everywhere, no wildcard RBAC, no cluster-admin, pinned images", (overlay) => {
+    expect(violations(objects(rendered[overlay]))).toEqual([]);
+  });
+
+  it("the policy names what breaks it", () => {
+    const bad: Obj[] = [
+      {
+        kind: "Deployment", metadata: { name: "bad", namespace: "x" },
+        spec: { template: { spec: { securityContext: { runAsUser: 0 }, containers: [{ name: "c", image: "nginx:latest" }] } } },
+      },
+      { kind: "ClusterRole", metadata: { name: "all" }, rules: [{ apiGroups: ["*"], resources: ["pods"], verbs: ["*"] }] },
+      { kind: "ClusterRoleBinding", metadata: { name: "root" }, roleRef: { name: "cluster-admin" } },
+    ];
+    const found = violations(bad);
+    for (const v of [
+      "container c: runAsNonRoot is not true", "container c: runAsUser is 0", "container c: no readinessProbe", "container c: no limits.memory",
+      "container c: image nginx:latest is not pinned", 'rules[0].apiGroups has "*"', 'rules[0].verbs has "*"', "binds cluster-admin",
+    ]) expect(found.some((f) => f.includes(v))).toBe(true);
+    expect([pinned("redis:7.2.5-alpine"), pinned("redis"), pinned("localhost:5000/redis"), pinned(`x@sha256:${"a".repeat(64)}`)]).toEqual([true, false, false, true]);
+  });
+
+  describe("applied to the simulated cluster", () => {
+    let sim: Sim;
+    beforeAll(async () => { sim = await startSim(); }, 60_000);
+    afterAll(async () => { await sim?.stop(); });
+
+    it.each(OVERLAYS)("kubectl apply -f of %s succeeds, and kubectl reads the objects back", async (overlay) => {
+      const applied = await kubectl(sim, ["apply", "-f", "-"], { stdin: rendered[overlay] });
+      expect(applied.stdout).toMatch(/deployment.apps\/runner (created|configured|unchanged)/);
+      const listed = JSON.parse((await kubectl(sim, ["get", "deploy,sts,svc,networkpolicy", "-n", "ephemera-system", "-o", "json"])).stdout) as Obj;
+      const names = (listed["items"] as Obj[]).map((o) => `${o["kind"]}/${o["metadata"].name}`);
+      expect(names).toEqual(expect.arrayContaining(["Deployment/sandbox", "Deployment/runner", "StatefulSet/nats", "Service/iocontext", "NetworkPolicy/iocontext-ingress"]));
+      const role = JSON.parse((await kubectl(sim, ["get", "role", "ephemera-runner", "-n", "ephemera-runs", "-o", "json"])).stdout) as Obj;
+      expect(role["rules"][0].verbs).toEqual(["create", "delete", "get", "list", "watch"]);
+    });
+  });
+});
+
+describe("the Dockerfile and the Tiltfile", () => {
+  const paths = (root: string) => execFileSync("python3", [join(__dirname, "tiltfile_paths.py"), root], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+
+  it("the Tiltfile parses and every path it names exists", () => {
+    expect(paths(ROOT)).toBe("");
+  });
+
+  it("the Tiltfile check names a missing path and a syntax error", () => {
+    const dir = mkdtempSync(join(tmpdir(), "tiltfile-"));
+    try {
+      writeFileSync(join(dir, "Tiltfile"), "k8s_yaml(kustomize('deploy/overlays/nope'))\n");
+      expect(paths(dir).split("\n")).toEqual(["Dockerfile", "deploy/overlays/nope"]);
+      writeFileSync(join(dir, "Tiltfile"), "k8s_yaml(kustomize('deploy'\n");
+      expect(() => paths(dir)).toThrow(/SyntaxError/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("the Dockerfile has a stage for every image the Tiltfile and the manifests name, each running as a non-root user", () => {
+    const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
+    const stages = [...dockerfile.matchAll(/^FROM \S+ AS (\S+)/gm)].map((m) => m[1]);
+    expect(stages).toEqual(expect.arrayContaining(["sandbox", "scheduler", "runner", "iocontext", "agent"]));
+    expect(dockerfile).toMatch(/^USER 10001:10001$/m);
+    expect(dockerfile).toContain("deploy --prod");
+    const images = new Set(objects(render("prod")).flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string)));
+    for (const image of images) {
+      const m = /^ephemera\/([a-z-]+):/.exec(image);
+      if (m) expect(stages).toContain(m[1]);
+    }
+  });
+});
