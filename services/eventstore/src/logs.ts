@@ -98,6 +98,8 @@ export interface LogStoreOptions {
   retentionMs?: number;
   /** Deadline of each JetStream request, so a call fails instead of waiting for a lost server. */
   timeoutMs?: number;
+  /** Replicas of the stream when this creates it (EPHEMERA_STREAM_REPLICAS). */
+  replicas?: number;
 }
 
 export class JetStreamLogStore implements LogStore {
@@ -112,7 +114,7 @@ export class JetStreamLogStore implements LogStore {
     this.stream = logStreamName(prefix);
   }
 
-  static async open(nc: NatsConnection, prefix: string, { retentionMs, timeoutMs = 10_000 }: LogStoreOptions = {}): Promise<JetStreamLogStore> {
+  static async open(nc: NatsConnection, prefix: string, { retentionMs, timeoutMs = 10_000, replicas = 1 }: LogStoreOptions = {}): Promise<JetStreamLogStore> {
     if (retentionMs !== undefined && !(Number.isInteger(retentionMs) && retentionMs >= 1000)) {
       throw new RangeError(`the log retention must be a whole number of milliseconds, at least 1 s; got ${retentionMs}`);
     }
@@ -129,7 +131,7 @@ export class JetStreamLogStore implements LogStore {
     }
     if (!existing) {
       await jsm.streams.add({
-        name, subjects: [`${prefix}.log.>`], storage: StorageType.File, max_age: maxAge, duplicate_window: duplicateWindow,
+        name, subjects: [`${prefix}.log.>`], storage: StorageType.File, max_age: maxAge, duplicate_window: duplicateWindow, num_replicas: replicas,
       });
     } else if (retentionMs !== undefined && existing.config.max_age !== maxAge) {
       await jsm.streams.update(name, { ...existing.config, max_age: maxAge, duplicate_window: duplicateWindow });

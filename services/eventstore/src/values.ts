@@ -31,10 +31,11 @@ export class JetStreamValueStore implements ValueStore {
   private constructor(private readonly os: ObjectStore) {}
 
   /** Opens (creating it if needed) the bucket of `prefix`; each call fails within `timeoutMs` while NATS does not answer. */
-  static async open(nc: NatsConnection, prefix: string, { timeoutMs = 5_000 }: { timeoutMs?: number } = {}): Promise<JetStreamValueStore> {
+  /** `replicas`: of the bucket's stream when this creates it (EPHEMERA_STREAM_REPLICAS). */
+  static async open(nc: NatsConnection, prefix: string, { timeoutMs = 5_000, replicas = 1 }: { timeoutMs?: number; replicas?: number } = {}): Promise<JetStreamValueStore> {
     try {
       const objm = new Objm(jetstream(nc, { timeout: timeoutMs }));
-      return new JetStreamValueStore(await objm.create(valuesBucket(prefix), { description: "ephemera: step output values" }));
+      return new JetStreamValueStore(await objm.create(valuesBucket(prefix), { description: "ephemera: step output values", replicas }));
     } catch (err) {
       throw new UnavailableError(`cannot open the output journal ${valuesBucket(prefix)}: ${errorMessage(err)}`, { cause: err });
     }

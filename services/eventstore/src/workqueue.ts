@@ -78,6 +78,8 @@ export const CANCEL_LOOKBACK_MS = 10 * 60_000;
 
 export interface WorkQueueOptions {
   ackWaitMs?: number;
+  /** Replicas of the run and cancel streams when this creates them (EPHEMERA_STREAM_REPLICAS). */
+  replicas?: number;
   duplicateWindowMs?: number;
   logger?: Logger;
 }
@@ -125,11 +127,11 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     const window = (o.duplicateWindowMs ?? 2 * 60_000) * NANOS_PER_MS;
     await ensureStream(nc, {
       name: runStreamName(prefix), subjects: [`${prefix}.run.>`], retention: RetentionPolicy.Workqueue,
-      storage: StorageType.File, duplicate_window: window,
+      storage: StorageType.File, duplicate_window: window, num_replicas: o.replicas ?? 1,
     });
     await ensureStream(nc, {
       name: cancelStreamName(prefix), subjects: [`${prefix}.cancel.>`], retention: RetentionPolicy.Limits,
-      storage: StorageType.File, duplicate_window: window, max_age: 60 * 60_000 * NANOS_PER_MS,
+      storage: StorageType.File, duplicate_window: window, max_age: 60 * 60_000 * NANOS_PER_MS, num_replicas: o.replicas ?? 1,
     });
     return new JetStreamWorkQueue(nc, prefix, codec, o);
   }

@@ -18,11 +18,11 @@ const metrics = serviceRegistry("iocontext");
 try {
   const nc = await connectNats(common.natsUrl, "iocontext", common.natsAuth);
   const metricsServer = await startMetricsServer(metricsAt, metrics, logger);
-  const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger, metrics });
+  const store = await JetStreamEventStore.open(nc, { prefix: common.prefix, logger, metrics, replicas: common.streamReplicas });
   const redis = openRedis(common.redisUrl, {}, common.redisAuth);
   redis.on("error", (err: Error) => logger.warn({ err }, "redis connection error"));
   const keys = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), common.prefix));
-  const values = await JetStreamValueStore.open(nc, common.prefix);
+  const values = await JetStreamValueStore.open(nc, common.prefix, { replicas: common.streamReplicas });
   const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys, metrics }, { store, values, redis, logger });
   onShutdown(logger, [
     () => metricsServer.stop(),

@@ -32,6 +32,8 @@ export interface CommonConfig {
   /** Redis ACL user and password (they may also be in REDIS_URL); absent = none. */
   redisAuth?: RedisAuth;
   prefix: string;
+  /** EPHEMERA_STREAM_REPLICAS: replicas of each stream and bucket ephemera creates (1; 3 on a three-server NATS cluster). */
+  streamReplicas: number;
 }
 
 /**
@@ -103,7 +105,15 @@ export function commonConfig(env: Env): CommonConfig {
     redisUrl: envString(env, "REDIS_URL", "redis://127.0.0.1:6379"),
     ...(redis ? { redisAuth: redis } : {}),
     prefix,
+    streamReplicas: streamReplicas(env),
   };
+}
+
+/** 1 to 5, as JetStream allows; only a stream's creation reads it (an existing stream keeps its replicas). */
+function streamReplicas(env: Env): number {
+  const n = envInt(env, "EPHEMERA_STREAM_REPLICAS", 1);
+  if (!(n >= 1 && n <= 5)) throw new Error(`EPHEMERA_STREAM_REPLICAS must be 1 to 5 (JetStream's range), got ${env["EPHEMERA_STREAM_REPLICAS"]}`);
+  return n;
 }
 
 export const DEFAULT_API_LISTEN = "127.0.0.1:7400";

@@ -50,4 +50,11 @@ describe("redactUrl", () => {
     expect(redactUrl("nats://127.0.0.1:4222")).toBe("nats://127.0.0.1:4222");
     expect(redactUrl("not a url //x:y@z")).toBe("not a url //***@z");
   });
+
+  it("reads EPHEMERA_STREAM_REPLICAS, 1 by default, and refuses what JetStream would", () => {
+    expect(commonConfig({}).streamReplicas).toBe(1);
+    expect(commonConfig({ EPHEMERA_STREAM_REPLICAS: "3" }).streamReplicas).toBe(3);
+    for (const bad of ["0", "6"]) expect(() => commonConfig({ EPHEMERA_STREAM_REPLICAS: bad })).toThrow(/EPHEMERA_STREAM_REPLICAS must be 1 to 5/);
+    expect(() => commonConfig({ EPHEMERA_STREAM_REPLICAS: "three" })).toThrow(/EPHEMERA_STREAM_REPLICAS/);
+  });
 });

@@ -13,6 +13,8 @@ export interface RunnerConfig {
   /** The runner's own: never passed to a step (hostEnv below holds PATH and LANG only). */
   natsAuth?: NatsAuth;
   prefix: string;
+  /** EPHEMERA_STREAM_REPLICAS, for the streams the runner creates. */
+  streamReplicas?: number;
   cluster: string;
   /** Steps run at once. */
   concurrency: number;
@@ -95,7 +97,7 @@ export function stepSandboxConfig(env: Env, runnerUid: number | undefined): Step
 }
 
 export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
-  const { natsUrl, natsAuth, prefix } = commonConfig(env);
+  const { natsUrl, natsAuth, prefix, streamReplicas } = commonConfig(env);
   const driver = envString(env, "EPHEMERA_RUNNER_DRIVER", "process");
   if (driver !== "process" && driver !== "kubernetes") throw new Error(`EPHEMERA_RUNNER_DRIVER "${driver}" is not available (drivers: process, kubernetes)`);
   const iocontextAddr = envString(env, "EPHEMERA_IOCONTEXT_ADDR", envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN));
@@ -106,6 +108,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     natsUrl,
     ...(natsAuth ? { natsAuth } : {}),
     prefix,
+    streamReplicas,
     cluster: envString(env, "EPHEMERA_CLUSTER", "local"),
     // As many steps at once as the machine has cores: more starves the services (the API
     // above all) of a small machine (docs/performance.md). Steps that mostly wait may want more.

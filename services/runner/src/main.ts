@@ -17,11 +17,12 @@ try {
   const metrics = serviceRegistry("runner");
   const metricsServer = await startMetricsServer(metricsListen(process.env, "runner"), metrics, logger);
   const nc = await connectNats(config.natsUrl, "runner", config.natsAuth);
-  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, metrics });
-  const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
-  const logs = await JetStreamLogStore.open(nc, config.prefix, { retentionMs: config.logRetentionMs });
+  const replicas = config.streamReplicas ?? 1;
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, metrics, replicas });
+  const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, { logger, replicas });
+  const logs = await JetStreamLogStore.open(nc, config.prefix, { retentionMs: config.logRetentionMs, replicas });
   const [signingKey] = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), config.prefix));
-  const values = await JetStreamValueStore.open(nc, config.prefix);
+  const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey!, values, metrics });
   onShutdown(logger, [() => metricsServer.stop(), async () => { await nc.drain(); }, () => runner.stop()]);
 } catch (err) {

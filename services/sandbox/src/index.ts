@@ -33,9 +33,10 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<{ st
   const open = openApiNotice(config.listen, { secured: !!config.access, ...(config.allowOpen ? { allowOpen: true } : {}) });
   const nc = await connectNats(config.natsUrl, "ephemera-sandbox", config.natsAuth);
   const registry = config.metrics;
-  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, ...(registry ? { metrics: registry } : {}) });
-  const logs = await JetStreamLogStore.open(nc, config.prefix);
-  const values = await JetStreamValueStore.open(nc, config.prefix);
+  const replicas = config.streamReplicas ?? 1;
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, replicas, ...(registry ? { metrics: registry } : {}) });
+  const logs = await JetStreamLogStore.open(nc, config.prefix, { replicas });
+  const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
   await core.start();
   if (registry) sandboxMetrics(registry, core);

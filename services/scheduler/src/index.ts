@@ -22,8 +22,9 @@ export interface SchedulerConfig extends CommonConfig {
 export async function start(config: SchedulerConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
   const nc = await connectNats(config.natsUrl, "ephemera-scheduler", config.natsAuth);
   const registry = config.metrics;
-  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, ...(registry ? { metrics: registry } : {}) });
-  const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, logger);
+  const replicas = config.streamReplicas ?? 1;
+  const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, replicas, ...(registry ? { metrics: registry } : {}) });
+  const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, { logger, replicas });
   const scheduler = new Scheduler({ store, queue, logger, ...(registry ? { metrics: workflowMetrics(registry) } : {}) });
   await scheduler.start();
   const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
