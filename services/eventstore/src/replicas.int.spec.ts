@@ -1,7 +1,8 @@
 // EPHEMERA_STREAM_REPLICAS reaches every stream and bucket ephemera creates. The machine's
 // nats-server is a single server: a stream of one replica is made as asked, and one of
 // three is refused by the server, which it would not be if the setting were dropped.
-import { jetstreamManager, type NatsConnection } from "@nats-io/jetstream";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/nats-core";
 import { dispatchCodec } from "@ephemera/events";
 import { connectNats, eventStreamName, JetStreamEventStore } from "./jetstream.js";
 import { JetStreamLogStore, logStreamName } from "./logs.js";
