@@ -44,7 +44,7 @@ export async function podWhere(h: Harness, name: string, ok: (p: V1Pod) => boole
       return ok(seen) ? seen : undefined;
     }, deadlineMs);
   } catch (err) {
-    throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(seen?.status)}`);
+    throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(seen?.status)}`, { cause: err });
   }
 }
 
