@@ -31,7 +31,11 @@ export interface Crash {
 /** The environment of the services: this process's without any EPHEMERA_* of the caller's shell, plus `env`. */
 export function serviceEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("EPHEMERA_") && !k.startsWith("JEST")));
-  return { ...inherited, EPHEMERA_CLUSTER: "local", EPHEMERA_SCHEDULER_LISTEN: "127.0.0.1:0", EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0", ...env };
+  // Metrics on free ports: a service run alone takes 9400–9403, which suites running at once would fight over.
+  return {
+    ...inherited, EPHEMERA_CLUSTER: "local", EPHEMERA_SCHEDULER_LISTEN: "127.0.0.1:0", EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0",
+    EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", ...env,
+  };
 }
 
 export class Services {

@@ -414,7 +414,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
       stdio: "ignore",
       env: {
         PATH: process.env["PATH"], NATS_URL: process.env["NATS_URL"] ?? "nats://127.0.0.1:4222", EPHEMERA_PREFIX: prefix,
-        EPHEMERA_CLUSTER: "crash", EPHEMERA_IOCONTEXT_ADDR: `127.0.0.1:${io.port}`, EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0",
+        EPHEMERA_CLUSTER: "crash", EPHEMERA_IOCONTEXT_ADDR: `127.0.0.1:${io.port}`, EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0",
         EPHEMERA_RUNNER_WORKDIR: join(workdir, "crash"),
         // Its step writes a marker to the shared scratch directory on the host.
         EPHEMERA_STEP_HOST_READONLY: "false",
