@@ -133,6 +133,21 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     await ephOk(stack.eph, ["sandbox", "delete", "refused", "--wait"]);
   }, 120_000);
 
+  it("rides out its watch being cut and its resourceVersion compacted away: it watches again, lists again on 410, and the steps run", async () => {
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file("cut-plugin.yaml", plugin("cut", "", "#!/bin/sh\necho fine\n"))]);
+    // A change the runner's watch does not see moves the cluster past the last version it saw; the compaction then forgets it.
+    await kubectl(sim, ["apply", "-f", "-"], { stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: moved-on, namespace: default}\ndata: {a: b}\n" });
+    const before = await sim.stats();
+    expect(await sim.compactAndDropWatches()).toBeGreaterThanOrEqual(1); // the runner's watch of "default"
+    await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("cut", "cut"), "--wait"], { timeoutMs: 60_000 });
+    const after = await sim.stats();
+    expect((after.calls["watch pods"] ?? 0) - (before.calls["watch pods"] ?? 0)).toBeGreaterThanOrEqual(2); // from the old version (410), then the new
+    expect((after.calls["list pods"] ?? 0) - (before.calls["list pods"] ?? 0)).toBeGreaterThanOrEqual(1);
+    expect(stack.services.log("runner").lines().map((l) => l.line).join("\n")).toContain("the watch of runner pods failed; starting it again");
+    expect(await failures("cut")).toEqual([]);
+    await ephOk(stack.eph, ["sandbox", "delete", "cut", "--wait"]);
+  }, 120_000);
+
   it("a runner killed with SIGKILL mid-step follows its pod again when restarted: the step runs once, in one pod", async () => {
     const gate = join(stack.scratch, "gate-reattach");
     mkdirSync(gate);

@@ -11,6 +11,8 @@ export interface Sim {
   kubeconfig: string;
   stats(): Promise<StatsSnapshot>;
   faults(spec: FaultSpec | null): Promise<void>;
+  /** Forgets the change history (a watch from before now gets 410 Gone) and cuts every open watch. */
+  compactAndDropWatches(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -28,6 +30,10 @@ export async function startSim(): Promise<Sim> {
     kubeconfig: sim.kubeconfigPath,
     stats: async () => (await (await call("GET", "/sim/stats")).json()) as StatsSnapshot,
     faults: async (spec) => { await (spec ? call("POST", "/sim/faults", spec) : call("DELETE", "/sim/faults")); },
+    compactAndDropWatches: async () => {
+      await call("POST", "/sim/compact");
+      return ((await (await call("POST", "/sim/watches/drop")).json()) as { dropped: number }).dropped;
+    },
     stop: async () => {
       await sim.kill();
       rmSync(dir, { recursive: true, force: true });

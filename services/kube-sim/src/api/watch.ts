@@ -24,6 +24,16 @@ export interface WatchOptions {
   dropAfterMs: number | undefined;
 }
 
+/** Ends of the watches open now, for `POST /sim/watches/drop` (as an API server restart would cut them). */
+const open = new Set<() => void>();
+
+/** Cuts every open watch abruptly; returns how many there were. */
+export function dropOpenWatches(): number {
+  const n = open.size;
+  for (const drop of [...open]) drop();
+  return n;
+}
+
 export function serveWatch(req: IncomingMessage, res: ServerResponse, o: WatchOptions): void {
   res.writeHead(200, { "Content-Type": "application/json", "Cache-Control": "no-cache, private", "Transfer-Encoding": "chunked" });
   res.flushHeaders();
@@ -55,7 +65,9 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, o: WatchOp
   }
   const unsubscribe = o.store.subscribe(deliver);
   const timers: NodeJS.Timeout[] = [];
-  const close = () => { unsubscribe(); timers.forEach((t) => clearTimeout(t)); };
+  const drop = () => { close(); res.destroy(); };
+  const close = () => { unsubscribe(); timers.forEach((t) => clearTimeout(t)); open.delete(drop); };
+  open.add(drop);
   res.on("close", close);
   req.on("close", close);
   if (o.timeoutSeconds !== undefined && o.timeoutSeconds > 0) timers.push(setTimeout(() => { close(); res.end(); }, o.timeoutSeconds * 1000));
@@ -64,5 +76,5 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, o: WatchOp
       kind: o.type.kind, apiVersion: apiVersionOf(o.type), metadata: { resourceVersion: String(o.store.resourceVersion) },
     }), o.bookmarkEveryMs));
   }
-  if (o.dropAfterMs !== undefined) timers.push(setTimeout(() => { close(); res.destroy(); }, o.dropAfterMs));
+  if (o.dropAfterMs !== undefined) timers.push(setTimeout(drop, o.dropAfterMs));
 }

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Store } from "../store.js";
 import type { FaultSpec, Faults } from "./faults.js";
+import { dropOpenWatches } from "../api/watch.js";
 import type { StatsSnapshot } from "./stats.js";
 
 export interface ControlDeps {
@@ -31,6 +32,7 @@ export function control(deps: ControlDeps) {
         return json(res, 200, spec);
       }
       case "DELETE /sim/faults": deps.faults.clear(); return json(res, 200, {});
+      case "POST /sim/watches/drop": return json(res, 200, { dropped: dropOpenWatches() });
       case "POST /sim/compact": deps.store.compact(); return json(res, 200, { compactedResourceVersion: String(deps.store.compacted) });
       default: return json(res, 404, { error: `no ${route}` });
     }
