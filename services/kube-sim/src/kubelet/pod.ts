@@ -357,6 +357,11 @@ export class PodRunner {
     if (!this.deleting || this.procs.size > 0 || this.removed) return;
     this.removed = true;
     this.clearTimers();
+    // As a kubelet does: the pod's containers stopped, its phase is Failed before it goes.
+    if (this.phase !== "Succeeded" && this.phase !== "Failed" && this.phase !== "Pending") {
+      this.phase = "Failed";
+      this.write();
+    }
     if (this.current()) this.ctx.store.remove(typeOf("pods"), this.ns, this.name);
     this.ctx.onRemoved(this.uid);
   }

@@ -11,7 +11,7 @@ import { errorMessage, isValidationError, retry, type ClientTls, type Logger } f
 import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "../driver.js";
 import { ApiCalls, retryableApiError, statusOf } from "./calls.js";
-import { podOutcome, type Graces, type PodOutcome, type PodStatus } from "./outcome.js";
+import { PULL, podOutcome, type Graces, type PodOutcome, type PodStatus } from "./outcome.js";
 import { buildPod, labelValue, podName, RUN_ID_ANNOTATION } from "./pod.js";
 import { NamespaceWatch, type PodEvent } from "./watch.js";
 
@@ -239,9 +239,20 @@ export class KubeDriver implements StepDriver {
       this.followed.delete(k);
       settle(o);
     };
+    let deletedBySomeone = false;
     const look = (pod: k8s.V1Pod) => {
       const status = (pod.status ?? {}) as PodStatus;
       if (mainStarted(status)) log.start();
+      if (pod.metadata?.deletionTimestamp) {
+        // Being deleted: the kubelet stops the containers and may write Failed (exit 143)
+        // before the pod goes; what ended it is the deletion, named when DELETED comes.
+        // A pod on a lost node may never go: then the deletion is the outcome anyway.
+        deletedBySomeone ||= !this.deleting.has(k);
+        clearTimeout(timer);
+        const graceMs = ((pod.metadata.deletionGracePeriodSeconds ?? 30) + 30) * 1000;
+        timer = setTimeout(() => done(this.deleting.has(k) ? { outcome: { kind: "Stopped" }, pod } : { outcome: { kind: "PodDeleted" }, pod }), graceMs);
+        return;
+      }
       // Graces count from when the pod entered its current waiting (or Unknown) condition.
       const now = this.now();
       const c = conditionOf(status);
@@ -264,9 +275,11 @@ export class KubeDriver implements StepDriver {
     this.followed.set(k, {
       onEvent: (e) => {
         if (e.type === "change") return look(e.pod);
-        const ours = this.deleting.has(k);
+        if (this.deleting.has(k)) return done({ outcome: { kind: "Stopped" }, pod: e.pod });
+        if (deletedBySomeone) return done({ outcome: { kind: "PodDeleted" }, pod: e.pod });
+        // Gone without our seeing its deletion start (a re-list): what its last status says, if it ended.
         const status = (e.pod.status ?? {}) as PodStatus;
-        done({ outcome: podOutcome(status, this.now(), since, this.graces) ?? (ours ? { kind: "Stopped" } : { kind: "PodDeleted" }), pod: e.pod });
+        done({ outcome: podOutcome(status, this.now(), since, this.graces) ?? { kind: "PodDeleted" }, pod: e.pod });
       },
     });
     const seen = watch.get(name);
@@ -426,13 +439,15 @@ const mainStarted = (s: PodStatus) => {
   return Boolean(main?.running || main?.terminated);
 };
 
-/** The condition a grace counts in: a container waiting for a reason, or the pod Unknown. */
-function conditionOf(s: PodStatus): string {
-  const waiting = [...(s.initContainerStatuses ?? []), ...(s.containerStatuses ?? [])]
-    .map((c) => (c.state?.waiting?.reason ? `${c.name}:${c.state.waiting.reason}` : "")).filter(Boolean);
-  // ErrImagePull and ImagePullBackOff alternate: one grace for both.
-  const text = waiting.join(",").replace(/ErrImagePull|ImagePullBackOff/g, "Pull");
-  return s.phase === "Unknown" ? `Unknown;${text}` : /Pull/.test(text) ? text : "";
+/**
+ * Pure: the condition a grace counts in, "" for none: a container failing to get its image
+ * (ErrImagePull and ImagePullBackOff alternate: one grace for both), or the pod Unknown.
+ */
+export function conditionOf(s: PodStatus): string {
+  const pulling = [...(s.initContainerStatuses ?? []), ...(s.containerStatuses ?? [])]
+    .filter((c) => PULL.has(c.state?.waiting?.reason ?? "")).map((c) => `${c.name}:pull`);
+  if (s.phase === "Unknown") return `Unknown;${pulling.join(",")}`;
+  return pulling.join(",");
 }
 
 function apiMessage(err: unknown): string {

@@ -30,7 +30,7 @@ export interface Graces {
   unknownMs: number;
 }
 
-const PULL = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"]);
+export const PULL = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"]);
 const CONFIG = new Set(["CreateContainerConfigError", "CreateContainerError", "RunContainerError"]);
 
 /** `since`: when the pod was first seen in its current waiting or Unknown condition (ms). */
