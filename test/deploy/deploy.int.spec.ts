@@ -100,7 +100,10 @@ describe("deploy/ rendered", () => {
       const names = (listed["items"] as Obj[]).map((o) => `${o["kind"]}/${o["metadata"].name}`);
       expect(names).toEqual(expect.arrayContaining(["Deployment/sandbox", "Deployment/runner", "StatefulSet/nats", "Service/iocontext", "NetworkPolicy/iocontext-ingress"]));
       const role = JSON.parse((await kubectl(sim, ["get", "role", "ephemera-runner", "-n", "ephemera-runs", "-o", "json"])).stdout) as Obj;
-      expect(role["rules"][0].verbs).toEqual(["create", "delete", "get", "list", "watch"]);
+      expect(role["rules"]).toEqual([
+        { apiGroups: [""], resources: ["pods"], verbs: ["create", "delete", "get", "list", "watch"] },
+        { apiGroups: [""], resources: ["pods/log"], verbs: ["get"] },
+      ]);
     });
   });
 });
@@ -130,10 +133,11 @@ describe("the Dockerfile and the Tiltfile", () => {
     expect(stages).toEqual(expect.arrayContaining(["sandbox", "scheduler", "runner", "iocontext", "agent"]));
     expect(dockerfile).toMatch(/^USER 10001:10001$/m);
     expect(dockerfile).toContain("deploy --prod");
-    const images = new Set(objects(render("prod")).flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string)));
-    for (const image of images) {
-      const m = /^ephemera\/([a-z-]+):/.exec(image);
-      if (m) expect(stages).toContain(m[1]);
-    }
+    const prod = objects(render("prod"));
+    const config = prod.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"];
+    const images = [...new Set(prod.flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string))), config.EPHEMERA_AGENT_IMAGE as string];
+    const ours = images.map((i) => /^ephemera\/([a-z-]+):/.exec(i)?.[1]).filter((s): s is string => s !== undefined);
+    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler"]);
+    for (const stage of ours) expect(stages).toContain(stage);
   });
 });

@@ -118,19 +118,37 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
 
   it("rides out refused API calls: creates and deletes answered 429 and 500 are tried again, and the step runs in one pod", async () => {
     await ephOk(stack.eph, ["plugin", "apply", "-f", file("refused-plugin.yaml", plugin("refused", "", "#!/bin/sh\necho fine\n"))]);
-    const before = await sim.stats();
-    await sim.faults({ apiErrors: { next: 4, codes: [429, 500], verbs: ["create", "delete"], resources: ["pods"] } });
+    const gone = (name: string) => waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== name),
+      { timeoutMs: 15_000, what: `the pod of ${name} to be deleted` });
+    const delta = (a: { calls: Record<string, number> }, b: { calls: Record<string, number> }, k: string) => (b.calls[k] ?? 0) - (a.calls[k] ?? 0);
+    // Creates refused four times.
+    let before = await sim.stats();
+    await sim.faults({ apiErrors: { next: 4, codes: [429, 500], verbs: ["create"], resources: ["pods"] } });
     try {
       await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("refused", "refused"), "--wait"], { timeoutMs: 60_000 });
-      await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== "refused"), { timeoutMs: 15_000, what: "the pod to be deleted" });
+      await gone("refused");
     } finally {
       await sim.faults(null);
     }
-    const after = await sim.stats();
+    let after = await sim.stats();
     expect(after.containersStarted - before.containersStarted).toBe(3); // one pod: init, main, sidecar
-    expect((after.calls["create pods"] ?? 0) - (before.calls["create pods"] ?? 0)).toBeGreaterThan(1);
-    expect(await failures("refused")).toEqual([]);
+    expect(delta(before, after, "create pods")).toBe(5);
+    expect(delta(before, after, "delete pods")).toBe(1);
+    // Deletes refused twice.
+    before = after;
+    await sim.faults({ apiErrors: { next: 2, codes: [500, 429], verbs: ["delete"], resources: ["pods"] } });
+    try {
+      await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("refused-delete", "refused"), "--wait"], { timeoutMs: 60_000 });
+      await gone("refused-delete");
+    } finally {
+      await sim.faults(null);
+    }
+    after = await sim.stats();
+    expect(delta(before, after, "create pods")).toBe(1);
+    expect(delta(before, after, "delete pods")).toBe(3);
+    expect([...await failures("refused"), ...await failures("refused-delete")]).toEqual([]);
     await ephOk(stack.eph, ["sandbox", "delete", "refused", "--wait"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "refused-delete", "--wait"]);
   }, 120_000);
 
   it("rides out its watch being cut and its resourceVersion compacted away: it watches again, lists again on 410, and the steps run", async () => {
@@ -163,8 +181,11 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
       { timeoutMs: 15_000, intervalMs: 200, what: "the first line in the stored log" });
     await stack.services.kill("runner");
     await stack.services.start("runner");
+    // The dispatch comes back to the new runner after the work queue's ack wait (30 s); the
+    // step is still running then, held at the gate, and the new runner follows its pod.
+    await waitFor(() => stack.services.log("runner").lines().some((l) => l.line.includes("following the run's existing pod")),
+      { timeoutMs: 60_000, intervalMs: 200, what: "the new runner to follow the pod" });
     writeFileSync(join(gate, "open"), "");
-    // The dispatch comes back to the new runner after the work queue's ack wait (30 s).
     const applied = await applying;
     expect(applied.code).toBe(0);
     expect(readFileSync(ran, "utf8").trim().split("\n")).toEqual([expect.stringMatching(/\.res\.create\.step\.1$/)]);
@@ -177,7 +198,6 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     const log = await ephOk(stack.eph, ["logs", "--sandbox", "reattach", "--resource", "res", "--step", "step"]);
     expect(log.stdout.match(/before the restart/g)).toHaveLength(1);
     await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== "reattach"), { timeoutMs: 15_000, what: "the pod to be deleted" });
-    expect(stack.services.log("runner").lines().map((l) => l.line).join("\n")).toContain("following the run's existing pod");
     await ephOk(stack.eph, ["sandbox", "delete", "reattach", "--wait"]);
     rmSync(gate, { recursive: true, force: true });
   }, 150_000);

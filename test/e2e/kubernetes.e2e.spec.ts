@@ -72,7 +72,8 @@ spec:
 
       writeFileSync(join(gate, "open"), "");
       expect((await applying).code).toBe(0);
-      expect(await ourPods("team-a")).toEqual([]);
+      // The pod goes once the result is recorded, which need not be before the sandbox is ready.
+      await waitFor(async () => (await ourPods("team-a")).length === 0, { timeoutMs: 15_000, what: "no pod left in team-a" });
       const log = await ok(["logs", "--sandbox", "held-sb", "--resource", "res", "--step", "wait"]);
       expect(log.stdout).toContain("waiting at the gate\nthrough");
       await ok(["sandbox", "delete", "held-sb", "--wait"]);

@@ -1,6 +1,9 @@
 // The end-to-end scenarios every step driver must pass: the built stack and `eph` as
 // processes, against the real NATS and Redis of this machine. Each driver's spec file
 // starts its stack and calls endToEndScenarios.
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { waitFor } from "@ephemera/kit";
 import type { TestStack } from "../support/stack.js";
 
 const DIAMOND = `
@@ -21,18 +24,24 @@ spec:
       echo "a sees \${MISSING_PARAM:-unset}"
       printf '%s-%s' "$GREETING" "$(cat /in/suffix)" > /tmp/word
   - name: b
-    inputs: [{name: word, valueFromStep: {name: a, output: word}, as: {env: WORD}}]
+    inputs:
+    - {name: word, valueFromStep: {name: a, output: word}, as: {env: WORD}}
+    - {name: gate, valueFromSandbox: true}
     outputs: [{name: upper, valueFromPath: /out/upper}]
     script: |
       #!/usr/bin/env bash
-      sleep 1
+      echo "b at the gate"
+      while [ ! -e "$GATE" ]; do sleep 0.05; done
       printf '%s' "\${WORD^^}" > /out/upper
   - name: c
-    inputs: [{name: word, valueFromStep: {name: a, output: word}, as: {path: /in/word}}]
+    inputs:
+    - {name: word, valueFromStep: {name: a, output: word}, as: {path: /in/word}}
+    - {name: gate, valueFromSandbox: true}
     outputs: [{name: length, valueFromPath: /tmp/len}]
     script: |
       #!/usr/bin/env bash
-      sleep 1
+      echo "c at the gate"
+      while [ ! -e "$GATE" ]; do sleep 0.05; done
       printf '%s' "$(wc -c < /in/word | tr -d ' ')" > /tmp/len
   - name: d
     inputs:
@@ -65,6 +74,20 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 
 /** The scenarios, on the stack `current()` returns (started by the caller's beforeAll). */
 export function endToEndScenarios(stackOf: () => TestStack): void {
+  /**
+   * A barrier the steps of a test wait at: a file the test creates once every step has said,
+   * in its log, that it is there. Outside /tmp (steps have their own), readable by the
+   * steps' user.
+   */
+  const gate = () => {
+    const dir = mkdtempSync("/var/tmp/ephemera-gate-");
+    chmodSync(dir, 0o755);
+    const file = join(dir, "open");
+    return { file, open: () => writeFileSync(file, ""), remove: () => rmSync(dir, { recursive: true, force: true }) };
+  };
+  const logShows = (sandbox: string, step: string, text: string) =>
+    waitFor(async () => (await stackOf().eph(["logs", "--sandbox", sandbox, "--resource", "res", "--step", step])).stdout.includes(text),
+      { timeoutMs: 60_000, intervalMs: 200, what: `"${text}" in the log of ${sandbox}/${step}` });
 
   const ok = async (args: string[]) => {
     const r = await stackOf().eph(args);
@@ -75,7 +98,17 @@ export function endToEndScenarios(stackOf: () => TestStack): void {
 
   it("runs a diamond DAG with b and c in parallel, passes inputs by env and file, shows outputs, deletes with a delete step", async () => {
     await ok(["plugin", "apply", "-f", stackOf().file("diamond.yaml", DIAMOND)]);
-    const applied = await ok(["sandbox", "apply", "-f", stackOf().file("sb-diamond.yaml", sandboxFile("diamond-sb", "diamond", "greeting: hello, suffix: world")), "--wait"]);
+    // b and c run at the same time: each waits at the gate until both are running.
+    const g = gate();
+    const applying = ok(["sandbox", "apply", "-f", stackOf().file("sb-diamond.yaml", sandboxFile("diamond-sb", "diamond", `greeting: hello, suffix: world, gate: ${g.file}`)), "--wait"]);
+    let applied;
+    try {
+      await Promise.all([logShows("diamond-sb", "b", "b at the gate"), logShows("diamond-sb", "c", "c at the gate")]);
+      g.open();
+      applied = await applying;
+    } finally {
+      g.remove();
+    }
     expect(applied.stderr).toMatch(/\bb\b.*running|running.*\bb\b/i);
 
     const hidden = await getJson("diamond-sb");
@@ -169,19 +202,35 @@ spec:
   runner: {image: debian:bookworm-slim}
   create:
   - name: write
+    inputs: [{name: gate, valueFromSandbox: true}]
     outputs:
     - {name: fromdir, valueFromPath: /work/iso-shared/value}
     - {name: fromtmp, valueFromPath: /tmp/value}
     script: |
       #!/usr/bin/env bash
       set -eu
-      printf '%s' "$SIGNADOT_SANDBOX_ROUTING_KEY" > /work/iso-shared/value
-      printf '%s' "$SIGNADOT_SANDBOX_ROUTING_KEY" > /tmp/value
-      sleep 1
-      test "$(ls /work/iso-shared)" = value
+      key="$SIGNADOT_SANDBOX_ROUTING_KEY"
+      printf '%s' "$key" > "/work/iso-shared/$key"
+      printf '%s' "$key" > "/tmp/$key"
+      echo "written"
+      while [ ! -e "$GATE" ]; do sleep 0.05; done
+      # Both have written by now: each must see its own file only.
+      test "$(ls /work/iso-shared)" = "$key"
+      test "$(ls /tmp | grep -v '^\\.')" = "$key"
+      cp "/work/iso-shared/$key" /work/iso-shared/value
+      cp "/tmp/$key" /tmp/value
 `)]);
-    const [one, two] = await Promise.all(["iso-one", "iso-two"].map((n) =>
-      stackOf().eph(["sandbox", "apply", "-f", stackOf().file(`${n}.yaml`, sandboxFile(n, "iso")), "--wait"])));
+    const g = gate();
+    let one, two;
+    try {
+      const applying = Promise.all(["iso-one", "iso-two"].map((n) =>
+        stackOf().eph(["sandbox", "apply", "-f", stackOf().file(`${n}.yaml`, sandboxFile(n, "iso", `gate: ${g.file}`)), "--wait"])));
+      await Promise.all(["iso-one", "iso-two"].map((n) => logShows(n, "write", "written")));
+      g.open();
+      [one, two] = await applying;
+    } finally {
+      g.remove();
+    }
     expect([one!.code, two!.code]).toEqual([0, 0]);
     for (const name of ["iso-one", "iso-two"]) {
       const view = await getJson(name, "--show-outputs");

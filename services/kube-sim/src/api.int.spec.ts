@@ -109,7 +109,6 @@ describe("watch", () => {
     await h.core.createNamespace({ body: { metadata: { name: ns } } });
     await h.core.createNamespacedConfigMap({ namespace: ns, body: cm("a", {}) });
     await sim(h, "/sim/stats/reset", "POST");
-    await sim(h, "/sim/faults", "POST", { watchDrops: { next: 1, afterMs: 1500 } });
     const informer = makeInformer(h.kc, `/api/v1/namespaces/${ns}/configmaps`, () => h.core.listNamespacedConfigMap({ namespace: ns }));
     informer.on("error", () => { void informer.start(); });
     await informer.start();
@@ -119,6 +118,7 @@ describe("watch", () => {
       // A change the informer does not watch, so the resourceVersion it resumes from is older than the compaction.
       await h.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "elsewhere" } } });
       await sim(h, "/sim/compact", "POST");
+      await sim(h, "/sim/watches/drop", "POST");
       await waitFor("a re-list after the 410", async () => ((await (await sim(h, "/sim/stats")).json()) as { calls: Record<string, number> }).calls["list configmaps"] === 2);
       // And it watches on from the new list.
       await h.core.createNamespacedConfigMap({ namespace: ns, body: cm("c", {}) });

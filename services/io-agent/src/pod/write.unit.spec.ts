@@ -23,7 +23,7 @@ describe("the report as a termination message", () => {
   it("drops the names of so many outputs that they would not fit", () => {
     const outputs = Array.from({ length: 200 }, (_, i) => ({ name: `output-with-a-long-name-${i}`, size: 1, base64: "eA==" }));
     const text = terminationMessage({ outcome: "succeeded", outputs });
-    expect(text.length).toBeLessThanOrEqual(TERMINATION_MESSAGE_MAX);
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(TERMINATION_MESSAGE_MAX);
     expect(JSON.parse(text)).toEqual({ outcome: "succeeded", outputs: [] });
   });
 });
