@@ -4,7 +4,6 @@
 import { access, mkdir } from "node:fs/promises";
 import type * as pb from "@ephemera/proto";
 import { JetStreamEventStore, JetStreamWorkQueue, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
-import * as k8s from "@kubernetes/client-node";
 import { errorMessage, followHealth, startGrpcServer, type Logger, type SigningKey } from "@ephemera/kit";
 import { grpcClientMetrics, grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import type { ValueJournal } from "@ephemera/events";
@@ -13,7 +12,8 @@ import { detectIsolation } from "./driver/isolation.js";
 import { cleanupLeftovers } from "./driver/leftovers.js";
 import { ProcessDriver } from "./driver/process.js";
 import type { StepDriver } from "./driver/driver.js";
-import { KubeDriver } from "./driver/kube/driver.js";
+// Types only: client-node is loaded when the Kubernetes driver is chosen, not by every runner.
+import type { KubeDriver } from "./driver/kube/driver.js";
 import { kubeApiMetrics, queueMetrics, stepMetrics } from "./metrics.js";
 import { Runner } from "./runner.js";
 import { readStepRun } from "./steprun/store.js";
@@ -64,14 +64,14 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   if (registry) {
     const queue = deps.queue;
     if (queue instanceof JetStreamWorkQueue) queueMetrics(registry, config.cluster, (c) => queue.backlog(c), logger);
-    if (driver instanceof KubeDriver) kubeApiMetrics(registry, driver.calls);
+    if (isKube(driver)) kubeApiMetrics(registry, driver.calls);
   }
   const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
   // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself.
   if (deps.store instanceof JetStreamEventStore) followHealth(server, [deps.store.health]);
   runner.start();
   logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId, driver: driver.name }, "runner taking work");
-  const logCalls = driver instanceof KubeDriver ? apiCallLogger(driver, logger) : undefined;
+  const logCalls = isKube(driver) ? apiCallLogger(driver, logger) : undefined;
   let stopping: Promise<void> | undefined;
   return {
     port: server.port,
@@ -103,8 +103,11 @@ function apiCallLogger(driver: KubeDriver, logger: Logger): () => void {
   };
 }
 
+const isKube = (d: StepDriver): d is KubeDriver => d.name === "kubernetes";
+
 async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<StepDriver> {
   const kube = config.kube!;
+  const [k8s, { KubeDriver }] = await Promise.all([import("@kubernetes/client-node"), import("./driver/kube/driver.js")]);
   const kubeconfig = new k8s.KubeConfig();
   // KUBECONFIG, else ~/.kube/config, else the pod's service account.
   kubeconfig.loadFromDefault();
