@@ -6,3 +6,4 @@ export * from "./gen/ephemera/v1/iocontext.js";
 export { BadRequest, BadRequest_FieldViolation, Status as RpcStatus } from "./gen/google/rpc/error_details.js";
 export { Any } from "./gen/google/protobuf/any.js";
 export { descriptorSetBase64 } from "./gen/descriptors.js";
+export * as routes from "./gen/routes/routes.js";

@@ -6,8 +6,10 @@ import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
 import { sandboxMetrics } from "./metrics.js";
 import { SandboxCore } from "./service.js";
+import { startRoutes } from "./routes/server.js";
 
 export { SandboxCore } from "./service.js";
+export { DEFAULT_ROUTES_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN } from "./routes/server.js";
 export { decidePlugin, type PluginCommand } from "./plugin/decide.js";
 export { decideSandbox, type SandboxCommand } from "./sandbox/decide.js";
 export { sandboxStatus } from "./sandbox/status.js";
@@ -26,6 +28,8 @@ export interface SandboxConfig extends CommonConfig {
   tls?: ServerTls;
   /** The service's metrics registry (served by main); absent: nothing counted. */
   metrics?: Registry;
+  /** The Routes API: gRPC (EPHEMERA_ROUTES_LISTEN) and HTTP (EPHEMERA_ROUTES_HTTP_LISTEN); absent: not served. */
+  routes?: { listen: string; httpListen: string };
 }
 
 export async function start(config: SandboxConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
@@ -40,6 +44,9 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<{ st
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
   await core.start();
   if (registry) sandboxMetrics(registry, core);
+  const routes = config.routes
+    ? await startRoutes({ sandboxes: () => core.sandboxRecords(), onSandboxChange: (l) => core.onSandboxChange(l) }, config.routes.listen, config.routes.httpListen, logger)
+    : undefined;
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),
   });
@@ -51,6 +58,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<{ st
   return {
     port: server.port,
     stop: async () => {
+      await routes?.stop();
       await core.stop();
       await server.shutdown();
       await nc.drain();

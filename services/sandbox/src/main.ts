@@ -1,7 +1,7 @@
 // Entry point of the sandbox service (the public API).
 import { DEFAULT_API_LISTEN, commonConfig, configured, createLogger, envBool, envString, onShutdown, serverTlsFromEnv } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
-import { apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
+import { DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
 
 const logger = createLogger("sandbox");
 const config = configured(logger, "sandbox service", () => ({
@@ -12,6 +12,10 @@ const config = configured(logger, "sandbox service", () => ({
   allowOpen: envBool(process.env, "EPHEMERA_API_ALLOW_OPEN", false),
   tls: serverTlsFromEnv(process.env),
   metricsListen: metricsListen(process.env, "sandbox"),
+  routes: {
+    listen: envString(process.env, "EPHEMERA_ROUTES_LISTEN", DEFAULT_ROUTES_LISTEN),
+    httpListen: envString(process.env, "EPHEMERA_ROUTES_HTTP_LISTEN", DEFAULT_ROUTES_HTTP_LISTEN),
+  },
 }));
 const metrics = serviceRegistry("sandbox");
 Promise.all([start({ ...config, metrics }, logger), startMetricsServer(config.metricsListen, metrics, logger)]).then(

@@ -63,6 +63,7 @@ export class SandboxCore {
     this.ttl = new DueIndex((names, now) => this.expire(names, now), this.now);
     this.feed.onCommit((c) => {
       this.notify(c);
+      if (c.aggregate === Aggregates.sandbox) for (const l of this.sandboxListeners) l();
       if (c.aggregate !== Aggregates.sandbox) return;
       const state = this.sandboxes.get(c.aggregateId)?.state;
       this.ttl.set(c.aggregateId, state?.status === "active" ? scheduledDeleteTime(state) : undefined);
@@ -395,6 +396,19 @@ export class SandboxCore {
         }, s).map(encode), { source: "sandbox", command: `workflow-ended:${id}`, ...cause });
       }
     }
+  }
+
+  private readonly sandboxListeners = new Set<() => void>();
+
+  /** Called after every change to a sandbox is folded in (the Routes API's watchers). */
+  onSandboxChange(listener: () => void): () => void {
+    this.sandboxListeners.add(listener);
+    return () => this.sandboxListeners.delete(listener);
+  }
+
+  /** Every sandbox as the projection holds it (deleted ones included; callers filter). */
+  *sandboxRecords(): Iterable<SandboxRecord> {
+    for (const [, { state }] of this.sandboxes.entries()) if (state.status !== "none") yield state;
   }
 
   private notify(c: Commit): void {

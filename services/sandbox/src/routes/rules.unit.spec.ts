@@ -1,0 +1,59 @@
+import * as pb from "@ephemera/proto";
+import type { SandboxRecord } from "../sandbox/state.js";
+import { diff, forkName, keyOf, matches, routingRules } from "./rules.js";
+
+const sandbox = (name: string, routingKey: string, over: Partial<SandboxRecord> = {}, forks = [{ name: "orders", ns: "shop", port: 8080 }]): SandboxRecord => ({
+  status: "active", name, routingKey, cluster: "c1", endpoints: [], resources: [], ready: true, forced: false,
+  createdAt: "", updatedAt: "", specUpdatedAt: "", deleteReason: "",
+  spec: pb.SandboxSpec.fromPartial({
+    cluster: "c1",
+    forks: forks.map((f) => ({ forkOf: { kind: "Deployment", namespace: f.ns, name: f.name }, endpoints: [{ name: "http", port: f.port, protocol: "http" }] })),
+  }),
+  ...over,
+});
+
+describe("routing rules from sandboxes", () => {
+  it("makes one rule per fork of a ready sandbox: its baseline, routing key and sandbox, each port sent to the fork's Service", () => {
+    expect(routingRules([sandbox("a", "rk1")])).toEqual([{
+      routingKey: "rk1",
+      baseline: { kind: "Deployment", namespace: "shop", name: "orders" },
+      destinationSandbox: { name: "a" },
+      mappings: [{ workloadPort: 8080, destinations: [{ host: "orders-rk1.shop.svc", port: 8080 }] }],
+    }]);
+  });
+
+  it("leaves out sandboxes that are not ready, being deleted or gone", () => {
+    expect(routingRules([
+      sandbox("a", "rk1", { ready: false }), sandbox("b", "rk2", { status: "deleting" }), sandbox("c", "rk3", { status: "deleted" }),
+    ])).toEqual([]);
+  });
+
+  it("names a fork as a DNS label of at most 63 characters, the same each time", () => {
+    const long = forkName("x".repeat(80), "abcdef123456");
+    expect(long.length).toBeLessThanOrEqual(63);
+    expect(long.endsWith("-abcdef123456")).toBe(true);
+    expect(forkName("orders", "rk1")).toBe("orders-rk1");
+  });
+
+  it("filters by baseline kind, namespace and name, routing key and destination sandbox; an empty field matches all", () => {
+    const rules = routingRules([sandbox("a", "rk1"), sandbox("b", "rk2", {}, [{ name: "cart", ns: "shop", port: 9090 }])]);
+    const req = (r: Partial<pb.routes.WorkloadRoutingRulesRequest>) => pb.routes.WorkloadRoutingRulesRequest.fromPartial(r);
+    const pick = (r: Partial<pb.routes.WorkloadRoutingRulesRequest>) => rules.filter((x) => matches(x, req(r))).map((x) => x.routingKey);
+    expect(pick({})).toEqual(["rk2", "rk1"]); // by baseline, then routing key: cart before orders
+    expect(pick({ baselineWorkload: { kind: "", namespace: "", name: "orders" } })).toEqual(["rk1"]);
+    expect(pick({ baselineWorkload: { kind: "Rollout", namespace: "", name: "" } })).toEqual([]);
+    expect(pick({ baselineWorkload: { kind: "", namespace: "other", name: "" } })).toEqual([]);
+    expect(pick({ routingKey: "rk2" })).toEqual(["rk2"]);
+    expect(pick({ destinationSandbox: { name: "a" } })).toEqual(["rk1"]);
+  });
+
+  it("turns one set of rules into another with ADD, REMOVE and REPLACE", () => {
+    const before = routingRules([sandbox("a", "rk1"), sandbox("b", "rk2")]);
+    const after = routingRules([sandbox("a", "rk1", {}, [{ name: "orders", ns: "shop", port: 9999 }]), sandbox("c", "rk3")]);
+    const ops = diff(before, after).map((o) => [pb.routes.WatchOp[o.op], o.route ? keyOf(o.route) : ""]);
+    expect(ops.sort()).toEqual([
+      ["ADD", "Deployment/shop/orders@rk3"], ["REMOVE", "Deployment/shop/orders@rk2"], ["REPLACE", "Deployment/shop/orders@rk1"],
+    ].sort());
+    expect(diff(after, after)).toEqual([]);
+  });
+});

@@ -1,0 +1,121 @@
+// The Routes API (package `routes`, service `Routes`, wire-compatible with Signadot's public
+// routes.proto) in the sandbox service, which holds the sandboxes it derives the rules
+// from: gRPC on EPHEMERA_ROUTES_LISTEN and the same answers as JSON over HTTP on
+// EPHEMERA_ROUTES_HTTP_LISTEN. A watcher gets the current rules as ADDs, one SYNCED, then
+// every change as it is folded into the sandbox projection.
+import { createServer, type Server } from "node:http";
+import * as pb from "@ephemera/proto";
+import { startGrpcServer, unary, type Logger, type RunningServer } from "@ephemera/kit";
+import type { SandboxRecord } from "../sandbox/state.js";
+import { diff, forkName, matches, routingRules } from "./rules.js";
+
+export const DEFAULT_ROUTES_LISTEN = "127.0.0.1:7777";
+export const DEFAULT_ROUTES_HTTP_LISTEN = "127.0.0.1:7778";
+
+/** What the Routes API reads: the sandboxes, and word of every change to them. */
+export interface RoutesSource {
+  sandboxes(): Iterable<SandboxRecord>;
+  onSandboxChange(listener: () => void): () => void;
+}
+
+export interface RunningRoutes {
+  port: number;
+  httpPort: number;
+  stop(): Promise<void>;
+}
+
+const rulesFor = (source: RoutesSource, req: pb.routes.WorkloadRoutingRulesRequest) =>
+  routingRules(source.sandboxes()).filter((r) => matches(r, req));
+
+export function routesService(source: RoutesSource): pb.routes.RoutesServer {
+  const rules = (req: pb.routes.WorkloadRoutingRulesRequest) => rulesFor(source, req);
+  return {
+    getWorkloadRoutingRules: unary(async (req: pb.routes.WorkloadRoutingRulesRequest) => ({ routingRules: rules(req) })),
+    watchWorkloadRoutingRules: (call) => {
+      let current = rules(call.request);
+      for (const route of current) call.write({ op: pb.routes.WatchOp.ADD, route });
+      call.write({ op: pb.routes.WatchOp.SYNCED });
+      const stop = source.onSandboxChange(() => {
+        const next = rules(call.request);
+        for (const op of diff(current, next)) call.write(op);
+        current = next;
+      });
+      call.on("cancelled", stop);
+      call.on("close", stop);
+    },
+    getClusterServices: unary(async () => ({ services: clusterServices(source.sandboxes()) })),
+  };
+}
+
+/**
+ * The sandboxes' fork Services as ephemera names them, each with the routing key of its
+ * sandbox and the hostname of its baseline. Baseline services are the cluster's to list.
+ */
+function clusterServices(sandboxes: Iterable<SandboxRecord>): pb.routes.ClusterService[] {
+  const services: pb.routes.ClusterService[] = [];
+  for (const sb of sandboxes) {
+    if (sb.status !== "active" || !sb.ready) continue;
+    for (const fork of sb.spec?.forks ?? []) {
+      const ref = fork.forkOf;
+      if (!ref) continue;
+      const namespace = ref.namespace || "default";
+      services.push({
+        serviceIp: "",
+        hostname: `${forkName(ref.name, sb.routingKey)}.${namespace}.svc`,
+        ports: fork.endpoints.map((e) => ({ name: e.name, port: e.port, protocol: e.protocol || "TCP", appProtocol: "" })),
+        sandboxInfo: { sandboxRoutingKey: sb.routingKey, baselineHostname: `${ref.name}.${namespace}.svc` },
+      });
+    }
+  }
+  return services;
+}
+
+/** The HTTP form: GET /api/v1/workloads/routing-rules with the request's fields as query parameters, and GET /api/v1/cluster-services. */
+function httpServer(source: RoutesSource): Server {
+  return createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://routes");
+    const reply = (code: number, body: unknown) => {
+      res.writeHead(code, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method !== "GET") return reply(405, { error: "only GET is served" });
+    const q = (name: string) => url.searchParams.get(name) ?? "";
+    if (url.pathname === "/api/v1/workloads/routing-rules") {
+      const request = pb.routes.WorkloadRoutingRulesRequest.fromPartial({
+        baselineWorkload: { kind: q("baselineKind"), namespace: q("baselineNamespace"), name: q("baselineName") },
+        routingKey: q("routingKey"),
+        destinationSandbox: { name: q("destinationSandboxName") },
+      });
+      return reply(200, pb.routes.GetWorkloadRoutingRulesResponse.toJSON({ routingRules: rulesFor(source, request) }));
+    }
+    if (url.pathname === "/api/v1/cluster-services") {
+      return reply(200, pb.routes.GetClusterServicesResponse.toJSON({ services: clusterServices(source.sandboxes()) }));
+    }
+    return reply(404, { error: `no ${url.pathname}; the Routes API serves /api/v1/workloads/routing-rules and /api/v1/cluster-services` });
+  });
+}
+
+export async function startRoutes(source: RoutesSource, listen: string, httpListen: string, logger: Logger): Promise<RunningRoutes> {
+  const grpcServer: RunningServer = await startGrpcServer(listen, [{ definition: pb.routes.RoutesService, implementation: routesService(source) }], logger);
+  const http = httpServer(source);
+  const [host, port] = splitHostPort(httpListen);
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(port, host, () => resolve());
+  });
+  const httpPort = (http.address() as { port: number }).port;
+  logger.info({ listen, port: grpcServer.port, httpPort }, "Routes API listening (gRPC and HTTP)");
+  return {
+    port: grpcServer.port,
+    httpPort,
+    stop: async () => {
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+      await grpcServer.shutdown();
+    },
+  };
+}
+
+function splitHostPort(address: string): [string, number] {
+  const i = address.lastIndexOf(":");
+  return [address.slice(0, i).replace(/^\[|\]$/g, ""), Number(address.slice(i + 1))];
+}
