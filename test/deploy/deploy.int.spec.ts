@@ -34,6 +34,8 @@ describe("deploy/ rendered", () => {
     expect(names).toContain("StatefulSet/ephemera-system/nats");
     expect(names).toContain("Role/ephemera-runs/ephemera-runner");
     expect(names).toContain("NetworkPolicy/ephemera-system/iocontext-ingress");
+    const api = objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "sandbox")!;
+    expect(api["spec"].ports.map((p: Obj) => p.port)).toEqual([7400, 7777, 7778]); // the API and the Routes API
     const binding = objs.find((o) => o["kind"] === "RoleBinding")!;
     expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "runner", namespace: "ephemera-system" }]);
     for (const d of objs.filter((o) => o["kind"] === "Deployment" && o["metadata"].name !== "redis")) {
