@@ -16,24 +16,38 @@ export function forkName(baselineName: string, routingKey: string): string {
   return `${baselineName.slice(0, 62 - routingKey.length).replace(/-+$/, "")}-${routingKey}`;
 }
 
-/** Pure: the rules of the sandboxes that route: active and ready, one per fork. */
-export function routingRules(sandboxes: Iterable<SandboxRecord>): Rule[] {
-  const rules: Rule[] = [];
-  for (const sb of sandboxes) {
-    if (sb.status !== "active" || !sb.ready) continue;
-    for (const fork of sb.spec?.forks ?? []) {
+export interface RoutedFork {
+  sandbox: SandboxRecord;
+  fork: pb.Fork;
+  baseline: { kind: string; namespace: string; name: string };
+  /** The fork's Service, `<baseline>-<routing key>.<namespace>.svc`. */
+  host: string;
+}
+
+/** Pure: the forks of the sandboxes that route (active and ready), with their baselines filled in. */
+export function* routedForks(sandboxes: Iterable<SandboxRecord>): Iterable<RoutedFork> {
+  for (const sandbox of sandboxes) {
+    if (sandbox.status !== "active" || !sandbox.ready) continue;
+    for (const fork of sandbox.spec?.forks ?? []) {
       const ref = fork.forkOf;
       if (!ref) continue;
       const namespace = ref.namespace || "default";
-      const host = `${forkName(ref.name, sb.routingKey)}.${namespace}.svc`;
-      rules.push({
-        routingKey: sb.routingKey,
-        baseline: { kind: ref.kind || "Deployment", namespace, name: ref.name },
-        destinationSandbox: { name: sb.name },
-        mappings: fork.endpoints.filter((e) => e.port > 0).map((e) => ({ workloadPort: e.port, destinations: [{ host, port: e.port }] })),
-      });
+      yield {
+        sandbox, fork, baseline: { kind: ref.kind || "Deployment", namespace, name: ref.name },
+        host: `${forkName(ref.name, sandbox.routingKey)}.${namespace}.svc`,
+      };
     }
   }
+}
+
+/** Pure: the rules of the sandboxes that route, one per fork. */
+export function routingRules(sandboxes: Iterable<SandboxRecord>): Rule[] {
+  const rules: Rule[] = [...routedForks(sandboxes)].map(({ sandbox, fork, baseline, host }) => ({
+    routingKey: sandbox.routingKey,
+    baseline,
+    destinationSandbox: { name: sandbox.name },
+    mappings: fork.endpoints.filter((e) => e.port > 0).map((e) => ({ workloadPort: e.port, destinations: [{ host, port: e.port }] })),
+  }));
   return rules.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
 }
 

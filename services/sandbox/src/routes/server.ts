@@ -7,7 +7,7 @@ import { createServer, type Server } from "node:http";
 import * as pb from "@ephemera/proto";
 import { startGrpcServer, unary, type Logger, type RunningServer } from "@ephemera/kit";
 import type { SandboxRecord } from "../sandbox/state.js";
-import { diff, forkName, matches, routingRules } from "./rules.js";
+import { diff, matches, routedForks, routingRules } from "./rules.js";
 
 export const DEFAULT_ROUTES_LISTEN = "127.0.0.1:7777";
 export const DEFAULT_ROUTES_HTTP_LISTEN = "127.0.0.1:7778";
@@ -52,22 +52,12 @@ export function routesService(source: RoutesSource): pb.routes.RoutesServer {
  * sandbox and the hostname of its baseline. Baseline services are the cluster's to list.
  */
 function clusterServices(sandboxes: Iterable<SandboxRecord>): pb.routes.ClusterService[] {
-  const services: pb.routes.ClusterService[] = [];
-  for (const sb of sandboxes) {
-    if (sb.status !== "active" || !sb.ready) continue;
-    for (const fork of sb.spec?.forks ?? []) {
-      const ref = fork.forkOf;
-      if (!ref) continue;
-      const namespace = ref.namespace || "default";
-      services.push({
-        serviceIp: "",
-        hostname: `${forkName(ref.name, sb.routingKey)}.${namespace}.svc`,
-        ports: fork.endpoints.map((e) => ({ name: e.name, port: e.port, protocol: e.protocol || "TCP", appProtocol: "" })),
-        sandboxInfo: { sandboxRoutingKey: sb.routingKey, baselineHostname: `${ref.name}.${namespace}.svc` },
-      });
-    }
-  }
-  return services;
+  return [...routedForks(sandboxes)].map(({ sandbox, fork, baseline, host }) => ({
+    serviceIp: "",
+    hostname: host,
+    ports: fork.endpoints.map((e) => ({ name: e.name, port: e.port, protocol: e.protocol || "TCP", appProtocol: "" })),
+    sandboxInfo: { sandboxRoutingKey: sandbox.routingKey, baselineHostname: `${baseline.name}.${baseline.namespace}.svc` },
+  }));
 }
 
 /** The HTTP form: GET /api/v1/workloads/routing-rules with the request's fields as query parameters, and GET /api/v1/cluster-services. */
