@@ -30,10 +30,14 @@ it("gets, describes, follows the logs of and deletes a pod", async () => {
 
 it("watches pods with get -w", async () => {
   const name = fresh("w");
+  const watches = () => h.sim.stats().calls["watch pods"] ?? 0;
+  const before = watches();
   const watch = spawn("kubectl", ["--kubeconfig", h.sim.kubeconfigPath, "-n", h.ns, "get", "pods", "-w"]);
   let out = "";
   watch.stdout.on("data", (d: Buffer) => { out += d.toString(); });
   try {
+    // The pod is made once kubectl watches, so its first state (Pending) is one kubectl sees.
+    await waitFor("kubectl's watch", () => watches() > before);
     await kubectl("run", name, "--image=busybox", "--restart=Never", "--command", "--", "true");
     await waitFor("Completed in the watch", () => new RegExp(`${name}\\s+0/1\\s+Completed`).test(out));
     expect(out.split("\n")[0]).toMatch(/^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE$/);
