@@ -9,3 +9,4 @@ export * from "./timers.js";
 export * from "./tls.js";
 export * from "./listen.js";
 export * from "./capability.js";
+export { forkName } from "./fork-name.js";

@@ -3,18 +3,12 @@
 // each of the fork's declared ports to the fork's Service. What a request filters on, and
 // how one set of rules becomes another as ADD, REMOVE and REPLACE operations.
 import * as pb from "@ephemera/proto";
+import { forkName } from "@ephemera/kit";
 import type { SandboxRecord } from "../sandbox/state.js";
 
 type Rule = pb.routes.WorkloadRoutingRule;
 type Op = pb.routes.WorkloadRoutingRuleOp;
 
-/**
- * Pure: the name of a fork's workload and of its Service, `<baseline>-<routing key>`, a DNS
- * label of at most 63 characters (the baseline's name cut). The same for the same fork.
- */
-export function forkName(baselineName: string, routingKey: string): string {
-  return `${baselineName.slice(0, 62 - routingKey.length).replace(/-+$/, "")}-${routingKey}`;
-}
 
 export interface RoutedFork {
   sandbox: SandboxRecord;

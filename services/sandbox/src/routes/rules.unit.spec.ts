@@ -1,6 +1,7 @@
 import * as pb from "@ephemera/proto";
 import type { SandboxRecord } from "../sandbox/state.js";
-import { diff, forkName, keyOf, matches, routingRules } from "./rules.js";
+import { forkName } from "@ephemera/kit";
+import { diff, keyOf, matches, routingRules } from "./rules.js";
 
 const sandbox = (name: string, routingKey: string, over: Partial<SandboxRecord> = {}, forks = [{ name: "orders", ns: "shop", port: 8080 }]): SandboxRecord => ({
   status: "active", name, routingKey, cluster: "c1", endpoints: [], resources: [], ready: true, forced: false,
