@@ -10,6 +10,7 @@ import { Crud } from "./api/crud.js";
 import { handler } from "./api/server.js";
 import { defaultImageMap, type ImageMount } from "./kubelet/images.js";
 import { Kubelet } from "./kubelet/kubelet.js";
+import { startWorkloadController } from "./controllers/workloads.js";
 import { writeKubeconfig } from "./kubeconfig.js";
 import { findRepoRoot } from "./repo.js";
 import { typeOf } from "./resources.js";
@@ -52,6 +53,7 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   const store = new Store(options.watchHistory ?? 1000);
   const kubelet = new Kubelet(store, dataDir, [...(options.images ?? []), ...defaultImageMap(options.repoRoot ?? findRepoRoot())]);
   const crud = new Crud(store, kubelet);
+  const stopWorkloads = startWorkloadController(store);
   for (const ns of ["default", "kube-system", "kube-public"]) crud.create(typeOf("namespaces"), undefined, { metadata: { name: ns } } as unknown as Obj);
   const faults = new Faults();
   const calls = new CallCounter();
@@ -76,6 +78,7 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   return {
     url, kubeconfigPath, dataDir, stats,
     stop: () => (stopped ??= (async () => {
+      stopWorkloads();
       await kubelet.stop();
       server.closeAllConnections();
       await new Promise<void>((ok) => server.close(() => ok()));

@@ -1,0 +1,33 @@
+// The simulator's stand-in for the Deployment and StatefulSet controllers: it runs no pods
+// for them, but reports each generation rolled out and available, as a healthy cluster
+// soon would, so that whoever waits for a workload to be available (forks) gets an answer.
+// A workload annotated `sim.ephemera.dev/unavailable: "true"` is reported never available.
+import { findType } from "../resources.js";
+import type { Change, Obj, Store } from "../store.js";
+
+export const UNAVAILABLE = "sim.ephemera.dev/unavailable";
+const KINDS = new Set(["apps/v1/deployments", "apps/v1/statefulsets"]);
+
+export function startWorkloadController(store: Store): () => void {
+  return store.subscribe((c: Change) => {
+    if (c.type === "DELETED" || !KINDS.has(c.resource)) return;
+    const obj = c.object as Obj & { spec?: { replicas?: number }; status?: { observedGeneration?: number } };
+    const generation = Number(obj.metadata.generation ?? 1);
+    if (obj.status?.observedGeneration === generation) return;
+    const [group, version, plural] = c.resource.split("/");
+    const type = findType(group!, version!, plural!)!;
+    const replicas = obj.spec?.replicas ?? 1;
+    const unavailable = obj.metadata.annotations?.[UNAVAILABLE] === "true";
+    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    // After the change is recorded, as a controller would answer it.
+    queueMicrotask(() => store.put(type, {
+      ...obj,
+      status: {
+        observedGeneration: generation, replicas, updatedReplicas: replicas,
+        readyReplicas: unavailable ? 0 : replicas, availableReplicas: unavailable ? 0 : replicas,
+        ...(unavailable ? { unavailableReplicas: replicas } : {}),
+        conditions: [{ type: "Available", status: unavailable ? "False" : "True", reason: unavailable ? "MinimumReplicasUnavailable" : "MinimumReplicasAvailable", lastTransitionTime: now, lastUpdateTime: now }],
+      },
+    } as Obj));
+  });
+}
