@@ -88,6 +88,18 @@ export function endToEndScenarios(stackOf: () => TestStack): void {
   const logShows = (sandbox: string, step: string, text: string) =>
     waitFor(async () => (await stackOf().eph(["logs", "--sandbox", sandbox, "--resource", "res", "--step", step])).stdout.includes(text),
       { timeoutMs: 60_000, intervalMs: 200, what: `"${text}" in the log of ${sandbox}/${step}` });
+  /** Starts `run` with the gate's path, opens the gate once each [sandbox, step, line] is in its log, and returns what `run` gives. */
+  const throughGate = async <T>(run: (gateFile: string) => Promise<T>, waiting: Array<[string, string, string]>): Promise<T> => {
+    const g = gate();
+    try {
+      const running = run(g.file);
+      await Promise.all(waiting.map(([sandbox, step, text]) => logShows(sandbox, step, text)));
+      g.open();
+      return await running;
+    } finally {
+      g.remove();
+    }
+  };
 
   const ok = async (args: string[]) => {
     const r = await stackOf().eph(args);
@@ -99,16 +111,10 @@ export function endToEndScenarios(stackOf: () => TestStack): void {
   it("runs a diamond DAG with b and c in parallel, passes inputs by env and file, shows outputs, deletes with a delete step", async () => {
     await ok(["plugin", "apply", "-f", stackOf().file("diamond.yaml", DIAMOND)]);
     // b and c run at the same time: each waits at the gate until both are running.
-    const g = gate();
-    const applying = ok(["sandbox", "apply", "-f", stackOf().file("sb-diamond.yaml", sandboxFile("diamond-sb", "diamond", `greeting: hello, suffix: world, gate: ${g.file}`)), "--wait"]);
-    let applied;
-    try {
-      await Promise.all([logShows("diamond-sb", "b", "b at the gate"), logShows("diamond-sb", "c", "c at the gate")]);
-      g.open();
-      applied = await applying;
-    } finally {
-      g.remove();
-    }
+    const applied = await throughGate(
+      (gateFile) => ok(["sandbox", "apply", "-f", stackOf().file("sb-diamond.yaml", sandboxFile("diamond-sb", "diamond", `greeting: hello, suffix: world, gate: ${gateFile}`)), "--wait"]),
+      [["diamond-sb", "b", "b at the gate"], ["diamond-sb", "c", "c at the gate"]],
+    );
     expect(applied.stderr).toMatch(/\bb\b.*running|running.*\bb\b/i);
 
     const hidden = await getJson("diamond-sb");
@@ -220,17 +226,11 @@ spec:
       cp "/work/iso-shared/$key" /work/iso-shared/value
       cp "/tmp/$key" /tmp/value
 `)]);
-    const g = gate();
-    let one, two;
-    try {
-      const applying = Promise.all(["iso-one", "iso-two"].map((n) =>
-        stackOf().eph(["sandbox", "apply", "-f", stackOf().file(`${n}.yaml`, sandboxFile(n, "iso", `gate: ${g.file}`)), "--wait"])));
-      await Promise.all(["iso-one", "iso-two"].map((n) => logShows(n, "write", "written")));
-      g.open();
-      [one, two] = await applying;
-    } finally {
-      g.remove();
-    }
+    const [one, two] = await throughGate(
+      (gateFile) => Promise.all(["iso-one", "iso-two"].map((n) =>
+        stackOf().eph(["sandbox", "apply", "-f", stackOf().file(`${n}.yaml`, sandboxFile(n, "iso", `gate: ${gateFile}`)), "--wait"]))),
+      [["iso-one", "write", "written"], ["iso-two", "write", "written"]],
+    );
     expect([one!.code, two!.code]).toEqual([0, 0]);
     for (const name of ["iso-one", "iso-two"]) {
       const view = await getJson(name, "--show-outputs");
