@@ -210,7 +210,7 @@ describe("eph sandbox apply", () => {
       "db: provision running\ndb: provision succeeded\ndb: seed queued\ndb: seed running\ndb: seed succeeded\ndb: ready\n",
     );
     expect(r.stdout).toBe(
-      `sandbox feature-x created (routing key ${rk()})\nsandbox feature-x ready\n  web: https://web--${rk()}.preview.test\n`,
+      `sandbox feature-x created (routing key ${rk()})\nsandbox feature-x ready\n  web: https://web--${rk()}.preview.test (target http://web:8080)\n`,
     );
     await core().waitForEvent("ephemera.sandbox.ready.v1", "feature-x");
   });

@@ -45,9 +45,13 @@ export function sandboxDoc(v: pb.SandboxView, showOutputs: boolean): Record<stri
       ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "",
       ...(v.status?.scheduledDeleteTime ? { scheduledDeleteTime: v.status.scheduledDeleteTime } : {}),
     },
-    endpoints: v.endpoints.map((e) => ({ name: e.name, url: e.url })),
+    endpoints: v.endpoints.map((e) => ({ name: e.name, url: e.url, target: e.target, ...(e.baselineUrl ? { baselineUrl: e.baselineUrl } : {}) })),
     resources: v.resources.map((r) => resourceDoc(r, showOutputs)),
-    ...(v.workloads.length ? { workloads: v.workloads.map((w) => ({ kind: w.kind, name: w.name, status: w.status, message: w.message })) } : {}),
+    ...(v.workloads.length ? {
+      workloads: v.workloads.map((w) => ({
+        kind: w.kind, name: w.name, status: w.status, message: w.message, ...(w.workload ? { workload: w.workload } : {}), ...(w.hosts.length ? { hosts: w.hosts } : {}),
+      })),
+    } : {}),
     createdAt: v.createdAt,
     updatedAt: v.updatedAt,
   };

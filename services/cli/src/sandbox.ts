@@ -119,7 +119,7 @@ export function registerRetry(sandbox: Command, ctx: Context): void {
   ).action(async (name: string, opts: WaitOpts) => {
     const limit = timeoutMs(opts.waitTimeout);
     const res = await (await ctx.api()).retrySandbox(name);
-    ctx.out(`sandbox ${name}: retrying ${res.resources.join(", ")}\n`);
+    ctx.out(`sandbox ${name}: retrying ${res.resources.join(", ") || "the forks"}\n`);
     if (opts.wait) await waitUntilReady(ctx, name, limit, opts.waitTimeout);
   });
 }
@@ -130,7 +130,7 @@ async function waitUntilReady(ctx: Context, name: string, limit: number, limitTe
   switch (result.outcome) {
     case "ready":
       ctx.out(`sandbox ${name} ready\n`);
-      for (const e of result.view.endpoints) ctx.out(`  ${e.name}: ${e.url}\n`);
+      for (const e of result.view.endpoints) ctx.out(`  ${e.name}: ${e.url} (target ${e.target})\n`);
       return;
     case "failed": {
       const reason = result.view.status?.reason ?? "";

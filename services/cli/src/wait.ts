@@ -31,16 +31,19 @@ export interface WaitOptions {
   probeMs?: number;
 }
 
+/** The reasons of a sandbox whose forks could not be applied (or removed) on its cluster. */
+export const FORK_FAILURES = ["BaselineNotFound", "PatchFailed", "OutputMissing", "ForkUnavailable", "Rejected"];
+
 /** Whether a view ends the wait, and how. */
 export function verdict(view: pb.SandboxView, goal: Goal): "ready" | "failed" | "gone" | undefined {
   const reason = view.status?.reason ?? "";
   if (goal === "ready") {
     if (view.status?.ready) return "ready";
-    if (["ResourceFailed", "Deleting", "DeprovisionFailed", "Deleted"].includes(reason)) return "failed";
+    if (["ResourceFailed", "Deleting", "DeprovisionFailed", "Deleted", ...FORK_FAILURES].includes(reason)) return "failed";
     return undefined;
   }
   if (reason === "Deleted") return "gone";
-  if (reason === "DeprovisionFailed") return "failed";
+  if (reason === "DeprovisionFailed" || FORK_FAILURES.includes(reason)) return "failed";
   return undefined;
 }
 

@@ -39,6 +39,13 @@ export interface EventPayloads {
   "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned;
   "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed;
   "ephemera.sandbox.deleted.v1": pb.SandboxDeleted;
+  "ephemera.sandbox.forks_requested.v1": pb.SandboxForksRequested;
+  "ephemera.sandbox.forks_available.v1": pb.SandboxForksAvailable;
+  "ephemera.sandbox.forks_failed.v1": pb.SandboxForksFailed;
+  "ephemera.forks.applied.v1": pb.ForksApplied;
+  "ephemera.forks.available.v1": pb.ForksAvailable;
+  "ephemera.forks.failed.v1": pb.ForksFailed;
+  "ephemera.forks.skipped.v1": pb.ForksSkipped;
   "ephemera.workflow.started.v1": pb.WorkflowStarted;
   "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched;
   "ephemera.workflow.step_started.v1": pb.WorkflowStepStarted;
@@ -75,6 +82,13 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.sandbox.resource_deprovisioned.v1": pb.ResourceDeprovisioned,
   "ephemera.sandbox.resource_deprovision_failed.v1": pb.ResourceDeprovisionFailed,
   "ephemera.sandbox.deleted.v1": pb.SandboxDeleted,
+  "ephemera.sandbox.forks_requested.v1": pb.SandboxForksRequested,
+  "ephemera.sandbox.forks_available.v1": pb.SandboxForksAvailable,
+  "ephemera.sandbox.forks_failed.v1": pb.SandboxForksFailed,
+  "ephemera.forks.applied.v1": pb.ForksApplied,
+  "ephemera.forks.available.v1": pb.ForksAvailable,
+  "ephemera.forks.failed.v1": pb.ForksFailed,
+  "ephemera.forks.skipped.v1": pb.ForksSkipped,
   "ephemera.workflow.started.v1": pb.WorkflowStarted,
   "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched,
   "ephemera.workflow.step_started.v1": pb.WorkflowStepStarted,
@@ -136,6 +150,8 @@ export const Aggregates = {
   sandbox: "sandbox",
   workflow: "workflow",
   steprun: "steprun",
+  /** The runner's record of a sandbox's forks on its cluster, by routing key. */
+  forks: "forks",
   deadletter: "deadletter",
 } as const;
 

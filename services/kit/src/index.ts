@@ -9,4 +9,5 @@ export * from "./timers.js";
 export * from "./tls.js";
 export * from "./listen.js";
 export * from "./capability.js";
-export { forkName } from "./fork-name.js";
+export { baselineLabel, baselineOf, forkName, type BaselineRef } from "./fork-name.js";
+export { KeyedLock } from "./lock.js";

@@ -17,6 +17,8 @@ import type { KubeDriver } from "./driver/kube/driver.js";
 import { kubeApiMetrics, queueMetrics, stepMetrics } from "./metrics.js";
 import { Runner } from "./runner.js";
 import { readStepRun } from "./steprun/store.js";
+import { ForkReconciler, NoWorkloads, type ForkCluster } from "./forks/reconciler.js";
+import { outputsRead, readOutputs } from "./forks/outputs.js";
 
 export interface RunnerDeps {
   store: EventStore;
@@ -44,7 +46,9 @@ const API_CALLS_LOG_MS = 60_000;
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
   const registry = deps.metrics;
-  const driver = config.driver === "kubernetes" ? await kubeDriver(config, deps) : await processDriver(config, logger, registry);
+  const { driver, forkCluster } = config.driver === "kubernetes"
+    ? await kubeDriver(config, deps)
+    : { driver: await processDriver(config, logger, registry), forkCluster: new NoWorkloads(config.cluster) };
   const runner = new Runner({
     cluster: config.cluster,
     concurrency: config.concurrency,
@@ -70,6 +74,9 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself.
   if (deps.store instanceof JetStreamEventStore) followHealth(server, [deps.store.health]);
   runner.start();
+  // The sandboxes' forks on this cluster (answered skipped where it runs no workloads).
+  const forks = new ForkReconciler({ store: deps.store, cluster: forkCluster, clusterName: config.cluster, logger: logger.child({ component: "forks" }) });
+  await forks.start();
   logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId, driver: driver.name }, "runner taking work");
   const logCalls = isKube(driver) ? apiCallLogger(driver, logger) : undefined;
   let stopping: Promise<void> | undefined;
@@ -78,6 +85,7 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     running: () => runner.running(),
     stop: () => (stopping ??= (async () => {
       server.health.setStatus("", "NOT_SERVING");
+      await forks.stop();
       await runner.stop(config.shutdownGraceMs ?? 30_000);
       logCalls?.();
       await server.shutdown();
@@ -105,9 +113,11 @@ function apiCallLogger(driver: KubeDriver, logger: Logger): () => void {
 
 const isKube = (d: StepDriver): d is KubeDriver => d.name === "kubernetes";
 
-async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<StepDriver> {
+async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ driver: StepDriver; forkCluster: ForkCluster }> {
   const kube = config.kube!;
-  const [k8s, { KubeDriver }] = await Promise.all([import("@kubernetes/client-node"), import("./driver/kube/driver.js")]);
+  const [k8s, { KubeDriver }, { KubeForkCluster }] = await Promise.all([
+    import("@kubernetes/client-node"), import("./driver/kube/driver.js"), import("./forks/kube.js"),
+  ]);
   const kubeconfig = new k8s.KubeConfig();
   // KUBECONFIG, else ~/.kube/config, else the pod's service account.
   kubeconfig.loadFromDefault();
@@ -124,7 +134,11 @@ async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<StepD
     throw new Error(`the Kubernetes driver cannot start (cluster ${kubeconfig.getCurrentCluster()?.server ?? "none: set KUBECONFIG"}): ${errorMessage(err)}`);
   });
   deps.logger.info({ cluster: kubeconfig.getCurrentCluster()?.server, namespace: kube.namespace, agentImage: kube.agentImage }, "Kubernetes driver ready");
-  return driver;
+  const forkCluster = new KubeForkCluster({
+    kubeconfig, calls: driver.calls, logger: deps.logger.child({ component: "forks" }),
+    outputs: (d, forks) => readOutputs(deps.store, deps.values, d.routingKey, outputsRead(forks)),
+  });
+  return { driver, forkCluster };
 }
 
 async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined): Promise<StepDriver> {

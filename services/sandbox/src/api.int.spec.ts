@@ -206,7 +206,7 @@ describe("the plugin registry", () => {
     const created = await api.applySandbox(feature);
     expect(created.created).toBe(true);
     expect(created.sandbox?.resources.map((r) => `${r.name}=${r.plugin}@${r.version}`)).toEqual(["orders-db=orders-db@1.2.0", "queue=sqs-queue@0.3.1"]);
-    expect(created.sandbox?.endpoints).toEqual([{ name: "web", target: "http://orders.shop.svc:8080", url: "https://web--rk0001.preview.test" }]);
+    expect(created.sandbox?.endpoints).toEqual([{ name: "web", target: "http://orders.shop.svc:8080", url: "https://web--rk0001.preview.test", baselineUrl: "https://orders-shop-8080.preview.test" }]);
   });
 
   it("re-applying an identical version is a no-op that says so", async () => {

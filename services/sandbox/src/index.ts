@@ -45,7 +45,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<{ st
   await core.start();
   if (registry) sandboxMetrics(registry, core);
   const routes = config.routes
-    ? await startRoutes({ sandboxes: () => core.sandboxRecords(), onSandboxChange: (l) => core.onSandboxChange(l) }, config.routes.listen, config.routes.httpListen, logger)
+    ? await startRoutes({ sandboxes: () => core.placedSandboxes(), onSandboxChange: (l) => core.onSandboxChange(l) }, config.routes.listen, config.routes.httpListen, logger)
     : undefined;
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),

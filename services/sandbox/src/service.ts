@@ -15,8 +15,9 @@ import {
 import semver from "semver";
 import { decidePlugin } from "./plugin/decide.js";
 import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandbox/decide.js";
-import { KeyedLock } from "./lock.js";
+import { KeyedLock } from "@ephemera/kit";
 import { buildView } from "./sandbox/view.js";
+import { foldForkFacts, noForkFacts, placementsOf, type ForkFacts } from "./sandbox/forks.js";
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
 
 const DEFAULT_PAGE = 100;
@@ -47,6 +48,8 @@ export class SandboxCore {
   readonly plugins = new Projection<PluginState>(Aggregates.plugin, initialPlugin, folding(evolvePlugin));
   readonly sandboxes = new Projection<SandboxState>(Aggregates.sandbox, initialSandbox, folding(evolveSandbox));
   readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, folding(evolveWorkflow));
+  /** The runners' reports of the sandboxes' forks, by routing key. */
+  readonly forks = new Projection<ForkFacts>(Aggregates.forks, noForkFacts, folding(foldForkFacts));
   readonly feed: Feed;
   private readonly byRoutingKey = new Map<string, string>();
   private readonly watchers = new Map<string, Set<Watcher>>();
@@ -59,11 +62,11 @@ export class SandboxCore {
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
-    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows]);
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks]);
     this.ttl = new DueIndex((names, now) => this.expire(names, now), this.now);
     this.feed.onCommit((c) => {
       this.notify(c);
-      if (c.aggregate === Aggregates.sandbox) for (const l of this.sandboxListeners) l();
+      if (c.aggregate === Aggregates.sandbox || c.aggregate === Aggregates.forks) for (const l of this.sandboxListeners) l();
       if (c.aggregate !== Aggregates.sandbox) return;
       const state = this.sandboxes.get(c.aggregateId)?.state;
       this.ttl.set(c.aggregateId, state?.status === "active" ? scheduledDeleteTime(state) : undefined);
@@ -248,6 +251,7 @@ export class SandboxCore {
     const routingKey = active ? existing.routingKey : dryRun ? "<routing-key>" : this.deps.routingKey();
     const endpoints = (spec.defaultRouteGroup?.endpoints ?? []).map((e) => ({
       name: e.name, target: e.target, url: `https://${e.name}--${routingKey}.${this.deps.previewDomain}`,
+      baselineUrl: baselineUrl(e.target, this.deps.previewDomain),
     }));
     const canonical = (s: pb.SandboxSpec | undefined) => JSON.stringify(pb.SandboxSpec.toJSON(s ?? pb.SandboxSpec.fromPartial({})));
     const decide = (state: SandboxState) => decideSandbox({
@@ -263,7 +267,16 @@ export class SandboxCore {
     await this.sandboxCommand(name, { kind: "delete", name, force }, call, `delete:${force}`);
     const state = this.sandboxes.get(name)?.state;
     if (!state || state.status === "none") throw new NotFoundError(`sandbox ${name} not found`);
-    return buildView(state, this.workflows, undefined);
+    return this.buildView(state, undefined);
+  }
+
+  private buildView(state: SandboxRecord, values: Map<string, Buffer> | undefined): pb.SandboxView {
+    return buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state);
+  }
+
+  /** Where the sandbox's forks are on its cluster (none until the generation it asked for is applied). */
+  forkPlacements(state: SandboxRecord): pb.ForkPlacement[] {
+    return placementsOf(this.forks.get(state.routingKey)?.state, state.forks.requested);
   }
 
   /** Runs the failed resources' create workflows again; returns their names. */
@@ -289,13 +302,13 @@ export class SandboxCore {
   async view(name: string, showOutputs: boolean): Promise<pb.SandboxView> {
     const state = this.sandboxes.get(name)?.state;
     if (!state || state.status === "none" || state.status === "deleted") throw new NotFoundError(`sandbox ${name} not found`);
-    return buildView(state, this.workflows, showOutputs ? await this.outputValues(state) : undefined);
+    return this.buildView(state, showOutputs ? await this.outputValues(state) : undefined);
   }
 
   list(): pb.SandboxView[] {
     const out: pb.SandboxView[] = [];
     for (const [, { state }] of this.sandboxes.entries()) {
-      if (state.status === "active" || state.status === "deleting") out.push(buildView(state, this.workflows, undefined));
+      if (state.status === "active" || state.status === "deleting") out.push(this.buildView(state, undefined));
     }
     return out.sort((a, b) => a.name.localeCompare(b.name));
   }
@@ -372,7 +385,9 @@ export class SandboxCore {
 
   private sandboxOf(c: Commit): string | undefined {
     if (c.aggregate === Aggregates.sandbox) return c.aggregateId;
-    if (c.aggregate === Aggregates.workflow || c.aggregate === Aggregates.steprun) return this.byRoutingKey.get(c.aggregateId.split(".")[0]!);
+    if (c.aggregate === Aggregates.workflow || c.aggregate === Aggregates.steprun || c.aggregate === Aggregates.forks) {
+      return this.byRoutingKey.get(c.aggregateId.split(".")[0]!);
+    }
     return undefined;
   }
 
@@ -396,6 +411,14 @@ export class SandboxCore {
         }, s).map(encode), { source: "sandbox", command: `workflow-ended:${id}`, ...cause });
       }
     }
+    // The runner's answer to the last request of forks, recorded once.
+    const requested = this.sandboxes.get(name)?.state;
+    if (!requested || requested.status === "none" || !requested.forks.requested) return;
+    const outcome = this.forks.get(requested.routingKey)?.state.outcome;
+    if (!outcome || outcome.generation !== requested.forks.requested) return;
+    await execute(this.deps.store, this.sandboxes, name, (s) => decideSandbox({
+      kind: "forks-reported", generation: outcome.generation, outcome: outcome.kind, ...(outcome.failure ? { failure: outcome.failure } : {}),
+    }, s).map(encode), { source: "sandbox", command: `forks-reported:${outcome.generation}`, ...cause });
   }
 
   private readonly sandboxListeners = new Set<() => void>();
@@ -406,9 +429,9 @@ export class SandboxCore {
     return () => this.sandboxListeners.delete(listener);
   }
 
-  /** Every sandbox as the projection holds it (deleted ones included; callers filter). */
-  *sandboxRecords(): Iterable<SandboxRecord> {
-    for (const [, { state }] of this.sandboxes.entries()) if (state.status !== "none") yield state;
+  /** Every sandbox as the projection holds it (deleted ones included; callers filter), with its forks' placements. */
+  *placedSandboxes(): Iterable<{ sandbox: SandboxRecord; placements: pb.ForkPlacement[] }> {
+    for (const [, { state }] of this.sandboxes.entries()) if (state.status !== "none") yield { sandbox: state, placements: this.forkPlacements(state) };
   }
 
   private notify(c: Commit): void {
@@ -420,12 +443,31 @@ export class SandboxCore {
     const set = name ? this.watchers.get(name) : undefined;
     if (!name || !set?.size) return;
     const state = this.sandboxes.get(name)?.state;
-    const view = state && state.status !== "deleted" && state.status !== "none" ? buildView(state, this.workflows, undefined) : undefined;
+    const view = state && state.status !== "deleted" && state.status !== "none" ? this.buildView(state, undefined) : undefined;
     for (const w of set) w(view);
   }
 }
 
 export type { DomainEvent };
+
+/**
+ * The preview URL of an endpoint's target without a routing key (what the baseline
+ * answers): `http://orders.shop.svc:8080` → `https://orders-shop-8080.<domain>`, the same
+ * for every sandbox routing to that target.
+ */
+export function baselineUrl(target: string, domain: string): string {
+  let host = target;
+  let port = "";
+  try {
+    const u = new URL(target.includes("://") ? target : `http://${target}`);
+    host = u.hostname;
+    port = u.port;
+  } catch {
+    // Not a URL: named as written.
+  }
+  const name = host.replace(/\.svc(\.cluster\.local)?$/, "").replace(/[^a-z0-9]+/gi, "-").toLowerCase();
+  return `https://${[name, port].filter(Boolean).join("-")}.${domain}`;
+}
 
 /** What the decided events of an apply would do, as a plan (nothing is written for it). */
 function planOf(events: DomainEvent[], resources: pb.ResolvedResource[], exists: boolean): pb.SandboxPlan {

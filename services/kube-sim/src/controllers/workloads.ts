@@ -1,4 +1,4 @@
-// The simulator's stand-in for the Deployment and StatefulSet controllers: it runs no pods
+// The simulator's stand-in for the Deployment, StatefulSet and Argo Rollout controllers: it runs no pods
 // for them, but reports each generation rolled out and available, as a healthy cluster
 // soon would, so that whoever waits for a workload to be available (forks) gets an answer.
 // A workload annotated `sim.ephemera.dev/unavailable: "true"` is reported never available.
@@ -6,7 +6,7 @@ import { findType } from "../resources.js";
 import type { Change, Obj, Store } from "../store.js";
 
 export const UNAVAILABLE = "sim.ephemera.dev/unavailable";
-const KINDS = new Set(["apps/v1/deployments", "apps/v1/statefulsets"]);
+const KINDS = new Set(["apps/v1/deployments", "apps/v1/statefulsets", "argoproj.io/v1alpha1/rollouts"]);
 
 export function startWorkloadController(store: Store): () => void {
   return store.subscribe((c: Change) => {
@@ -26,6 +26,7 @@ export function startWorkloadController(store: Store): () => void {
         observedGeneration: generation, replicas, updatedReplicas: replicas,
         readyReplicas: unavailable ? 0 : replicas, availableReplicas: unavailable ? 0 : replicas,
         ...(unavailable ? { unavailableReplicas: replicas } : {}),
+        ...(type.kind === "Rollout" ? { phase: unavailable ? "Degraded" : "Healthy" } : {}),
         conditions: [{ type: "Available", status: unavailable ? "False" : "True", reason: unavailable ? "MinimumReplicasUnavailable" : "MinimumReplicasAvailable", lastTransitionTime: now, lastUpdateTime: now }],
       },
     } as Obj));

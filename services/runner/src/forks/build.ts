@@ -6,7 +6,8 @@
 // container, then the fork's patch (strategic, merge or JSON patch). Also the Secret of
 // resource outputs, and a fork Service for each baseline Service. Nothing here talks to a
 // cluster yet: the fork reconciler that will is not built.
-import { applyPatch, type Operation } from "fast-json-patch";
+// The package is CommonJS: Node gives its exports as the default import.
+import jsonpatch, { type Operation } from "fast-json-patch";
 import { parse } from "yaml";
 import { ValidationError, forkName } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
@@ -107,7 +108,7 @@ function patched(workload: Obj, patch: pb.Patch | undefined): Obj {
     case "json": {
       if (!Array.isArray(doc)) throw invalid("a JSON patch is a list of operations");
       try {
-        return applyPatch(structuredClone(workload), doc as Operation[], true, false).newDocument;
+        return jsonpatch.applyPatch(structuredClone(workload), doc as Operation[], true, false).newDocument;
       } catch (err) {
         throw invalid(`the JSON patch does not apply: ${(err as Error).message.split("\n")[0]}`);
       }

@@ -1,10 +1,16 @@
-// The Routes API's routing rules, derived from the sandboxes (pure): one rule per fork of
-// a ready sandbox, keyed by its baseline workload and the sandbox's routing key, sending
-// each of the fork's declared ports to the fork's Service. What a request filters on, and
-// how one set of rules becomes another as ADD, REMOVE and REPLACE operations.
+// The Routes API's routing rules, derived from the sandboxes (pure): one rule per fork a
+// ready sandbox has on its cluster, keyed by its baseline workload and the sandbox's
+// routing key, sending each port to the fork's Service that serves it. What a request
+// filters on, and how one set of rules becomes another as ADD, REMOVE and REPLACE operations.
 import * as pb from "@ephemera/proto";
-import { forkName } from "@ephemera/kit";
+import { baselineLabel, baselineOf, forkName } from "@ephemera/kit";
 import type { SandboxRecord } from "../sandbox/state.js";
+
+/** A sandbox and where its forks are on its cluster (as its runner reported them). */
+export interface PlacedSandbox {
+  sandbox: SandboxRecord;
+  placements: pb.ForkPlacement[];
+}
 
 type Rule = pb.routes.WorkloadRoutingRule;
 type Op = pb.routes.WorkloadRoutingRuleOp;
@@ -14,33 +20,40 @@ export interface RoutedFork {
   sandbox: SandboxRecord;
   fork: pb.Fork;
   baseline: { kind: string; namespace: string; name: string };
-  /** The fork's Service, `<baseline>-<routing key>.<namespace>.svc`. */
-  host: string;
+  /** Each port routed and the fork Service's host serving it (`<service>-<routing key>.<namespace>.svc`). */
+  ports: Array<{ port: number; host: string }>;
 }
 
-/** Pure: the forks of the sandboxes that route (active and ready), with their baselines filled in. */
-export function* routedForks(sandboxes: Iterable<SandboxRecord>): Iterable<RoutedFork> {
-  for (const sandbox of sandboxes) {
+/**
+ * Pure: the forks of the sandboxes that route (active and ready) and that are on their
+ * cluster. The ports are the fork's declared endpoints, else its Services' ports; each goes
+ * to the fork Service with that port (the first one, if none has it).
+ */
+export function* routedForks(sandboxes: Iterable<PlacedSandbox>): Iterable<RoutedFork> {
+  for (const { sandbox, placements } of sandboxes) {
     if (sandbox.status !== "active" || !sandbox.ready) continue;
+    const placed = new Map(placements.map((p) => [p.fork, p]));
     for (const fork of sandbox.spec?.forks ?? []) {
-      const ref = fork.forkOf;
-      if (!ref) continue;
-      const namespace = ref.namespace || "default";
-      yield {
-        sandbox, fork, baseline: { kind: ref.kind || "Deployment", namespace, name: ref.name },
-        host: `${forkName(ref.name, sandbox.routingKey)}.${namespace}.svc`,
-      };
+      if (!fork.forkOf) continue;
+      const baseline = baselineOf(fork.forkOf);
+      const p = placed.get(baselineLabel(baseline));
+      if (!p) continue;
+      const services = p.services.length ? p.services : [{ host: `${forkName(baseline.name, sandbox.routingKey)}.${baseline.namespace}.svc`, ports: [] }];
+      const declared = fork.endpoints.map((e) => e.port).filter((n) => n > 0);
+      const numbers = [...new Set(declared.length ? declared : services.flatMap((x) => x.ports))];
+      const ports = numbers.map((port) => ({ port, host: (services.find((x) => x.ports.includes(port)) ?? services[0]!).host }));
+      yield { sandbox, fork, baseline, ports };
     }
   }
 }
 
 /** Pure: the rules of the sandboxes that route, one per fork. */
-export function routingRules(sandboxes: Iterable<SandboxRecord>): Rule[] {
-  const rules: Rule[] = [...routedForks(sandboxes)].map(({ sandbox, fork, baseline, host }) => ({
+export function routingRules(sandboxes: Iterable<PlacedSandbox>): Rule[] {
+  const rules: Rule[] = [...routedForks(sandboxes)].map(({ sandbox, baseline, ports }) => ({
     routingKey: sandbox.routingKey,
     baseline,
     destinationSandbox: { name: sandbox.name },
-    mappings: fork.endpoints.filter((e) => e.port > 0).map((e) => ({ workloadPort: e.port, destinations: [{ host, port: e.port }] })),
+    mappings: ports.map(({ port, host }) => ({ workloadPort: port, destinations: [{ host, port }] })),
   }));
   return rules.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
 }

@@ -1,16 +1,31 @@
 import * as pb from "@ephemera/proto";
 import type { SandboxRecord } from "../sandbox/state.js";
 import { forkName } from "@ephemera/kit";
-import { diff, keyOf, matches, routingRules } from "./rules.js";
+import { diff, keyOf, matches, routingRules, type PlacedSandbox } from "./rules.js";
 
-const sandbox = (name: string, routingKey: string, over: Partial<SandboxRecord> = {}, forks = [{ name: "orders", ns: "shop", port: 8080 }]): SandboxRecord => ({
-  status: "active", name, routingKey, cluster: "c1", endpoints: [], resources: [], ready: true, forced: false,
-  createdAt: "", updatedAt: "", specUpdatedAt: "", deleteReason: "",
-  spec: pb.SandboxSpec.fromPartial({
-    cluster: "c1",
-    forks: forks.map((f) => ({ forkOf: { kind: "Deployment", namespace: f.ns, name: f.name }, endpoints: [{ name: "http", port: f.port, protocol: "http" }] })),
-  }),
-  ...over,
+type ForkSpec = { name: string; ns: string; port: number; services?: Array<{ host: string; ports: number[] }>; declared?: boolean };
+
+/** A sandbox with forks, each placed on the cluster (its Service `<name>-<rk>` with the fork's port, unless given). */
+const sandbox = (name: string, routingKey: string, over: Partial<SandboxRecord> = {}, forks: ForkSpec[] = [{ name: "orders", ns: "shop", port: 8080 }], placed = true): PlacedSandbox => ({
+  sandbox: {
+    status: "active", name, routingKey, cluster: "c1", endpoints: [], resources: [], ready: true, forced: false,
+    createdAt: "", updatedAt: "", specUpdatedAt: "", deleteReason: "",
+    forks: { generation: 1, requested: 1, requestedCount: forks.length, available: 1, skipped: false },
+    spec: pb.SandboxSpec.fromPartial({
+      cluster: "c1",
+      forks: forks.map((f) => ({
+        forkOf: { kind: "Deployment", namespace: f.ns, name: f.name },
+        endpoints: f.declared === false ? [] : [{ name: "http", port: f.port, protocol: "http" }],
+      })),
+    }),
+    ...over,
+  },
+  placements: placed ? forks.map((f) => ({
+    fork: `Deployment ${f.ns}/${f.name}`,
+    baseline: { kind: "Deployment", namespace: f.ns, name: f.name },
+    workload: { kind: "Deployment", namespace: f.ns, name: forkName(f.name, routingKey) },
+    services: f.services ?? [{ host: `${forkName(f.name, routingKey)}.${f.ns}.svc`, ports: [f.port] }],
+  })) : [],
 });
 
 describe("routing rules from sandboxes", () => {
@@ -23,10 +38,23 @@ describe("routing rules from sandboxes", () => {
     }]);
   });
 
-  it("leaves out sandboxes that are not ready, being deleted or gone", () => {
+  it("leaves out sandboxes that are not ready, being deleted or gone, and forks not on the cluster", () => {
     expect(routingRules([
       sandbox("a", "rk1", { ready: false }), sandbox("b", "rk2", { status: "deleting" }), sandbox("c", "rk3", { status: "deleted" }),
+      sandbox("d", "rk4", {}, undefined, false),
     ])).toEqual([]);
+  });
+
+  it("sends each port to the fork Service that serves it; without declared ports, every port of the fork's Services", () => {
+    const services = [{ host: "orders-http-rk1.shop.svc", ports: [8080] }, { host: "orders-grpc-rk1.shop.svc", ports: [9090, 9091] }];
+    const [rule] = routingRules([sandbox("a", "rk1", {}, [{ name: "orders", ns: "shop", port: 9090, services, declared: false }])]);
+    expect(rule!.mappings).toEqual([
+      { workloadPort: 8080, destinations: [{ host: "orders-http-rk1.shop.svc", port: 8080 }] },
+      { workloadPort: 9090, destinations: [{ host: "orders-grpc-rk1.shop.svc", port: 9090 }] },
+      { workloadPort: 9091, destinations: [{ host: "orders-grpc-rk1.shop.svc", port: 9091 }] },
+    ]);
+    const [declared] = routingRules([sandbox("a", "rk1", {}, [{ name: "orders", ns: "shop", port: 9090, services }])]);
+    expect(declared!.mappings).toEqual([{ workloadPort: 9090, destinations: [{ host: "orders-grpc-rk1.shop.svc", port: 9090 }] }]);
   });
 
   it("names a fork as a DNS label of at most 63 characters, the same each time", () => {

@@ -6,15 +6,14 @@
 import { createServer, type Server } from "node:http";
 import * as pb from "@ephemera/proto";
 import { startGrpcServer, unary, type Logger, type RunningServer } from "@ephemera/kit";
-import type { SandboxRecord } from "../sandbox/state.js";
-import { diff, matches, routedForks, routingRules } from "./rules.js";
+import { diff, matches, routedForks, routingRules, type PlacedSandbox } from "./rules.js";
 
 export const DEFAULT_ROUTES_LISTEN = "127.0.0.1:7777";
 export const DEFAULT_ROUTES_HTTP_LISTEN = "127.0.0.1:7778";
 
-/** What the Routes API reads: the sandboxes, and word of every change to them. */
+/** What the Routes API reads: the sandboxes with their forks' placements, and word of every change to them. */
 export interface RoutesSource {
-  sandboxes(): Iterable<SandboxRecord>;
+  sandboxes(): Iterable<PlacedSandbox>;
   onSandboxChange(listener: () => void): () => void;
 }
 
@@ -51,13 +50,22 @@ export function routesService(source: RoutesSource): pb.routes.RoutesServer {
  * The sandboxes' fork Services as ephemera names them, each with the routing key of its
  * sandbox and the hostname of its baseline. Baseline services are the cluster's to list.
  */
-function clusterServices(sandboxes: Iterable<SandboxRecord>): pb.routes.ClusterService[] {
-  return [...routedForks(sandboxes)].map(({ sandbox, fork, baseline, host }) => ({
-    serviceIp: "",
-    hostname: host,
-    ports: fork.endpoints.map((e) => ({ name: e.name, port: e.port, protocol: e.protocol || "TCP", appProtocol: "" })),
-    sandboxInfo: { sandboxRoutingKey: sandbox.routingKey, baselineHostname: `${baseline.name}.${baseline.namespace}.svc` },
-  }));
+function clusterServices(sandboxes: Iterable<PlacedSandbox>): pb.routes.ClusterService[] {
+  const out: pb.routes.ClusterService[] = [];
+  for (const { sandbox, fork, baseline, ports } of routedForks(sandboxes)) {
+    for (const host of new Set(ports.map((p) => p.host))) {
+      out.push({
+        serviceIp: "",
+        hostname: host,
+        ports: ports.filter((p) => p.host === host).map((p) => {
+          const declared = fork.endpoints.find((e) => e.port === p.port);
+          return { name: declared?.name ?? `port-${p.port}`, port: p.port, protocol: declared?.protocol || "TCP", appProtocol: "" };
+        }),
+        sandboxInfo: { sandboxRoutingKey: sandbox.routingKey, baselineHostname: `${baseline.name}.${baseline.namespace}.svc` },
+      });
+    }
+  }
+  return out;
 }
 
 /** The HTTP form: GET /api/v1/workloads/routing-rules with the request's fields as query parameters, and GET /api/v1/cluster-services. */

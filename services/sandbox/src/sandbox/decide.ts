@@ -22,7 +22,9 @@ export type SandboxCommand =
   /** TTL: deletes the sandbox if it is due at `now` (ms since epoch). */
   | { kind: "expire"; now: number }
   | { kind: "retry"; name: string }
-  | { kind: "workflow-ended"; resource: string; phase: "create" | "delete"; workflowId: string; outcome: "succeeded" | "failed"; outputs: pb.OutputRef[]; failure?: pb.StepFailure };
+  | { kind: "workflow-ended"; resource: string; phase: "create" | "delete"; workflowId: string; outcome: "succeeded" | "failed"; outputs: pb.OutputRef[]; failure?: pb.StepFailure }
+  /** What the cluster's runner reported of a generation of the sandbox's forks. */
+  | { kind: "forks-reported"; generation: number; outcome: "available" | "skipped" | "failed"; failure?: pb.ForkFailure };
 
 /** The sandbox aggregate as one value: its initial state, evolve and decide. */
 export const sandboxDecider = {
@@ -32,6 +34,39 @@ export const sandboxDecider = {
 };
 
 export function decideSandbox(command: SandboxCommand, state: SandboxState): DomainEvent[] {
+  const events = decideOnly(command, state);
+  return events.length ? settle(state, events) : events;
+}
+
+/**
+ * What follows from a decision once its events are folded in: a live sandbox whose
+ * resources are all ready asks its cluster for the forks its spec has (when it has not
+ * asked for this generation yet), and is ready once they are available.
+ */
+function settle(before: SandboxState, events: DomainEvent[]): DomainEvent[] {
+  const s = events.reduce((st, e) => evolveSandbox(st, e, ""), before);
+  if (s.status !== "active" || !s.resources.every((r) => r.status === "Ready") || s.forks.failure) return events;
+  if (forksWanted(s)) return [...events, forksRequested(s, s.forks.generation, s.spec?.forks ?? [])];
+  if (!s.ready && forksSettled(s)) return [...events, ev("ephemera.sandbox.ready.v1", {})];
+  return events;
+}
+
+/** A generation of forks not asked for yet (a sandbox that never had any on its cluster asks for none). */
+const forksWanted = (s: SandboxRecord) => s.forks.generation > s.forks.requested && ((s.spec?.forks.length ?? 0) > 0 || s.forks.requested > 0);
+
+/** Whether the forks are as the spec wants them: available, or none wanted and none asked for. */
+const forksSettled = (s: SandboxRecord) =>
+  s.forks.requested === 0 ? (s.spec?.forks.length ?? 0) === 0 : s.forks.requested >= s.forks.generation && s.forks.available === s.forks.requested;
+
+/** Whether the cluster may hold forks of the sandbox: something was asked, and neither skipped nor all removed since. */
+const forksOnCluster = (s: SandboxRecord) =>
+  s.forks.requested > 0 && !(s.forks.available === s.forks.requested && (s.forks.skipped || s.forks.requestedCount === 0));
+
+const forksRequested = (s: SandboxRecord, generation: number, forks: pb.Fork[]) => ev("ephemera.sandbox.forks_requested.v1", {
+  sandbox: s.name, routingKey: s.routingKey, cluster: s.cluster, generation, forks, resources: s.resources.map((r) => r.name),
+});
+
+function decideOnly(command: SandboxCommand, state: SandboxState): DomainEvent[] {
   switch (command.kind) {
     case "create": {
       const { sandbox, resources, routingKey } = command;
@@ -44,7 +79,6 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
       return [
         ev("ephemera.sandbox.created.v1", { name: sandbox.name, routingKey, spec: sandbox.spec, endpoints: command.endpoints, resources }),
         ...resources.map((resource) => ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: sandbox.name, routingKey, cluster, resource })),
-        ...(resources.length === 0 ? [ev("ephemera.sandbox.ready.v1", {})] : []),
       ];
     }
     case "expire": {
@@ -55,7 +89,7 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
     case "retry": {
       if (state.status !== "active") throw new ConflictError(`sandbox ${command.name} is ${state.status === "deleting" ? "being deleted" : "not there"}: nothing to retry`);
       const failed = state.resources.filter((r) => r.status === "Failed").map((r) => r.name);
-      if (!failed.length) throw new ConflictError(`sandbox ${command.name} has no failed resource to retry`);
+      if (!failed.length && !state.forks.failure) throw new ConflictError(`sandbox ${command.name} has no failed resource or fork to retry`);
       return [ev("ephemera.sandbox.retry_requested.v1", { resources: failed })];
     }
     case "delete": {
@@ -64,6 +98,8 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
         return [ev("ephemera.sandbox.deleting.v1", { force: true, reason: "requested" }), ev("ephemera.sandbox.deleted.v1", { forced: true })];
       }
       if (state.status === "deleting") {
+        // Forks that could not be removed are asked to be removed again.
+        if (state.forks.failure) return [forksRequested(state, state.forks.generation + 1, [])];
         // Deleting again after a failed delete runs the failed delete workflows again; while
         // one still runs there is nothing to do.
         const failed = state.resources.filter((r) => r.status === "DeprovisionFailed").map((r) => r.name);
@@ -80,27 +116,27 @@ export function decideSandbox(command: SandboxCommand, state: SandboxState): Dom
       if (command.phase === "create") {
         if (state.status !== "active" || r.status !== "Provisioning") return [];
         if (command.outcome === "failed") return [ev("ephemera.sandbox.resource_provision_failed.v1", { resource, workflowId, failure })];
-        const after = state.resources.map((x): ResourceState => (x.name === resource ? { ...x, status: "Ready" } : x));
-        return [
-          ev("ephemera.sandbox.resource_provisioned.v1", { resource, workflowId, outputs }),
-          ...(after.every((x) => x.status === "Ready") ? [ev("ephemera.sandbox.ready.v1", {})] : []),
-        ];
+        return [ev("ephemera.sandbox.resource_provisioned.v1", { resource, workflowId, outputs })];
       }
       if (r.status !== "Deprovisioning") return [];
       if (command.outcome === "failed") return [ev("ephemera.sandbox.resource_deprovision_failed.v1", { resource, workflowId, failure })];
-      if (state.status === "active") {
-        // A resource an update removed: gone from the sandbox, which is ready if the rest is.
-        const rest = state.resources.filter((x) => x.name !== resource);
-        return [
-          ev("ephemera.sandbox.resource_deprovisioned.v1", { resource, workflowId }),
-          ...(!state.ready && rest.every((x) => x.status === "Ready") ? [ev("ephemera.sandbox.ready.v1", {})] : []),
-        ];
-      }
+      // A resource an update removed: gone from the sandbox, which is ready if the rest is (settle).
+      if (state.status === "active") return [ev("ephemera.sandbox.resource_deprovisioned.v1", { resource, workflowId })];
       const after = state.resources.map((x): ResourceState => (x.name === resource ? { ...x, status: "Deprovisioned" } : x));
       return [
         ev("ephemera.sandbox.resource_deprovisioned.v1", { resource, workflowId }),
         ...(after.every((x) => x.status === "Deprovisioned") ? [ev("ephemera.sandbox.deleted.v1", { forced: false })] : []),
       ];
+    }
+    case "forks-reported": {
+      if (state.status === "none" || state.status === "deleted") return [];
+      const { generation } = command;
+      // Only the answer to the last request counts; each is recorded once.
+      if (generation !== state.forks.requested || state.forks.available === generation || state.forks.failure) return [];
+      if (command.outcome === "failed") return [ev("ephemera.sandbox.forks_failed.v1", { generation, failure: command.failure })];
+      const available = ev("ephemera.sandbox.forks_available.v1", { generation, skipped: command.outcome === "skipped" });
+      // Deleting: the forks are gone from the cluster, so the resources they used may go now.
+      return state.status === "deleting" ? [available, ...deprovisionResources(state)] : [available];
     }
   }
 }
@@ -174,9 +210,18 @@ function specChanges(before: pb.SandboxSpec | undefined, after: pb.SandboxSpec):
     .map((f) => ({ field: `spec.${f}`, oldJson: JSON.stringify(a[f] ?? null), newJson: JSON.stringify(b[f] ?? null) }));
 }
 
+/**
+ * Deleting: the forks go first (removed from the cluster, which answers), then the
+ * resources' delete workflows run; without forks on the cluster, the resources go at once.
+ */
 function deprovisionAll(state: SandboxRecord, reason: string): DomainEvent[] {
+  const deleting = ev("ephemera.sandbox.deleting.v1", { force: false, reason });
+  if (forksOnCluster(state)) return [deleting, forksRequested(state, state.forks.generation + 1, [])];
+  return [deleting, ...deprovisionResources(state)];
+}
+
+function deprovisionResources(state: SandboxRecord): DomainEvent[] {
   return [
-    ev("ephemera.sandbox.deleting.v1", { force: false, reason }),
     ...state.resources.map((r) => ev("ephemera.sandbox.resource_deprovision_requested.v1", {
       sandbox: state.name, routingKey: state.routingKey, cluster: state.cluster,
       resource: { name: r.name, plugin: r.plugin, version: r.version, params: r.params },

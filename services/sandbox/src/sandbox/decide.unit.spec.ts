@@ -37,7 +37,7 @@ const resources: pb.ResolvedResource[] = [
 const specOf = (ttl?: pb.Ttl) => pb.SandboxSpec.fromPartial({
   cluster: "local", ttl, resources: resources.map((r) => ({ name: r.name, plugin: r.plugin, params: r.params })),
 });
-const endpoints: pb.EndpointUrl[] = [{ name: "web", target: "svc:80", url: "https://web.rk1.example" }];
+const endpoints: pb.EndpointUrl[] = [{ name: "web", target: "svc:80", url: "https://web.rk1.example", baselineUrl: "https://svc-80.example" }];
 
 /** A re-apply of feature-x with `spec` (default: the created one with `extra` fields). */
 function updateTo(extra: Partial<pb.SandboxSpec>, spec?: pb.SandboxSpec, res = resources): SandboxCommand {
@@ -347,5 +347,90 @@ describe("sandbox: TTL", () => {
 
   it("a sandbox without resources expires straight to deleted", () => {
     given(at(T0, created(hour(), []))).when({ kind: "expire", now: due }).then(deleting("ttl"), deleted());
+  });
+});
+
+// --- forks ---------------------------------------------------------------------------
+
+describe("sandbox: forks", () => {
+  const fork = (name: string, image = "orders:v2") => pb.Fork.fromPartial({
+    forkOf: { kind: "Deployment", namespace: "shop", name }, customizations: { images: [{ image, container: "" }] },
+  });
+  const withForks = (forks: pb.Fork[]) => pb.SandboxSpec.fromPartial({ ...specOf(), forks });
+  const createdWith = (forks: pb.Fork[]) => ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: "rk1", spec: withForks(forks), endpoints, resources });
+  const forksRequested = (generation: number, forks: pb.Fork[]) => ev("ephemera.sandbox.forks_requested.v1", {
+    sandbox: "feature-x", routingKey: "rk1", cluster: "local", generation, forks, resources: ["db", "q"],
+  });
+  const reported = (generation: number, outcome: "available" | "skipped" | "failed", failure?: pb.ForkFailure): SandboxCommand =>
+    ({ kind: "forks-reported", generation, outcome, ...(failure ? { failure } : {}) });
+  const available = (generation: number, skipped = false) => ev("ephemera.sandbox.forks_available.v1", { generation, skipped });
+  const notFound = pb.ForkFailure.fromPartial({ fork: "Deployment shop/orders", reason: "BaselineNotFound", message: "baseline Deployment shop/orders not found on cluster local" });
+  const orders = [fork("orders")];
+  /** Created with a fork of orders; db ready, q still provisioning. */
+  const creating = [...at(T0, createdWith(orders), ...resources.map(provisionRequested)), ...at(T1, provisioned("db"))];
+  /** Every resource ready, generation 1 asked of the cluster. */
+  const asked = [...creating, ...at(T1, provisioned("q"), forksRequested(1, orders))];
+  const live = [...asked, ...at(T1, available(1), ev("ephemera.sandbox.ready.v1", {}))];
+
+  it("asks the cluster for the forks once every resource is ready, not before, and is not ready until they are available", () => {
+    given(at(T0, createdWith(orders), ...resources.map(provisionRequested))).when(ended("db", "create", "succeeded")).then(provisioned("db"));
+    given(creating).when(ended("q", "create", "succeeded")).then(provisioned("q"), forksRequested(1, orders));
+    expect(record(given(asked).state).ready).toBe(false);
+    expect(sandboxStatus(record(given(asked).state))).toMatchObject({ ready: false, reason: "Creating", message: "waiting for the forks to be available on cluster local" });
+  });
+
+  it("is ready when the requested generation is reported available (or skipped), once; an older generation's report does not count", () => {
+    given(asked).when(reported(1, "available")).then(available(1), ev("ephemera.sandbox.ready.v1", {}));
+    given(asked).when(reported(1, "skipped")).then(available(1, true), ev("ephemera.sandbox.ready.v1", {}));
+    given(live).when(reported(1, "available")).thenNothing();
+    given(asked).when(reported(0, "available")).thenNothing();
+    expect(sandboxStatus(record(given(live).state))).toMatchObject({ ready: true, reason: "Ready" });
+  });
+
+  it("fails with BaselineNotFound naming the baseline; a retry asks for the forks again as a new generation", () => {
+    const failed = given(asked).when(reported(1, "failed", notFound));
+    failed.then(ev("ephemera.sandbox.forks_failed.v1", { generation: 1, failure: notFound }));
+    const state = record(failed.state(T2));
+    expect(sandboxStatus(state)).toMatchObject({ ready: false, reason: "BaselineNotFound", message: expect.stringContaining("baseline Deployment shop/orders not found") });
+    given(failed.history(T2)).when({ kind: "retry", name: "feature-x" })
+      .then(ev("ephemera.sandbox.retry_requested.v1", { resources: [] }), forksRequested(2, orders));
+  });
+
+  it("an update changing a fork asks for a new generation at once and is not ready until it is available", () => {
+    const changed = [fork("orders", "orders:v3")];
+    const update = given(live).when(updateTo({ forks: changed }, withForks(changed)));
+    expect(types(update.events)).toEqual(["updated", "forks_requested"]);
+    expect(update.events[1]).toEqual(forksRequested(2, changed));
+    expect(record(update.state(T2)).ready).toBe(false);
+    given(update.history(T2)).when(reported(2, "available")).then(available(2), ev("ephemera.sandbox.ready.v1", {}));
+  });
+
+  it("an update removing every fork asks for none; a sandbox that never had forks asks nothing", () => {
+    const update = given(live).when(updateTo({ forks: [] }, withForks([])));
+    expect(types(update.events)).toEqual(["updated", "forks_requested"]);
+    expect(update.events[1]).toEqual(forksRequested(2, []));
+    expect(types(given(ready).when(updateTo({ description: "x" })).events)).toEqual(["updated"]);
+  });
+
+  it("deleting removes the forks first: the resources' delete workflows are asked for only once the cluster reports them gone", () => {
+    const del = given(live).when({ kind: "delete", name: "feature-x", force: false });
+    del.then(deleting("requested"), forksRequested(2, []));
+    expect(sandboxStatus(record(del.state(T2)))).toMatchObject({ reason: "Deleting", message: "removing the forks from cluster local before the resources" });
+    given(del.history(T2)).when(reported(2, "available"))
+      .then(available(2), ...resources.map((r) => deprovisionRequested(r)));
+  });
+
+  it("deleting a sandbox whose forks were never asked for, or only skipped, deprovisions at once", () => {
+    given(creating).when({ kind: "delete", name: "feature-x", force: false }).then(deleting("requested"), ...resources.map((r) => deprovisionRequested(r)));
+    const skipped = [...asked, ...at(T1, available(1, true), ev("ephemera.sandbox.ready.v1", {}))];
+    given(skipped).when({ kind: "delete", name: "feature-x", force: false }).then(deleting("requested"), ...resources.map((r) => deprovisionRequested(r)));
+  });
+
+  it("forks that could not be removed are asked to be removed again by deleting again", () => {
+    const del = given(live).when({ kind: "delete", name: "feature-x", force: false }).history(T2);
+    const refused = pb.ForkFailure.fromPartial({ fork: "", reason: "Rejected", message: "the cluster refused: 403 forbidden" });
+    const failed = given(del).when(reported(2, "failed", refused));
+    expect(sandboxStatus(record(failed.state(T2)))).toMatchObject({ reason: "Rejected", message: expect.stringContaining("delete it again to retry") });
+    given(failed.history(T2)).when({ kind: "delete", name: "feature-x", force: false }).then(forksRequested(3, []));
   });
 });

@@ -19,6 +19,24 @@ export interface ResourceState {
   deprovisionRetries: number;
 }
 
+/** The sandbox's forks as the sandbox records them: what it asked of its cluster and what it heard back. */
+export interface ForksState {
+  /** Bumped by every spec that changes the forks (1 for a sandbox created with forks); 0: never had any. */
+  generation: number;
+  /** The generation last asked of the cluster (0: never asked). */
+  requested: number;
+  /** How many forks that request holds (0: remove them all). */
+  requestedCount: number;
+  /** The last generation the cluster reported available (or skipped). */
+  available: number;
+  /** The cluster runs no workloads: nothing of the forks is on it. */
+  skipped: boolean;
+  /** Why the requested generation could not be applied. */
+  failure?: pb.ForkFailure;
+}
+
+const noForks = (): ForksState => ({ generation: 0, requested: 0, requestedCount: 0, available: 0, skipped: false });
+
 export type SandboxLifecycle = "none" | "active" | "deleting" | "deleted";
 
 /** A sandbox that exists (or existed): what it was created with and what became of it. */
@@ -38,6 +56,7 @@ export interface SandboxRecord {
   specUpdatedAt: string;
   /** Why it is being deleted: "requested" or "ttl". */
   deleteReason: string;
+  forks: ForksState;
 }
 
 export type SandboxState = { status: "none" } | SandboxRecord;
@@ -62,6 +81,7 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
         updatedAt: time,
         specUpdatedAt: time,
         deleteReason: "",
+        forks: { ...noForks(), generation: event.data.spec?.forks.length ? 1 : 0 },
       };
   }
   if (state.status === "none") return state;
@@ -84,7 +104,8 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
     };
   };
   switch (event.type) {
-    case "ephemera.sandbox.updated.v1":
+    case "ephemera.sandbox.updated.v1": {
+      const forksChanged = event.data.changes.some((c) => c.field === "spec.forks");
       return {
         ...state,
         spec: event.data.spec,
@@ -95,11 +116,25 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
             name: r.name, plugin: r.plugin, version: r.version, params: r.params, status: "Pending", outputs: [], retries: 0, deprovisionRetries: 0,
           })),
         ],
-        // Not ready until what it adds is; what it removes does not hold it back.
-        ready: state.ready && event.data.added.length === 0,
+        // Not ready until what it adds is, and changed forks are available; what it removes does not hold it back.
+        ready: state.ready && event.data.added.length === 0 && !forksChanged,
         updatedAt: time,
         specUpdatedAt: time,
+        forks: forksChanged ? { ...state.forks, generation: state.forks.generation + 1 } : state.forks,
       };
+    }
+    case "ephemera.sandbox.forks_requested.v1": {
+      const { failure: _f, ...forks } = state.forks;
+      const generation = event.data.generation;
+      return {
+        ...state, updatedAt: time,
+        forks: { ...forks, generation: Math.max(forks.generation, generation), requested: generation, requestedCount: event.data.forks.length },
+      };
+    }
+    case "ephemera.sandbox.forks_available.v1":
+      return { ...state, updatedAt: time, forks: { ...state.forks, available: event.data.generation, skipped: event.data.skipped } };
+    case "ephemera.sandbox.forks_failed.v1":
+      return { ...state, updatedAt: time, forks: { ...state.forks, ...(event.data.failure ? { failure: event.data.failure } : {}) } };
     case "ephemera.sandbox.resource_provision_requested.v1":
       return resource(event.data.resource!.name, (r) => ({ ...r, status: "Provisioning" }));
     case "ephemera.sandbox.resource_provisioned.v1":
@@ -110,8 +145,13 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
       return { ...state, ready: true, updatedAt: time };
     case "ephemera.sandbox.deleting.v1":
       return { ...state, status: "deleting", ready: false, forced: event.data.force, updatedAt: time, deleteReason: event.data.reason || "requested" };
-    case "ephemera.sandbox.retry_requested.v1":
-      return again(event.data.resources, (r) => ({ ...r, status: "Provisioning", retries: r.retries + 1 }));
+    case "ephemera.sandbox.retry_requested.v1": {
+      const retried = again(event.data.resources, (r) => ({ ...r, status: "Provisioning", retries: r.retries + 1 }));
+      if (retried.status === "none" || !state.forks.failure) return retried;
+      // Failed forks are asked for again, as a new generation, once every resource is ready.
+      const { failure: _f, ...forks } = state.forks;
+      return { ...retried, forks: { ...forks, generation: Math.max(forks.generation, forks.requested) + 1 } };
+    }
     case "ephemera.sandbox.deprovision_retry_requested.v1":
       return again(event.data.resources, (r) => ({ ...r, status: "Deprovisioning", deprovisionRetries: r.deprovisionRetries + 1 }));
     case "ephemera.sandbox.resource_deprovision_requested.v1":

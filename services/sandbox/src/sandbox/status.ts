@@ -28,13 +28,25 @@ function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.Sandb
           "(delete it again to retry, or with --force to skip the teardown)",
       };
     }
+    if (s.forks.failure) {
+      return {
+        ready: false, reason: s.forks.failure.reason,
+        message: `the forks could not be removed from cluster ${s.cluster}: ${s.forks.failure.message} (delete it again to retry, or with --force to skip the teardown)`,
+      };
+    }
+    if (!pending.length && s.forks.available < s.forks.requested) {
+      return { ready: false, reason: "Deleting", message: `removing the forks from cluster ${s.cluster} before the resources` };
+    }
     return { ready: false, reason: "Deleting", message: pending.length ? `deprovisioning ${pending.map((r) => r.name).join(", ")}` : "deleting" };
   }
   const failed = s.resources.filter((r) => r.status === "Failed");
   if (failed.length) {
     return { ready: false, reason: "ResourceFailed", message: failed.map((r) => `resource ${r.name}: ${describeFailure(r.failure)}`).join("; ") };
   }
-  if (s.ready) return { ready: true, reason: "Ready", message: "all resources are ready" };
+  if (s.forks.failure) {
+    return { ready: false, reason: s.forks.failure.reason, message: `fork of ${s.forks.failure.fork}: ${s.forks.failure.message} (fix it, then eph sandbox retry)` };
+  }
+  if (s.ready) return { ready: true, reason: "Ready", message: s.forks.requestedCount ? "all resources and forks are ready" : "all resources are ready" };
   const unclaimed = workflows.flatMap((w) => w.steps.filter((st) => st.unclaimed && st.status === "queued").map((st) => ({ w, st })));
   if (unclaimed.length) {
     const { w, st } = unclaimed[0]!;
@@ -45,6 +57,7 @@ function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.Sandb
     };
   }
   const waiting = s.resources.filter((r) => r.status !== "Ready").map((r) => r.name);
+  if (!waiting.length && s.forks.requested) return { ready: false, reason: "Creating", message: `waiting for the forks to be available on cluster ${s.cluster}` };
   return { ready: false, reason: "Creating", message: `waiting for resource${waiting.length > 1 ? "s" : ""} ${waiting.join(", ")}` };
 }
 

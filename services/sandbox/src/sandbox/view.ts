@@ -5,6 +5,8 @@ import type { WorkflowState } from "../progress.js";
 import type { SandboxRecord } from "./state.js";
 import type { Projection } from "@ephemera/eventstore";
 import { sandboxStatus } from "./status.js";
+import { baselineLabel, baselineOf } from "@ephemera/kit";
+import { placementsOf, type ForkFacts } from "./forks.js";
 
 const STATUS: Record<string, string> = {
   pending: "Pending", queued: "Queued", running: "Running", retrying: "Retrying", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled",
@@ -18,7 +20,7 @@ export function workflowsOf(s: SandboxRecord, workflows: Projection<WorkflowStat
 }
 
 /** `values` keys are `<resource>/<step>.<output>`; without it, outputs carry names and sizes only. */
-export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined): pb.SandboxView {
+export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined, forks?: ForkFacts): pb.SandboxView {
   const mine = workflowsOf(s, workflows);
   return pb.SandboxView.fromPartial({
     name: s.name,
@@ -28,7 +30,7 @@ export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>
     endpoints: s.endpoints,
     createdAt: s.createdAt,
     updatedAt: s.updatedAt,
-    workloads: workloadsOf(s.spec),
+    workloads: workloadsOf(s, forks),
     resources: s.resources.map((r) => {
       const steps = (["create", "delete"] as const).flatMap((phase) => {
         const wf = workflows.get(workflowId(s.routingKey, r.name, phase))?.state;
@@ -62,19 +64,37 @@ export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>
   });
 }
 
-/**
- * Forks and virtual workloads need a cluster driver to run; until there is one they are
- * Pending, never shown as ready. A local workload runs on its user's machine (eph sandbox
- * get-env / get-files give it what it needs).
- */
-export const NO_CLUSTER_DRIVER = "no cluster driver: forks and virtual workloads run once the Kubernetes driver does";
+/** Virtual workloads are kept with the sandbox, never run: nothing creates them yet. */
+export const NOT_RUN = "virtual workloads are validated and kept, not run";
 
-function workloadsOf(spec: pb.SandboxSpec | undefined): pb.WorkloadView[] {
+/**
+ * Forks as their cluster's runner reports them; locals run on their user's machine (eph
+ * sandbox get-env / get-files give them what they need).
+ */
+function workloadsOf(s: SandboxRecord, facts: ForkFacts | undefined): pb.WorkloadView[] {
+  const spec = s.spec;
   if (!spec) return [];
   const forkName = (f: pb.Fork, i: number) => f.name || `${f.forkOf?.kind ?? "workload"}/${f.forkOf?.name ?? i}`.toLowerCase();
+  const placed = new Map(placementsOf(facts, s.forks.requested).map((p) => [p.fork, p]));
+  const outcome = facts?.outcome?.generation === s.forks.requested ? facts.outcome : undefined;
+  const fork = (f: pb.Fork, i: number): pb.WorkloadView => {
+    const label = baselineLabel(baselineOf(f.forkOf));
+    const p = placed.get(label);
+    const where = { workload: p?.workload ? baselineLabel(baselineOf(p.workload)) : "", hosts: p?.services.map((x) => x.host) ?? [] };
+    const view = (status: string, message: string) => ({ kind: "fork", name: forkName(f, i), status, message, ...where });
+    const f0 = s.forks;
+    if (s.status === "deleting") return view("Removing", f0.requestedCount === 0 && f0.available === f0.requested ? "removed" : `being removed from cluster ${s.cluster}`);
+    if (f0.failure) return view("Failed", f0.failure.fork === label ? `${f0.failure.reason}: ${f0.failure.message}` : `not applied: fork ${f0.failure.fork} failed`);
+    if (f0.requested < f0.generation || f0.requested === 0) return view("Pending", "created once every resource is ready");
+    if (outcome?.kind === "skipped") return view("Skipped", outcome.message ?? "");
+    if (f0.available === f0.requested) return view("Available", `fork of ${label}`);
+    return p ? view("Progressing", `applied to cluster ${s.cluster}; waiting for it to be available`) : view("Applying", `asked of cluster ${s.cluster}'s runner`);
+  };
   return [
-    ...spec.forks.map((f, i) => ({ kind: "fork", name: forkName(f, i), status: "Pending", message: NO_CLUSTER_DRIVER })),
-    ...spec.virtual.map((v) => ({ kind: "virtual", name: v.name, status: "Pending", message: NO_CLUSTER_DRIVER })),
-    ...spec.local.map((l) => ({ kind: "local", name: l.name, status: "Local", message: `runs on its user's machine: eph sandbox get-env / get-files --local ${l.name}` })),
+    ...spec.forks.map(fork),
+    ...spec.virtual.map((v) => ({ kind: "virtual", name: v.name, status: "Pending", message: NOT_RUN, workload: "", hosts: [] })),
+    ...spec.local.map((l) => ({
+      kind: "local", name: l.name, status: "Local", message: `runs on its user's machine: eph sandbox get-env / get-files --local ${l.name}`, workload: "", hosts: [],
+    })),
   ];
 }

@@ -3,7 +3,7 @@
 // polling reads. The counts are logged by the runner and read by the bench.
 import { ApiException } from "@kubernetes/client-node";
 
-export type Verb = "get" | "list" | "watch" | "create" | "delete";
+export type Verb = "get" | "list" | "watch" | "create" | "update" | "delete";
 
 export class ApiCalls {
   private readonly byKey = new Map<string, number>();

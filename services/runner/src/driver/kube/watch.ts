@@ -1,40 +1,92 @@
-// One shared watch per namespace: the runner pods of this prefix, listed once and then
-// watched from the list's resourceVersion (client-node's informer re-lists on 410 Gone).
-// A watch that fails is started again with backoff; nothing polls a pod.
+// One shared watch per namespace and kind: the runner pods of this prefix (or the forked
+// workloads), listed once and then watched from the list's resourceVersion (client-node's
+// informer re-lists on 410 Gone). A watch that fails is started again with backoff;
+// nothing polls.
 import * as k8s from "@kubernetes/client-node";
 import { errorMessage, type Logger } from "@ephemera/kit";
 import type { ApiCalls } from "./calls.js";
 
 export type PodEvent = { type: "change"; pod: k8s.V1Pod } | { type: "delete"; pod: k8s.V1Pod };
 
+/** What an informer watches: a namespace's objects of one kind, by label. */
+export interface WatchTarget<T extends k8s.KubernetesObject> {
+  namespace: string;
+  /** The collection's path, e.g. `/apis/apps/v1/namespaces/shop/deployments`. */
+  path: string;
+  /** As the API counts it (`pods`, `deployments`). */
+  resource: string;
+  labelSelector: string;
+  list: () => Promise<k8s.KubernetesListObject<T>>;
+}
+
 /** Backoff of a failed watch: 250 ms doubling to 10 s. */
 const RESTART_BASE_MS = 250;
 const RESTART_MAX_MS = 10_000;
 
+/** The runner pods of a namespace (see ObjectWatch). */
 export class NamespaceWatch {
-  private readonly informer: k8s.Informer<k8s.V1Pod> & k8s.ObjectCache<k8s.V1Pod>;
-  private readonly listeners = new Set<(e: PodEvent) => void>();
+  private readonly objects: ObjectWatch<k8s.V1Pod>;
+
+  constructor(kc: k8s.KubeConfig, readonly namespace: string, labelSelector: string, calls: ApiCalls, logger: Logger) {
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    this.objects = new ObjectWatch(kc, {
+      namespace, path: `/api/v1/namespaces/${namespace}/pods`, resource: "pods", labelSelector,
+      list: () => core.listNamespacedPod({ namespace, labelSelector }),
+    }, calls, logger);
+  }
+
+  synced(timeoutMs: number): Promise<void> {
+    return this.objects.synced(timeoutMs);
+  }
+
+  /** The pod as last seen, from the cache (no API call). */
+  get(name: string): k8s.V1Pod | undefined {
+    return this.objects.get(name);
+  }
+
+  pods(): readonly k8s.V1Pod[] {
+    return this.objects.all();
+  }
+
+  subscribe(listener: (e: PodEvent) => void): () => void {
+    return this.objects.subscribe((e) => listener(e.type === "change" ? { type: "change", pod: e.object } : { type: "delete", pod: e.object }));
+  }
+
+  stop(): Promise<void> {
+    return this.objects.stop();
+  }
+}
+
+export type ObjectEvent<T> = { type: "change" | "delete"; object: T };
+
+/** One namespace's objects of one kind, by label: listed once, then watched. */
+export class ObjectWatch<T extends k8s.KubernetesObject> {
+  readonly namespace: string;
+  private readonly informer: k8s.Informer<T> & k8s.ObjectCache<T>;
+  private readonly listeners = new Set<(e: ObjectEvent<T>) => void>();
   private failures = 0;
   private restart?: NodeJS.Timeout;
   private stopped = false;
   private lastError: unknown;
   private listedOnce!: () => void;
-  /** Settles once the pods have been listed: until then the cache cannot say a pod is absent. */
+  /** Settles once the objects have been listed: until then the cache cannot say one is absent. */
   private readonly listed = new Promise<void>((resolve) => (this.listedOnce = resolve));
+  private readonly resource: string;
 
-  constructor(kc: k8s.KubeConfig, readonly namespace: string, labelSelector: string, calls: ApiCalls, private readonly logger: Logger) {
-    const core = kc.makeApiClient(k8s.CoreV1Api);
+  constructor(kc: k8s.KubeConfig, target: WatchTarget<T>, calls: ApiCalls, private readonly logger: Logger) {
+    this.namespace = target.namespace;
+    this.resource = target.resource;
     const list = async () => {
-      const pods = await calls.count("list", "pods", () => core.listNamespacedPod({ namespace, labelSelector }));
+      const objects = await calls.count("list", target.resource, target.list);
       this.listedOnce();
-      return pods;
+      return objects;
     };
-    this.informer = k8s.makeInformer(kc, `/api/v1/namespaces/${namespace}/pods`, list, labelSelector);
-    this.informer.on("add", (pod) => this.emit({ type: "change", pod }));
-    this.informer.on("update", (pod) => this.emit({ type: "change", pod }));
-    this.informer.on("delete", (pod) => this.emit({ type: "delete", pod }));
+    this.informer = k8s.makeInformer(kc, target.path, list, target.labelSelector);
+    this.informer.on("add", (object) => this.emit({ type: "change", object }));
+    this.informer.on("update", (object) => this.emit({ type: "change", object }));
+    this.informer.on("delete", (object) => this.emit({ type: "delete", object }));
     // Every (re)connection is a watch request; a list precedes it only when there is no resourceVersion.
-    this.informer.on("connect", () => calls.counted("watch", "pods"));
+    this.informer.on("connect", () => calls.counted("watch", target.resource));
     this.informer.on("error", (err) => this.failed(err));
     this.informer.start().catch((err: unknown) => this.failed(err));
   }
@@ -52,16 +104,16 @@ export class NamespaceWatch {
     }
   }
 
-  /** The pod as last seen, from the cache (no API call). */
-  get(name: string): k8s.V1Pod | undefined {
+  /** The object as last seen, from the cache (no API call). */
+  get(name: string): T | undefined {
     return this.informer.get(name, this.namespace);
   }
 
-  pods(): readonly k8s.V1Pod[] {
+  all(): readonly T[] {
     return this.informer.list(this.namespace);
   }
 
-  subscribe(listener: (e: PodEvent) => void): () => void {
+  subscribe(listener: (e: ObjectEvent<T>) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
@@ -72,7 +124,7 @@ export class NamespaceWatch {
     await this.informer.stop();
   }
 
-  private emit(e: PodEvent): void {
+  private emit(e: ObjectEvent<T>): void {
     this.failures = 0;
     for (const l of this.listeners) l(e);
   }
@@ -81,7 +133,7 @@ export class NamespaceWatch {
     this.lastError = err;
     if (this.stopped) return;
     const delayMs = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** this.failures++);
-    this.logger.warn({ namespace: this.namespace, err: errorMessage(err), retryInMs: delayMs }, "the watch of runner pods failed; starting it again");
+    this.logger.warn({ namespace: this.namespace, err: errorMessage(err), retryInMs: delayMs }, `the watch of ${this.resource} failed; starting it again`);
     this.restart = setTimeout(() => {
       this.informer.start().catch((e: unknown) => this.failed(e));
     }, delayMs);

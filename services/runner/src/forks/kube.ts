@@ -1,0 +1,253 @@
+// The forks of a sandbox on a Kubernetes cluster: each baseline read, its fork built
+// (forks/build.ts) and written with a Service per baseline Service and the outputs Secret
+// its env reads; what an earlier generation placed and this one no longer has is deleted
+// (found by the routing key's label, so nothing a crashed runner wrote is left behind).
+// Availability is followed with one shared watch per namespace and kind, no polling.
+import * as k8s from "@kubernetes/client-node";
+import type * as pb from "@ephemera/proto";
+import { ValidationError, baselineLabel, baselineOf, errorMessage, type BaselineRef, type Logger } from "@ephemera/kit";
+import { retryableApiError, statusOf, type ApiCalls } from "../driver/kube/calls.js";
+import { ObjectWatch } from "../driver/kube/watch.js";
+import { buildFork, buildForkService, buildOutputsSecret } from "./build.js";
+import { OutputMissingError } from "./outputs.js";
+import type { ApplyResult, ForkCluster } from "./reconciler.js";
+import type { ForkDesire } from "./state.js";
+
+type Obj = k8s.KubernetesObject & { spec?: Record<string, unknown>; status?: Record<string, unknown>; [key: string]: unknown };
+
+/** The kinds a fork may copy, with where the API keeps them. */
+export const WORKLOAD_KINDS: Record<string, { apiVersion: string; plural: string }> = {
+  Deployment: { apiVersion: "apps/v1", plural: "deployments" },
+  StatefulSet: { apiVersion: "apps/v1", plural: "statefulsets" },
+  Rollout: { apiVersion: "argoproj.io/v1alpha1", plural: "rollouts" },
+};
+const OTHER_KINDS: Record<string, { apiVersion: string; plural: string }> = {
+  Service: { apiVersion: "v1", plural: "services" },
+  Secret: { apiVersion: "v1", plural: "secrets" },
+};
+const kindOf = (kind: string) => WORKLOAD_KINDS[kind] ?? OTHER_KINDS[kind]!;
+const collectionPath = (kind: string, namespace: string) => {
+  const { apiVersion, plural } = kindOf(kind);
+  return `${apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`}/namespaces/${namespace}/${plural}`;
+};
+
+/** How long the first list of a new watch may take before the wait gives up (and is tried again). */
+const SYNC_TIMEOUT_MS = 30_000;
+
+export interface KubeForkClusterOptions {
+  kubeconfig: k8s.KubeConfig;
+  calls: ApiCalls;
+  logger: Logger;
+  /** The resource outputs the forks read, keyed as the outputs Secret keys them. */
+  outputs: (desire: ForkDesire, forks: pb.Fork[]) => Promise<Map<string, Buffer>>;
+}
+
+class Refused extends Error {
+  constructor(readonly failure: pb.ForkFailure) {
+    super(failure.message);
+  }
+}
+
+export class KubeForkCluster implements ForkCluster {
+  private readonly api: k8s.KubernetesObjectApi;
+  private readonly watches = new Map<string, Promise<ObjectWatch<Obj>>>();
+
+  constructor(private readonly o: KubeForkClusterOptions) {
+    this.api = k8s.KubernetesObjectApi.makeApiClient(o.kubeconfig);
+  }
+
+  async apply(d: ForkDesire, wanted: pb.Fork[], previous: pb.ForkPlacement[]): Promise<ApplyResult> {
+    try {
+      return { kind: "applied", forks: await this.write(d, wanted, previous) };
+    } catch (err) {
+      if (err instanceof Refused) return { kind: "failed", failure: err.failure };
+      if (err instanceof OutputMissingError) return { kind: "failed", failure: { fork: "", reason: "OutputMissing", message: err.message } };
+      // Refused by the API server (forbidden, invalid): trying again would not help.
+      if (statusOf(err) !== undefined && !retryableApiError(err) && statusOf(err) !== 409) {
+        return { kind: "failed", failure: { fork: "", reason: "Rejected", message: `the cluster refused: ${apiMessage(err)}` } };
+      }
+      throw err;
+    }
+  }
+
+  private async write(d: ForkDesire, wanted: pb.Fork[], previous: pb.ForkPlacement[]): Promise<pb.ForkPlacement[]> {
+    const sandbox = { name: d.sandbox, routingKey: d.routingKey };
+    const values = wanted.length ? await this.o.outputs(d, wanted) : new Map<string, Buffer>();
+    const placements: pb.ForkPlacement[] = [];
+    const objects: Obj[] = [];
+    const namespaces = new Set<string>();
+    for (const fork of wanted) {
+      const baseline = baselineOf(fork.forkOf);
+      const label = baselineLabel(baseline);
+      const base = await this.baseline(d, baseline);
+      let workload: Obj;
+      try {
+        workload = buildFork({ sandbox, fork, baseline: base as never }) as unknown as Obj;
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        throw new Refused({ fork: label, reason: "PatchFailed", message: err.violations.map((v) => v.description).join("; ") });
+      }
+      const services = (await this.servicesSelecting(base, baseline.namespace)).map((s) => buildForkService(s as never, workload as never, d.routingKey) as unknown as Obj);
+      namespaces.add(baseline.namespace);
+      objects.push(workload, ...services);
+      placements.push({
+        fork: label, baseline,
+        workload: { kind: baseline.kind, namespace: baseline.namespace, name: workload.metadata!.name! },
+        services: services.map((s) => ({
+          host: `${s.metadata!.name}.${baseline.namespace}.svc`,
+          ports: ((s.spec?.["ports"] ?? []) as Array<{ port: number }>).map((p) => p.port),
+        })),
+      });
+    }
+    // The Secret first: the forks' env refers to it.
+    const secrets = values.size ? [...namespaces].map((ns) => buildOutputsSecret(sandbox, ns, values) as unknown as Obj) : [];
+    for (const obj of [...secrets, ...objects]) await this.upsert(obj);
+    await this.sweep(d.routingKey, [...secrets, ...objects], new Set([...namespaces, ...previous.map((p) => p.workload?.namespace ?? "")].filter(Boolean)),
+      new Set([...wanted.map((f) => baselineOf(f.forkOf).kind), ...previous.map((p) => p.workload?.kind ?? "")]));
+    return placements;
+  }
+
+  private async baseline(d: ForkDesire, b: BaselineRef): Promise<Obj> {
+    const kind = WORKLOAD_KINDS[b.kind];
+    const label = baselineLabel(b);
+    if (!kind) throw new Refused({ fork: label, reason: "Rejected", message: `kind ${b.kind} cannot be forked (Deployment, StatefulSet or Rollout)` });
+    try {
+      return await this.o.calls.count("get", kind.plural, () => this.api.read<Obj>({ apiVersion: kind.apiVersion, kind: b.kind, metadata: { name: b.name, namespace: b.namespace } }));
+    } catch (err) {
+      if (statusOf(err) === 404) throw new Refused({ fork: label, reason: "BaselineNotFound", message: `baseline ${label} not found on cluster ${d.cluster}` });
+      throw err;
+    }
+  }
+
+  /** The baseline's namespace's Services whose selector picks the baseline's pods. */
+  private async servicesSelecting(baseline: Obj, namespace: string): Promise<Obj[]> {
+    const template = (baseline.spec?.["template"] ?? {}) as { metadata?: { labels?: Record<string, string> } };
+    const labels = template.metadata?.labels ?? {};
+    const list = await this.o.calls.count("list", "services", () => this.api.list<Obj>("v1", "Service", namespace));
+    return list.items.filter((s) => {
+      const selector = (s.spec?.["selector"] ?? {}) as Record<string, string>;
+      const keys = Object.keys(selector);
+      return keys.length > 0 && keys.every((k) => labels[k] === selector[k]) && !s.metadata?.labels?.["ephemera.dev/fork"];
+    });
+  }
+
+  /** Creates the object, or replaces it as it stands (its resourceVersion, and a Service's cluster IP, kept). */
+  private async upsert(obj: Obj): Promise<void> {
+    const { plural } = kindOf(obj.kind!);
+    try {
+      await this.o.calls.count("create", plural, () => this.api.create(obj));
+      return;
+    } catch (err) {
+      if (statusOf(err) !== 409) throw err;
+    }
+    const current = await this.o.calls.count("get", plural, () => this.api.read<Obj>({ apiVersion: obj.apiVersion!, kind: obj.kind!, metadata: { name: obj.metadata!.name!, namespace: obj.metadata!.namespace! } }));
+    const next: Obj = { ...obj, metadata: { ...obj.metadata, resourceVersion: current.metadata?.resourceVersion } };
+    if (obj.kind === "Service") {
+      const ip = current.spec?.["clusterIP"];
+      next.spec = { ...next.spec, ...(ip ? { clusterIP: ip, clusterIPs: current.spec?.["clusterIPs"] ?? [ip] } : {}) };
+    }
+    await this.o.calls.count("update", plural, () => this.api.replace(next));
+  }
+
+  /** Deletes what carries the routing key's label in these namespaces and is not kept. */
+  private async sweep(routingKey: string, keep: Obj[], namespaces: Set<string>, workloadKinds: Set<string>): Promise<void> {
+    const kept = new Set(keep.map((o) => `${o.kind}/${o.metadata?.namespace}/${o.metadata?.name}`));
+    const kinds = [...[...workloadKinds].filter((k) => WORKLOAD_KINDS[k]), "Service", "Secret"];
+    for (const namespace of namespaces) {
+      for (const kind of kinds) {
+        const { apiVersion, plural } = kindOf(kind);
+        const list = await this.o.calls.count("list", plural, () =>
+          this.api.list<Obj>(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, `ephemera.dev/routing-key=${routingKey}`));
+        for (const item of list.items) {
+          if (kept.has(`${kind}/${namespace}/${item.metadata?.name}`)) continue;
+          await this.o.calls.count("delete", plural, () => this.api.delete({ apiVersion, kind, metadata: { name: item.metadata!.name!, namespace } }, undefined, undefined, undefined, undefined, "Background"))
+            .catch((err: unknown) => { if (statusOf(err) !== 404) throw err; });
+          this.o.logger.info({ kind, namespace, name: item.metadata?.name }, "fork object removed");
+        }
+      }
+    }
+  }
+
+  async whenAvailable(placements: pb.ForkPlacement[], done: (failure?: pb.ForkFailure) => void): Promise<() => void> {
+    if (!placements.length) {
+      done();
+      return () => undefined;
+    }
+    const watched = await Promise.all(placements.map(async (p) => ({ p, watch: await this.watch(p.workload!.kind, p.workload!.namespace) })));
+    let over = false;
+    const unsubscribe: Array<() => void> = [];
+    const stop = () => { over = true; for (const u of unsubscribe) u(); };
+    const check = () => {
+      if (over) return;
+      const states = watched.map(({ p, watch }) => ({ p, state: availability(watch.get(p.workload!.name)) }));
+      const stuck = states.find((s) => s.state.failed);
+      if (stuck) {
+        stop();
+        done({ fork: stuck.p.fork, reason: "ForkUnavailable", message: stuck.state.failed! });
+      } else if (states.every((s) => s.state.available)) {
+        stop();
+        done();
+      }
+    };
+    for (const { watch } of watched) unsubscribe.push(watch.subscribe(check));
+    check();
+    return stop;
+  }
+
+  private watch(kind: string, namespace: string): Promise<ObjectWatch<Obj>> {
+    const key = `${kind}/${namespace}`;
+    let w = this.watches.get(key);
+    if (!w) {
+      const { apiVersion, plural } = kindOf(kind);
+      const labelSelector = "ephemera.dev/fork";
+      const watch = new ObjectWatch<Obj>(this.o.kubeconfig, {
+        namespace, path: collectionPath(kind, namespace), resource: plural, labelSelector,
+        list: () => this.api.list<Obj>(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector),
+      }, this.o.calls, this.o.logger);
+      w = watch.synced(SYNC_TIMEOUT_MS).then(() => watch, async (err: unknown) => {
+        this.watches.delete(key);
+        await watch.stop();
+        throw new Error(`cannot watch ${plural} in ${namespace}: ${errorMessage(err)}`);
+      });
+      this.watches.set(key, w);
+    }
+    return w;
+  }
+
+  async stop(): Promise<void> {
+    const all = await Promise.allSettled(this.watches.values());
+    for (const r of all) if (r.status === "fulfilled") await r.value.stop();
+  }
+}
+
+/**
+ * Whether a workload has rolled out its current generation and is available; failed when
+ * its controller gave up (a Deployment past its progress deadline, a degraded Rollout).
+ */
+export function availability(obj: Obj | undefined): { available: boolean; failed?: string } {
+  if (!obj) return { available: false };
+  const status = (obj.status ?? {}) as {
+    observedGeneration?: number | string; replicas?: number; updatedReplicas?: number; availableReplicas?: number; readyReplicas?: number; phase?: string;
+    conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
+  };
+  const progressing = status.conditions?.find((c) => c.type === "Progressing");
+  if (progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded") {
+    return { available: false, failed: `${obj.kind} ${obj.metadata?.namespace}/${obj.metadata?.name} did not become available: ${progressing.message ?? progressing.reason}` };
+  }
+  if (Number(status.observedGeneration ?? 0) < Number(obj.metadata?.generation ?? 0)) return { available: false };
+  if (obj.kind === "Rollout" && status.phase) return { available: status.phase === "Healthy" };
+  const replicas = Number((obj.spec?.["replicas"] as number | undefined) ?? 1);
+  return { available: (status.updatedReplicas ?? 0) >= replicas && (status.availableReplicas ?? status.readyReplicas ?? 0) >= replicas };
+}
+
+/** The API server's own words for a refusal (its Status message), never the request. */
+function apiMessage(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  try {
+    const status = typeof body === "string" ? JSON.parse(body) as { message?: string } : body as { message?: string } | undefined;
+    if (status?.message) return `${statusOf(err)} ${status.message}`;
+  } catch {
+    // Not a Status.
+  }
+  return `HTTP ${statusOf(err)}`;
+}

@@ -1,0 +1,162 @@
+// The fork reconciler: brings a cluster's forks to what each of its sandboxes asked for
+// (`sandbox.forks_requested`, one generation at a time), then records what became of it
+// on the runner's forks aggregate: applied (with where each fork is), then available,
+// or failed, or skipped where the cluster runs no workloads. A durable consumer of the
+// sandbox events drives it; on start it catches up with every sandbox it owes an answer,
+// and waits again for forks it applied but never saw available.
+import type * as pb from "@ephemera/proto";
+import { Aggregates, encode, folding } from "@ephemera/events";
+import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
+import { KeyedLock, errorMessage, type Logger } from "@ephemera/kit";
+import { behind, decideReport, foldDesire, foldRecord, noDesire, noRecord, target, type ForkDesire, type ForkRecord, type ForkReport } from "./state.js";
+
+export type ApplyResult =
+  | { kind: "applied"; forks: pb.ForkPlacement[] }
+  | { kind: "skipped"; message: string }
+  | { kind: "failed"; failure: pb.ForkFailure };
+
+/** What the reconciler asks of a cluster. */
+export interface ForkCluster {
+  /**
+   * Writes the forks `wanted` (their workloads, Services and outputs Secret) and removes
+   * what `previous` placed that `wanted` no longer has. Throws what is worth another try.
+   */
+  apply(desire: ForkDesire, wanted: pb.Fork[], previous: pb.ForkPlacement[]): Promise<ApplyResult>;
+  /**
+   * Calls `done` once, when every placed workload is available (or with why one never will
+   * be); answers a cancel.
+   */
+  whenAvailable(placements: pb.ForkPlacement[], done: (failure?: pb.ForkFailure) => void): Promise<() => void>;
+  stop(): Promise<void>;
+}
+
+export interface ForkReconcilerDeps {
+  store: EventStore;
+  cluster: ForkCluster;
+  /** The cluster this runner serves: only its sandboxes' forks are reconciled. */
+  clusterName: string;
+  logger: Logger;
+}
+
+/** Retrying an available report that could not be recorded (the store is down). */
+const REPORT_RETRY_MS = 1000;
+
+export class ForkReconciler {
+  readonly desires = new Projection<ForkDesire | undefined>(Aggregates.sandbox, noDesire, folding(foldDesire));
+  readonly records = new Projection<ForkRecord>(Aggregates.forks, noRecord, folding(foldRecord));
+  private readonly feed: Feed;
+  private subscription?: Subscription;
+  private readonly locks = new KeyedLock();
+  /** Per routing key: the generation being waited on, and how to stop waiting. */
+  private readonly waiting = new Map<string, { generation: number; cancel: () => void }>();
+  private stopped = false;
+
+  constructor(private readonly deps: ForkReconcilerDeps) {
+    this.feed = new Feed(deps.store, [this.desires, this.records]);
+  }
+
+  async start(): Promise<void> {
+    await this.feed.start();
+    for (const [name] of this.desires.entries()) {
+      await this.reconcile(name).catch((err: unknown) => this.deps.logger.warn({ sandbox: name, err: errorMessage(err) }, "forks not reconciled; will try again on the next change"));
+    }
+    const durable = `forks-${this.deps.clusterName.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+    this.subscription = this.deps.store.subscribe(
+      // A cluster that cannot be reached is waited for: the same commit is tried again, with backoff, for as long as it takes.
+      { durable, from: this.feed.position, redelivery: { maxDeliver: Infinity, backoffMs: [250, 1000, 2000, 5000, 10_000] } },
+      async (c) => {
+        await this.feed.waitFor(c.position);
+        if (c.aggregate === Aggregates.sandbox) await this.reconcile(c.aggregateId);
+      },
+    );
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const w of this.waiting.values()) w.cancel();
+    this.waiting.clear();
+    await this.subscription?.stop();
+    await this.feed.stop();
+    await this.deps.cluster.stop();
+  }
+
+  /** Brings one sandbox's forks to the generation it asked for last (once at a time per sandbox). */
+  private reconcile(name: string): Promise<void> {
+    return this.locks.run([name], async () => {
+      const d = this.desires.get(name)?.state;
+      if (!d || d.cluster !== this.deps.clusterName) return;
+      const record = this.records.getOrEmpty(d.routingKey).state;
+      if (!behind(d, record)) return;
+      const { generation, forks } = target(d);
+      if (record.applied?.generation === generation) {
+        // Applied before a restart, never seen available: wait again.
+        await this.awaitAvailable(d, generation, record.applied.forks);
+        return;
+      }
+      const log = this.deps.logger.child({ sandbox: d.sandbox, generation, forks: forks.length });
+      const result = await this.deps.cluster.apply(d, forks, record.applied?.forks ?? []);
+      if (result.kind !== "applied") {
+        await this.record(d, generation, result.kind === "skipped" ? result : { kind: "failed", failure: result.failure });
+        if (result.kind === "failed") log.warn({ reason: result.failure.reason, fork: result.failure.fork }, "forks could not be applied");
+        return;
+      }
+      await this.record(d, generation, { kind: "applied", forks: result.forks });
+      log.info({ placed: result.forks.map((p) => p.workload?.name) }, forks.length ? "forks applied; waiting for them to be available" : "forks removed");
+      await this.awaitAvailable(d, generation, result.forks);
+    });
+  }
+
+  private async awaitAvailable(d: ForkDesire, generation: number, placements: pb.ForkPlacement[]): Promise<void> {
+    this.waiting.get(d.routingKey)?.cancel();
+    let done = false;
+    const superseded = () => this.stopped || this.records.getOrEmpty(d.routingKey).state.reported >= generation
+      || (this.desires.get(d.sandbox)?.state && target(this.desires.get(d.sandbox)!.state!).generation !== generation);
+    const record = (failure?: pb.ForkFailure): void => {
+      if (superseded()) return;
+      this.record(d, generation, failure ? { kind: "failed", failure } : { kind: "available" }).then(
+        () => this.deps.logger.info({ sandbox: d.sandbox, generation, ...(failure ? { reason: failure.reason } : {}) }, failure ? "a fork did not become available" : "forks available"),
+        (err: unknown) => {
+          this.deps.logger.warn({ sandbox: d.sandbox, generation, err: errorMessage(err) }, "could not record the forks available; trying again");
+          setTimeout(() => record(failure), REPORT_RETRY_MS).unref();
+        },
+      );
+    };
+    const report = (failure?: pb.ForkFailure): void => {
+      if (done) return;
+      done = true;
+      if (this.waiting.get(d.routingKey)?.generation === generation) this.waiting.delete(d.routingKey);
+      record(failure);
+    };
+    const stopWatching = await this.deps.cluster.whenAvailable(placements, report);
+    if (done) {
+      stopWatching();
+      return;
+    }
+    this.waiting.set(d.routingKey, { generation, cancel: () => { done = true; stopWatching(); } });
+  }
+
+  private async record(d: ForkDesire, generation: number, report: ForkReport): Promise<void> {
+    await execute(this.deps.store, this.records, d.routingKey, (state) => decideReport(state, d.sandbox, generation, report).map(encode), {
+      source: "runner", command: `forks-${report.kind}:${generation}`,
+    });
+  }
+}
+
+/** The cluster of a runner that runs no workloads (the process driver): every request is answered skipped. */
+export class NoWorkloads implements ForkCluster {
+  constructor(private readonly clusterName: string) {}
+
+  async apply(): Promise<ApplyResult> {
+    return {
+      kind: "skipped",
+      message: `cluster ${this.clusterName} runs steps as local processes (the process driver) and no workloads: forks need a runner with the Kubernetes driver`,
+    };
+  }
+
+  async whenAvailable(_p: pb.ForkPlacement[], done: () => void): Promise<() => void> {
+    done();
+    return () => undefined;
+  }
+
+  async stop(): Promise<void> {}
+}

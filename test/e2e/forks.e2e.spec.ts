@@ -1,0 +1,268 @@
+// Forks and the Routes API end to end on the simulated cluster: baselines applied with
+// kubectl; a sandbox with a resource and a fork whose env reads the resource's output;
+// the fork, its Service and the outputs Secret as kubectl sees them; the Routes API (a
+// client built from proto/routes/routes.proto, and the HTTP form) and a watcher seeing
+// the rule come and go; delete removing the forks before the resource's delete workflow
+// runs; updates (an image changed in place, a fork added and one removed); a baseline
+// that does not exist.
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as pb from "@ephemera/proto";
+import { call, grpc, waitFor } from "@ephemera/kit";
+import { kubectl, startSim, type Sim } from "../support/kube.js";
+import { startTestStack, type TestStack } from "../support/stack.js";
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const DSN = "postgres://app:hunter2-0f9e@db.shop:5432/app";
+
+const baseline = (name: string, port: number) => `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ${name}, namespace: shop, labels: {app: ${name}}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: ${name}}}
+  template:
+    metadata: {labels: {app: ${name}, tier: web}}
+    spec:
+      containers:
+      - name: ${name}
+        image: ${name}:v1
+        ports: [{containerPort: ${port}}]
+        env: [{name: MODE, value: baseline}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ${name}, namespace: shop}
+spec:
+  selector: {app: ${name}}
+  ports: [{name: http, port: ${port}, targetPort: ${port}}]
+`;
+
+describe("forks and the Routes API (Kubernetes driver, simulated cluster)", () => {
+  let sim: Sim;
+  let stack: TestStack;
+  let client: pb.routes.RoutesClient;
+  let http: string;
+  const gate = join("/var/tmp", `ephemera-forks-gate-${process.pid}`);
+  beforeAll(async () => {
+    sim = await startSim();
+    stack = await startTestStack("e2e-forks", { EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: sim.kubeconfig, EPHEMERA_KUBE_NAMESPACE: "default" });
+    const line = await waitFor(() => stack.output.map((l) => { try { return JSON.parse(l) as Json; } catch { return {}; } })
+      .find((l) => String(l["msg"] ?? "").startsWith("Routes API listening")) ?? false, { timeoutMs: 15_000, what: "the Routes API's ports in the log" });
+    client = new pb.routes.RoutesClient(`127.0.0.1:${line["port"]}`, grpc.credentials.createInsecure());
+    http = `http://127.0.0.1:${line["httpPort"]}`;
+    await kubectl(sim, ["apply", "-f", "-"], { stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n" });
+    await kubectl(sim, ["apply", "-f", "-"], { stdin: baseline("orders", 8080) + "---" + baseline("cart", 9090) });
+    mkdirSync(gate, { recursive: true });
+    await ok(["plugin", "apply", "-f", stack.file("kv.yaml", `
+name: kv
+spec:
+  runner: {image: "debian:bookworm-slim"}
+  create:
+  - name: provision
+    outputs: [{name: dsn, valueFromPath: /tmp/dsn}]
+    script: |
+      #!/bin/sh
+      printf '%s' '${DSN}' > /tmp/dsn
+  delete:
+  - name: drop
+    script: |
+      #!/bin/sh
+      # Held until the test has looked at the cluster while the delete workflow runs.
+      touch ${gate}/drop-started-$SIGNADOT_SANDBOX_NAME
+      while [ ! -e ${gate}/open-$SIGNADOT_SANDBOX_NAME ]; do sleep 0.05; done
+`)]);
+  }, 90_000);
+  afterAll(async () => {
+    client?.close();
+    await stack?.stop();
+    await sim?.stop();
+    rmSync(gate, { recursive: true, force: true });
+  });
+
+  async function ok(args: string[]) {
+    const r = await stack.eph(args);
+    if (r.code !== 0) throw new Error(`eph ${args.join(" ")} exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+    return r;
+  }
+  const sandboxFile = (name: string, forks: string) => stack.file(`${name}.yaml`, `
+name: ${name}
+spec:
+  cluster: local
+  resources:
+  - {name: db, plugin: kv}
+  forks:
+${forks}
+  defaultRouteGroup:
+    endpoints:
+    - {name: web, target: "http://orders.shop.svc:8080"}
+`);
+  const ordersFork = (image: string) => `
+  - forkOf: {kind: Deployment, namespace: shop, name: orders}
+    customizations:
+      images: [{image: "${image}"}]
+      env:
+      - name: DB_URL
+        valueFrom: {resource: {name: db, outputKey: provision.dsn}}
+`;
+  const cartFork = `
+  - forkOf: {kind: Deployment, namespace: shop, name: cart}
+    customizations:
+      env: [{name: MODE, value: sandbox}]
+`;
+  const view = async (name: string) => JSON.parse((await ok(["sandbox", "get", name, "-o", "json"])).stdout) as Json;
+  const inShop = async () => JSON.parse((await kubectl(sim, ["get", "deploy,svc,secret", "-n", "shop", "-o", "json"])).stdout)["items"] as Json[];
+  const find = (items: Json[], kind: string, name: string) => items.find((o) => o["kind"] === kind && o["metadata"].name === name);
+  const get = (req: Partial<pb.routes.WorkloadRoutingRulesRequest>) =>
+    call<pb.routes.WorkloadRoutingRulesRequest, pb.routes.GetWorkloadRoutingRulesResponse>(client.getWorkloadRoutingRules.bind(client), pb.routes.WorkloadRoutingRulesRequest.fromPartial(req));
+  const openDrop = (name: string) => writeFileSync(join(gate, `open-${name}`), "");
+
+  it("creates the fork, its Service and the outputs Secret once the resource is ready; routes to it; removes them before the resource's delete workflow", async () => {
+    // The watcher first: it gets what there is, SYNCED, then the changes.
+    const ops: pb.routes.WorkloadRoutingRuleOp[] = [];
+    const watch = client.watchWorkloadRoutingRules(pb.routes.WorkloadRoutingRulesRequest.fromPartial({ baselineWorkload: { kind: "", namespace: "shop", name: "orders" } }));
+    watch.on("data", (op: pb.routes.WorkloadRoutingRuleOp) => ops.push(op));
+    watch.on("error", () => undefined); // cancelled at the end
+    try {
+      await waitFor(() => ops.some((o) => o.op === pb.routes.WatchOp.SYNCED), { timeoutMs: 10_000, what: "SYNCED" });
+      expect(ops.filter((o) => o.op !== pb.routes.WatchOp.SYNCED)).toEqual([]);
+
+      await ok(["sandbox", "apply", "-f", sandboxFile("routed", ordersFork("orders:v2")), "--wait"]);
+      const readyAt = Date.now();
+      const sb = await view("routed");
+      const key = sb["routingKey"] as string;
+      const fork = `orders-${key}`;
+      expect(sb["status"]).toMatchObject({ ready: true, reason: "Ready" });
+      expect(sb["workloads"]).toEqual([{
+        kind: "fork", name: "deployment/orders", status: "Available", message: "fork of Deployment shop/orders",
+        workload: `Deployment shop/${fork}`, hosts: [`${fork}.shop.svc`],
+      }]);
+      expect(sb["endpoints"]).toEqual([{
+        name: "web", target: "http://orders.shop.svc:8080", url: `https://web--${key}.preview.ephemera.localhost`, baselineUrl: "https://orders-shop-8080.preview.ephemera.localhost",
+      }]);
+
+      // What kubectl sees: the fork, its Service, and the output in a Secret its env reads.
+      const items = await inShop();
+      const deploy = find(items, "Deployment", fork)!;
+      expect(deploy).toBeDefined();
+      expect(deploy["metadata"].labels).toMatchObject({ "ephemera.dev/sandbox": "routed", "ephemera.dev/routing-key": key, "ephemera.dev/fork": fork });
+      expect(deploy["spec"].replicas).toBe(1);
+      const podLabels = deploy["spec"].template.metadata.labels;
+      expect(podLabels["app"]).not.toBe("orders"); // the baseline's Service does not select the fork's pods
+      expect(deploy["spec"].selector.matchLabels).toEqual(Object.fromEntries(Object.keys(deploy["spec"].selector.matchLabels).map((k) => [k, podLabels[k]])));
+      const container = deploy["spec"].template.spec.containers[0];
+      expect(container.image).toBe("orders:v2");
+      const env = Object.fromEntries(container.env.map((e: Json) => [e.name, e.value ?? e.valueFrom]));
+      expect(env).toMatchObject({
+        MODE: "baseline", SIGNADOT_SANDBOX_NAME: "routed", SIGNADOT_SANDBOX_ROUTING_KEY: key, EPHEMERA_ROUTING_KEY: key,
+        DB_URL: { secretKeyRef: { name: `ephemera-${key}-outputs`, key: "db.provision.dsn" } },
+      });
+      expect(JSON.stringify(deploy)).not.toContain("hunter2"); // never inlined
+      const service = find(items, "Service", fork)!;
+      expect(service["spec"].ports).toEqual([expect.objectContaining({ name: "http", port: 8080, targetPort: 8080 })]);
+      expect(service["spec"].selector).toEqual(deploy["spec"].selector.matchLabels);
+      const secret = find(items, "Secret", `ephemera-${key}-outputs`)!;
+      expect(Buffer.from(secret["data"]["db.provision.dsn"], "base64").toString()).toBe(DSN);
+      // The baseline is untouched.
+      expect(find(items, "Deployment", "orders")!["spec"].template.spec.containers[0].image).toBe("orders:v1");
+
+      // The Routes API: the rule for the routing key, to the fork's Service; the watcher saw it within 1 s of ready.
+      const expected = {
+        routingKey: key,
+        baseline: { kind: "Deployment", namespace: "shop", name: "orders" },
+        destinationSandbox: { name: "routed" },
+        mappings: [{ workloadPort: 8080, destinations: [{ host: `${fork}.shop.svc`, port: 8080 }], trafficManager: undefined }],
+      };
+      await waitFor(() => ops.some((o) => o.op === pb.routes.WatchOp.ADD), { timeoutMs: 1000, what: "the watcher to see the rule within 1 s" });
+      expect(Date.now() - readyAt).toBeLessThan(1000);
+      expect(ops.find((o) => o.op === pb.routes.WatchOp.ADD)!.route).toEqual(expected);
+      const all = await get({});
+      expect(all.routingRules).toEqual([expected]);
+      expect((await get({ routingKey: key })).routingRules).toHaveLength(1);
+      expect((await get({ routingKey: "nope" })).routingRules).toEqual([]);
+      expect((await get({ destinationSandbox: { name: "routed" } })).routingRules).toHaveLength(1);
+      expect((await get({ baselineWorkload: { kind: "Deployment", namespace: "shop", name: "cart" } })).routingRules).toEqual([]);
+      // The HTTP form says the same as gRPC, in proto3's JSON.
+      const res = await globalThis.fetch(`${http}/api/v1/workloads/routing-rules?baselineNamespace=shop&baselineName=orders&routingKey=${key}`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual(pb.routes.GetWorkloadRoutingRulesResponse.toJSON(all));
+      const none = await (await globalThis.fetch(`${http}/api/v1/workloads/routing-rules?destinationSandboxName=other`)).json();
+      expect(none).toEqual(pb.routes.GetWorkloadRoutingRulesResponse.toJSON({ routingRules: [] })); // proto3 JSON: an empty list is left out
+      const services = await call<pb.routes.GetClusterServicesRequest, pb.routes.GetClusterServicesResponse>(client.getClusterServices.bind(client), {});
+      expect(services.services).toContainEqual(expect.objectContaining({ hostname: `${fork}.shop.svc`, sandboxInfo: { sandboxRoutingKey: key, baselineHostname: "orders.shop.svc" } }));
+
+      // Delete: the rule goes, and the fork, Service and Secret are gone while the delete workflow's step runs.
+      const deleting = stack.eph(["sandbox", "delete", "routed", "--wait"]);
+      await waitFor(() => ops.some((o) => o.op === pb.routes.WatchOp.REMOVE), { timeoutMs: 5000, what: "the watcher to see the rule removed" });
+      expect(ops.find((o) => o.op === pb.routes.WatchOp.REMOVE)!.route?.routingKey).toBe(key);
+      await waitFor(() => existsSync(join(gate, "drop-started-routed")), { timeoutMs: 30_000, what: "the resource's delete step to start" });
+      const during = await inShop();
+      expect([find(during, "Deployment", fork), find(during, "Service", fork), find(during, "Secret", `ephemera-${key}-outputs`)]).toEqual([undefined, undefined, undefined]);
+      expect(find(during, "Deployment", "orders")).toBeDefined();
+      openDrop("routed");
+      expect((await deleting).code).toBe(0);
+      expect((await get({})).routingRules).toEqual([]);
+    } finally {
+      watch.cancel();
+    }
+  }, 120_000);
+
+  const uidOf = (items: Json[], kind: string, name: string) => find(items, kind, name)?.["metadata"].uid as string | undefined;
+
+  it("updates: a fork's image changed in place; a fork added and one removed, with what the removed one had", async () => {
+    openDrop("upd"); // its delete step need not be held
+    await ok(["sandbox", "apply", "-f", sandboxFile("upd", ordersFork("orders:v2")), "--wait"]);
+    const key = (await view("upd"))["routingKey"] as string;
+    const before = await inShop();
+    const orders = find(before, "Deployment", `orders-${key}`)!;
+
+    // The image changes: the same Deployment (same uid), a new generation, ready again once it is available.
+    const changed = await ok(["sandbox", "apply", "-f", sandboxFile("upd", ordersFork("orders:v3")), "--wait"]);
+    expect(changed.stdout).toContain("sandbox upd ready");
+    const after = await inShop();
+    const updated = find(after, "Deployment", `orders-${key}`)!;
+    expect(updated["metadata"].uid).toBe(orders["metadata"].uid);
+    expect(updated["metadata"].generation).toBe(orders["metadata"].generation + 1);
+    expect(updated["spec"].template.spec.containers[0].image).toBe("orders:v3");
+    expect(uidOf(after, "Service", `orders-${key}`)).toBe(uidOf(before, "Service", `orders-${key}`));
+    expect((await view("upd"))["workloads"][0]).toMatchObject({ status: "Available" });
+
+    // orders' fork replaced by cart's: cart's fork and Service appear; orders', and the outputs Secret only it read, go.
+    await ok(["sandbox", "apply", "-f", sandboxFile("upd", cartFork), "--wait"]);
+    const swapped = await inShop();
+    expect(find(swapped, "Deployment", `cart-${key}`)!["spec"].template.spec.containers[0].env).toContainEqual({ name: "MODE", value: "sandbox" });
+    expect(find(swapped, "Service", `cart-${key}`)!["spec"].ports).toEqual([expect.objectContaining({ port: 9090 })]);
+    expect([find(swapped, "Deployment", `orders-${key}`), find(swapped, "Service", `orders-${key}`), find(swapped, "Secret", `ephemera-${key}-outputs`)])
+      .toEqual([undefined, undefined, undefined]);
+    expect((await get({ routingKey: key })).routingRules.map((r) => r.baseline?.name)).toEqual(["cart"]);
+    expect((await view("upd"))["workloads"]).toEqual([expect.objectContaining({ name: "deployment/cart", status: "Available", hosts: [`cart-${key}.shop.svc`] })]);
+
+    await ok(["sandbox", "delete", "upd", "--wait"]);
+    expect(find(await inShop(), "Deployment", `cart-${key}`)).toBeUndefined();
+  }, 120_000);
+
+  it("fails a sandbox whose baseline does not exist with BaselineNotFound naming it; once it exists, retry brings the fork up", async () => {
+    openDrop("lost");
+    const forkOfMissing = `
+  - forkOf: {kind: Deployment, namespace: shop, name: missing}
+`;
+    const r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("lost", forkOfMissing), "--wait"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("baseline Deployment shop/missing not found on cluster local");
+    const failed = await view("lost");
+    expect(failed["status"]).toMatchObject({ ready: false, reason: "BaselineNotFound" });
+    expect(failed["workloads"]).toEqual([expect.objectContaining({ status: "Failed", message: expect.stringContaining("BaselineNotFound") })]);
+    const key = failed["routingKey"] as string;
+    expect(find(await inShop(), "Deployment", `missing-${key}`)).toBeUndefined();
+
+    await kubectl(sim, ["apply", "-f", "-"], { stdin: baseline("missing", 7070) });
+    const retried = await ok(["sandbox", "retry", "lost", "--wait"]);
+    expect(retried.stdout).toContain("retrying the forks");
+    expect((await view("lost"))["status"]).toMatchObject({ ready: true });
+    expect(find(await inShop(), "Deployment", `missing-${key}`)).toBeDefined();
+    await ok(["sandbox", "delete", "lost", "--wait"]);
+    expect(find(await inShop(), "Deployment", `missing-${key}`)).toBeUndefined();
+  }, 120_000);
+});
