@@ -201,7 +201,7 @@ export class KubeForkCluster implements ForkCluster {
       const { apiVersion, plural } = kindOf(kind);
       const labelSelector = "ephemera.dev/fork";
       const watch = new ObjectWatch<Obj>(this.o.kubeconfig, {
-        namespace, path: collectionPath(kind, namespace), resource: plural, labelSelector,
+        namespace, path: collectionPath(kind, namespace), resource: plural, labelSelector, what: `forked ${plural}`,
         list: () => this.api.list<Obj>(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector),
       }, this.o.calls, this.o.logger);
       w = watch.synced(SYNC_TIMEOUT_MS).then(() => watch, async (err: unknown) => {

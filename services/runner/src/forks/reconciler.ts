@@ -63,7 +63,7 @@ export class ForkReconciler {
     const durable = `forks-${this.deps.clusterName.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     this.subscription = this.deps.store.subscribe(
       // A cluster that cannot be reached is waited for: the same commit is tried again, with backoff, for as long as it takes.
-      { durable, from: this.feed.position, redelivery: { maxDeliver: Infinity, backoffMs: [250, 1000, 2000, 5000, 10_000] } },
+      { durable, aggregate: Aggregates.sandbox, from: this.feed.position, redelivery: { maxDeliver: Infinity, backoffMs: [250, 1000, 2000, 5000, 10_000] } },
       async (c) => {
         await this.feed.waitFor(c.position);
         if (c.aggregate === Aggregates.sandbox) await this.reconcile(c.aggregateId);

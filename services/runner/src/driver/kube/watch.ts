@@ -17,6 +17,8 @@ export interface WatchTarget<T extends k8s.KubernetesObject> {
   resource: string;
   labelSelector: string;
   list: () => Promise<k8s.KubernetesListObject<T>>;
+  /** What the logs call them (`runner pods`); the resource when not given. */
+  what?: string;
 }
 
 /** Backoff of a failed watch: 250 ms doubling to 10 s. */
@@ -30,7 +32,7 @@ export class NamespaceWatch {
   constructor(kc: k8s.KubeConfig, readonly namespace: string, labelSelector: string, calls: ApiCalls, logger: Logger) {
     const core = kc.makeApiClient(k8s.CoreV1Api);
     this.objects = new ObjectWatch(kc, {
-      namespace, path: `/api/v1/namespaces/${namespace}/pods`, resource: "pods", labelSelector,
+      namespace, path: `/api/v1/namespaces/${namespace}/pods`, resource: "pods", labelSelector, what: "runner pods",
       list: () => core.listNamespacedPod({ namespace, labelSelector }),
     }, calls, logger);
   }
@@ -71,11 +73,11 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
   private listedOnce!: () => void;
   /** Settles once the objects have been listed: until then the cache cannot say one is absent. */
   private readonly listed = new Promise<void>((resolve) => (this.listedOnce = resolve));
-  private readonly resource: string;
+  private readonly what: string;
 
   constructor(kc: k8s.KubeConfig, target: WatchTarget<T>, calls: ApiCalls, private readonly logger: Logger) {
     this.namespace = target.namespace;
-    this.resource = target.resource;
+    this.what = target.what ?? target.resource;
     const list = async () => {
       const objects = await calls.count("list", target.resource, target.list);
       this.listedOnce();
@@ -133,7 +135,7 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
     this.lastError = err;
     if (this.stopped) return;
     const delayMs = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** this.failures++);
-    this.logger.warn({ namespace: this.namespace, err: errorMessage(err), retryInMs: delayMs }, `the watch of ${this.resource} failed; starting it again`);
+    this.logger.warn({ namespace: this.namespace, err: errorMessage(err), retryInMs: delayMs }, `the watch of ${this.what} failed; starting it again`);
     this.restart = setTimeout(() => {
       this.informer.start().catch((e: unknown) => this.failed(e));
     }, delayMs);
