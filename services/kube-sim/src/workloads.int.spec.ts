@@ -47,4 +47,15 @@ it("reports a Deployment annotated unavailable as never available", async () => 
   expect(failed).toMatch(/timed out|exceeded/);
   const d = JSON.parse(await kubectl(["get", "deployment", name, "-o", "json"])) as { status: Record<string, unknown> };
   expect(d.status).toMatchObject({ availableReplicas: 0, conditions: [expect.objectContaining({ type: "Available", status: "False" })] });
+  // The annotation is the switch: set to "false" (the same generation), the Deployment becomes available.
+  await kubectl(["apply", "-f", "-"], deployment(name, 1, '"sim.ephemera.dev/unavailable": "false"'));
+  expect(await kubectl(["rollout", "status", `deployment/${name}`, "--timeout=10s"])).toContain("successfully rolled out");
+});
+
+it("reports an Argo Rollout Healthy", async () => {
+  const name = fresh("r");
+  await kubectl(["apply", "-f", "-"], deployment(name, 1).replace("apiVersion: apps/v1\nkind: Deployment", "apiVersion: argoproj.io/v1alpha1\nkind: Rollout"));
+  // The controller answers a change before the server reads the next request.
+  const ro = JSON.parse(await kubectl(["get", "rollout", name, "-o", "json"])) as { metadata: { generation: number }; status?: Record<string, unknown> };
+  expect(ro.status).toMatchObject({ observedGeneration: ro.metadata.generation, phase: "Healthy", availableReplicas: 1 });
 });

@@ -11,13 +11,14 @@ const KINDS = new Set(["apps/v1/deployments", "apps/v1/statefulsets", "argoproj.
 export function startWorkloadController(store: Store): () => void {
   return store.subscribe((c: Change) => {
     if (c.type === "DELETED" || !KINDS.has(c.resource)) return;
-    const obj = c.object as Obj & { spec?: { replicas?: number }; status?: { observedGeneration?: number } };
+    const obj = c.object as Obj & { spec?: { replicas?: number }; status?: { observedGeneration?: number; availableReplicas?: number } };
     const generation = Number(obj.metadata.generation ?? 1);
-    if (obj.status?.observedGeneration === generation) return;
+    const unavailable = obj.metadata.annotations?.[UNAVAILABLE] === "true";
+    const replicas = obj.spec?.replicas ?? 1;
+    // Answered already, unless the annotation changed since (it is the simulator's own switch).
+    if (obj.status?.observedGeneration === generation && obj.status.availableReplicas === (unavailable ? 0 : replicas)) return;
     const [group, version, plural] = c.resource.split("/");
     const type = findType(group!, version!, plural!)!;
-    const replicas = obj.spec?.replicas ?? 1;
-    const unavailable = obj.metadata.annotations?.[UNAVAILABLE] === "true";
     const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
     // After the change is recorded, as a controller would answer it.
     queueMicrotask(() => store.put(type, {
