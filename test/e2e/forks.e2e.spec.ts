@@ -265,4 +265,44 @@ ${forks}
     await ok(["sandbox", "delete", "lost", "--wait"]);
     expect(find(await inShop(), "Deployment", `missing-${key}`)).toBeUndefined();
   }, 120_000);
+
+  it("shows a fork not yet available as Progressing, the sandbox waiting for it; ready once an update's patch makes it available", async () => {
+    openDrop("slow");
+    // A strategic patch marks the fork for the simulator's workload controller as never available.
+    const held = (unavailable: boolean) => `
+  - forkOf: {kind: Deployment, namespace: shop, name: cart}
+    customizations:
+      patch:
+        type: strategic
+        value: |
+          metadata: {annotations: {sim.ephemera.dev/unavailable: "${unavailable}"}}
+          spec: {template: {spec: {containers: [{name: cart, env: [{name: PATCHED, value: "yes"}]}]}}}
+`;
+    await ok(["sandbox", "apply", "-f", sandboxFile("slow", held(true))]);
+    const waiting = await waitFor(async () => {
+      const v = await view("slow");
+      return v["workloads"]?.[0]?.status === "Progressing" ? v : false;
+    }, { timeoutMs: 30_000, intervalMs: 200, what: "the fork Progressing" });
+    expect(waiting["status"]).toMatchObject({ ready: false, reason: "Creating", message: "waiting for the forks to be available on cluster local" });
+    const key = waiting["routingKey"] as string;
+    const deploy = find(await inShop(), "Deployment", `cart-${key}`)!;
+    expect(deploy["spec"].template.spec.containers[0].env).toContainEqual({ name: "PATCHED", value: "yes" });
+    expect((await get({ routingKey: key })).routingRules).toEqual([]); // not ready: no rule yet
+
+    await ok(["sandbox", "apply", "-f", sandboxFile("slow", held(false)), "--wait"]);
+    expect((await view("slow"))["workloads"][0]).toMatchObject({ status: "Available" });
+    expect((await get({ routingKey: key })).routingRules).toHaveLength(1);
+    await ok(["sandbox", "delete", "slow", "--wait"]);
+  }, 120_000);
+
+  it("a forced delete deletes the sandbox at once, and the runner still removes its forks", async () => {
+    await ok(["sandbox", "apply", "-f", sandboxFile("forced", cartFork), "--wait"]);
+    const key = (await view("forced"))["routingKey"] as string;
+    expect(find(await inShop(), "Deployment", `cart-${key}`)).toBeDefined();
+    await ok(["sandbox", "delete", "forced", "--force"]);
+    await waitFor(async () => {
+      const items = await inShop();
+      return !find(items, "Deployment", `cart-${key}`) && !find(items, "Service", `cart-${key}`);
+    }, { timeoutMs: 15_000, intervalMs: 200, what: "the force-deleted sandbox's fork and Service removed" });
+  }, 120_000);
 });

@@ -42,6 +42,11 @@ export function progress(seen: Seen, view: pb.SandboxView, first = seen.size ===
     // Step lines come first: "seed succeeded" reads better before "ready".
     report(r.name, r.status, `${r.name}: ${words(r.status)}`, first || r.status === "Pending");
   }
+  // Forks after the resources they wait for: "fork deployment/orders: progressing (applied …)".
+  for (const w of view.workloads) {
+    if (w.kind !== "fork") continue;
+    report(`fork:${w.name}`, w.status, `fork ${w.name}: ${words(w.status)}${w.message && w.status !== "Available" ? ` (${w.message})` : ""}`, first || w.status === "Pending");
+  }
   return { lines, seen: next };
 }
 
@@ -57,6 +62,8 @@ export function stillWaitingFor(view: pb.SandboxView | undefined, goal: "ready" 
       return `${r.name} (${[words(r.status || "Pending"), ...detail].join(", ")})`;
     });
   if (pending.length) return pending.join("; ");
+  const forks = view.workloads.filter((w) => w.kind === "fork" && !(goal === "ready" ? ["Available", "Skipped"] : []).includes(w.status));
+  if (goal === "ready" && forks.length) return forks.map((w) => `fork ${w.name} (${words(w.status)}: ${w.message})`).join("; ");
   const reason = view.status?.reason;
   return goal === "ready" ? `sandbox status ${reason || "unknown"}` : `sandbox removal (status ${reason || "unknown"})`;
 }

@@ -31,6 +31,31 @@ describe("progress", () => {
     ]);
   });
 
+  it("reports each fork's change once, after the resources, with why it is not available yet", () => {
+    const withFork = (status: string, message: string) => pb.SandboxView.fromPartial({
+      name: "sb", resources: [{ name: "db", status: "Ready" }], workloads: [{ kind: "fork", name: "deployment/orders", status, message }, { kind: "local", name: "api", status: "Local" }],
+    });
+    let seen: Seen = new Map();
+    const lines: string[] = [];
+    for (const v of [
+      withFork("Pending", "created once every resource is ready"),
+      withFork("Applying", "asked of cluster c1's runner"),
+      withFork("Progressing", "applied to cluster c1; waiting for it to be available"),
+      withFork("Progressing", "applied to cluster c1; waiting for it to be available"),
+      withFork("Available", "fork of Deployment shop/orders"),
+    ]) {
+      const next = progress(seen, v, seen.size === 0);
+      seen = next.seen;
+      lines.push(...next.lines);
+    }
+    expect(lines).toEqual([
+      "fork deployment/orders: applying (asked of cluster c1's runner)",
+      "fork deployment/orders: progressing (applied to cluster c1; waiting for it to be available)",
+      "fork deployment/orders: available",
+    ]);
+    expect(stillWaitingFor(withFork("Progressing", "applied"), "ready")).toBe("fork deployment/orders (progressing: applied)");
+  });
+
   it("of a first view, reports only what is running", () => {
     const { lines } = progress(new Map(), view([
       { name: "db", status: "Deprovisioning", steps: [step("provision", "Succeeded"), step("deprovision", "Running", { phase: "delete" })] },
