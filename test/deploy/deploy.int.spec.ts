@@ -33,11 +33,16 @@ describe("deploy/ rendered", () => {
     for (const s of ["sandbox", "scheduler", "runner", "iocontext", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
     expect(names).toContain("StatefulSet/ephemera-system/nats");
     expect(names).toContain("Role/ephemera-runs/ephemera-runner");
+    // Forks: the ClusterRole is granted per namespace by a RoleBinding, never cluster-wide.
+    expect(names).toContain("ClusterRole//ephemera-forks");
+    expect(names).toContain("RoleBinding/default/ephemera-forks");
+    expect(objs.filter((o) => o["kind"] === "ClusterRoleBinding")).toEqual([]);
     expect(names).toContain("NetworkPolicy/ephemera-system/iocontext-ingress");
     const api = objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "sandbox")!;
     expect(api["spec"].ports.map((p: Obj) => p.port)).toEqual([7400, 7777, 7778]); // the API and the Routes API
-    const binding = objs.find((o) => o["kind"] === "RoleBinding")!;
-    expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "runner", namespace: "ephemera-system" }]);
+    for (const binding of objs.filter((o) => o["kind"] === "RoleBinding")) {
+      expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "runner", namespace: "ephemera-system" }]);
+    }
     for (const d of objs.filter((o) => o["kind"] === "Deployment" && o["metadata"].name !== "redis")) {
       const c = d["spec"].template.spec.containers[0];
       expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
