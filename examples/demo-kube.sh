@@ -2,7 +2,9 @@
 # hello-db with the Kubernetes driver, on the simulated cluster: kube-sim (its kubelet runs
 # each pod's containers as local processes), then the stack with
 # EPHEMERA_RUNNER_DRIVER=kubernetes pointed at it. kubectl watches the runner pods come
-# and go while the sandbox is created; the simulator's call counts show the cost.
+# and go while the sandbox is created; the simulator's call counts show the cost. Then a
+# sandbox forks a baseline Deployment: kubectl shows the fork, its Service and the outputs
+# Secret, and the Routes API the rule for its routing key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-servers.sh
@@ -11,6 +13,8 @@ export EPHEMERA_PREFIX="${EPHEMERA_PREFIX:-demokube}"
 export EPHEMERA_API_LISTEN="${EPHEMERA_API_LISTEN:-127.0.0.1:7420}"
 export EPHEMERA_IOCONTEXT_LISTEN="${EPHEMERA_IOCONTEXT_LISTEN:-127.0.0.1:7421}"
 export EPHEMERA_API="$EPHEMERA_API_LISTEN"
+export EPHEMERA_ROUTES_LISTEN="${EPHEMERA_ROUTES_LISTEN:-127.0.0.1:7427}"
+export EPHEMERA_ROUTES_HTTP_LISTEN="${EPHEMERA_ROUTES_HTTP_LISTEN:-127.0.0.1:7428}"
 export EPHEMERA_KUBE_SIM_LISTEN="${EPHEMERA_KUBE_SIM_LISTEN:-127.0.0.1:7443}"
 export EPHEMERA_KUBE_SIM_KUBECONFIG="${EPHEMERA_KUBE_SIM_KUBECONFIG:-.ephemera/kube-sim.kubeconfig}"
 export KUBECONFIG="$EPHEMERA_KUBE_SIM_KUBECONFIG"
@@ -56,6 +60,16 @@ k get pods -n ephemera
 eph sandbox get feature-x --show-outputs
 eph logs --sandbox feature-x --resource db --step verify
 eph sandbox delete feature-x --wait
+
+echo "--- forks: a sandbox forking the baseline orders Deployment" >&2
+k apply -f examples/hello-db/baseline.yaml
+eph sandbox apply -f examples/hello-db/sandbox-fork.yaml --wait
+k get deploy,svc,secret -n shop -l ephemera.dev/sandbox=feature-y
+eph sandbox get feature-y
+echo "\$ curl http://$EPHEMERA_ROUTES_HTTP_LISTEN/api/v1/workloads/routing-rules?baselineName=orders" >&2
+curl -s "http://$EPHEMERA_ROUTES_HTTP_LISTEN/api/v1/workloads/routing-rules?baselineName=orders"; echo
+eph sandbox delete feature-y --wait
+k get deploy,svc,secret -n shop
 eph plugin delete hello-db@1.0.0
 echo "--- the simulated cluster's API calls (GET /sim/stats):" >&2
 curl -s "http://$EPHEMERA_KUBE_SIM_LISTEN/sim/stats"; echo
