@@ -348,7 +348,9 @@ export class KubeDriver implements StepDriver {
       for (const pod of w.pods()) {
         const name = pod.metadata?.name ?? "";
         const runId = pod.metadata?.annotations?.[RUN_ID_ANNOTATION];
-        if (!runId || pod.metadata?.deletionTimestamp || this.followed.has(key(w.namespace, name))) continue;
+        const k = key(w.namespace, name);
+        // A pod this runner follows, or is deleting already (its delete being retried), is not a leftover.
+        if (!runId || pod.metadata?.deletionTimestamp || this.followed.has(k) || this.deleting.has(k)) continue;
         try {
           if (await this.o.isFinished(runId)) {
             this.o.logger.info({ runId, pod: name, namespace: w.namespace }, "deleting the pod of a run already recorded");
