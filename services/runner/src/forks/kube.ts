@@ -51,6 +51,8 @@ class Refused extends Error {
 export class KubeForkCluster implements ForkCluster {
   private readonly api: k8s.KubernetesObjectApi;
   private readonly watches = new Map<string, Promise<ObjectWatch<Obj>>>();
+  /** The generation each workload was last written at: a watch's cache older than that is not its state yet. */
+  private readonly written = new Map<string, number>();
 
   constructor(private readonly o: KubeForkClusterOptions) {
     this.api = k8s.KubernetesObjectApi.makeApiClient(o.kubeconfig);
@@ -102,8 +104,10 @@ export class KubeForkCluster implements ForkCluster {
     // The Secret first: the forks' env refers to it.
     const secrets = values.size ? [...namespaces].map((ns) => buildOutputsSecret(sandbox, ns, values) as unknown as Obj) : [];
     for (const obj of [...secrets, ...objects]) await this.upsert(obj);
-    await this.sweep(d.routingKey, [...secrets, ...objects], new Set([...namespaces, ...previous.map((p) => p.workload?.namespace ?? "")].filter(Boolean)),
-      new Set([...wanted.map((f) => baselineOf(f.forkOf).kind), ...previous.map((p) => p.workload?.kind ?? "")]));
+    // Everywhere any generation may have written something (a failed or interrupted apply included).
+    const touched = [...d.touched, ...previous.map((p) => `${p.workload?.kind}/${p.workload?.namespace}`)].map((t) => t.split("/") as [string, string]);
+    await this.sweep(d.routingKey, [...secrets, ...objects], new Set([...namespaces, ...touched.map(([, ns]) => ns)].filter(Boolean)),
+      new Set([...wanted.map((f) => baselineOf(f.forkOf).kind), ...touched.map(([kind]) => kind)]));
     return placements;
   }
 
@@ -134,8 +138,10 @@ export class KubeForkCluster implements ForkCluster {
   /** Creates the object, or replaces it as it stands (its resourceVersion, and a Service's cluster IP, kept). */
   private async upsert(obj: Obj): Promise<void> {
     const { plural } = kindOf(obj.kind!);
+    const key = `${obj.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+    const wrote = (stored: Obj) => { if (WORKLOAD_KINDS[obj.kind!]) this.written.set(key, Number(stored.metadata?.generation ?? 0)); };
     try {
-      await this.o.calls.count("create", plural, () => this.api.create(obj));
+      wrote(await this.o.calls.count("create", plural, () => this.api.create(obj)));
       return;
     } catch (err) {
       if (statusOf(err) !== 409) throw err;
@@ -146,7 +152,7 @@ export class KubeForkCluster implements ForkCluster {
       const ip = current.spec?.["clusterIP"];
       next.spec = { ...next.spec, ...(ip ? { clusterIP: ip, clusterIPs: current.spec?.["clusterIPs"] ?? [ip] } : {}) };
     }
-    await this.o.calls.count("update", plural, () => this.api.replace(next));
+    wrote(await this.o.calls.count("update", plural, () => this.api.replace(next)));
   }
 
   /** Deletes what carries the routing key's label in these namespaces and is not kept. */
@@ -179,7 +185,12 @@ export class KubeForkCluster implements ForkCluster {
     const stop = () => { over = true; for (const u of unsubscribe) u(); };
     const check = () => {
       if (over) return;
-      const states = watched.map(({ p, watch }) => ({ p, state: availability(watch.get(p.workload!.name)) }));
+      const states = watched.map(({ p, watch }) => {
+        const obj = watch.get(p.workload!.name);
+        const min = this.written.get(`${p.workload!.kind}/${p.workload!.namespace}/${p.workload!.name}`) ?? 0;
+        // The watch has not caught up with what was written: not its state yet.
+        return { p, state: obj && Number(obj.metadata?.generation ?? 0) < min ? { available: false } : availability(obj) };
+      });
       const stuck = states.find((s) => s.state.failed);
       if (stuck) {
         stop();
@@ -230,11 +241,14 @@ export function availability(obj: Obj | undefined): { available: boolean; failed
     observedGeneration?: number | string; replicas?: number; updatedReplicas?: number; availableReplicas?: number; readyReplicas?: number; phase?: string;
     conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
   };
+  // What the controller says of an older generation is not this one's state.
+  if (Number(status.observedGeneration ?? 0) < Number(obj.metadata?.generation ?? 0)) return { available: false };
+  const name = `${obj.kind} ${obj.metadata?.namespace}/${obj.metadata?.name}`;
   const progressing = status.conditions?.find((c) => c.type === "Progressing");
   if (progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded") {
-    return { available: false, failed: `${obj.kind} ${obj.metadata?.namespace}/${obj.metadata?.name} did not become available: ${progressing.message ?? progressing.reason}` };
+    return { available: false, failed: `${name} did not become available: ${progressing.message ?? progressing.reason}` };
   }
-  if (Number(status.observedGeneration ?? 0) < Number(obj.metadata?.generation ?? 0)) return { available: false };
+  if (obj.kind === "Rollout" && status.phase === "Degraded") return { available: false, failed: `${name} is Degraded` };
   if (obj.kind === "Rollout" && status.phase) return { available: status.phase === "Healthy" };
   const replicas = Number((obj.spec?.["replicas"] as number | undefined) ?? 1);
   return { available: (status.updatedReplicas ?? 0) >= replicas && (status.availableReplicas ?? status.readyReplicas ?? 0) >= replicas };

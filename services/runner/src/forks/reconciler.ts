@@ -80,37 +80,51 @@ export class ForkReconciler {
     await this.deps.cluster.stop();
   }
 
-  /** Brings one sandbox's forks to the generation it asked for last (once at a time per sandbox). */
+  /**
+   * Brings one sandbox's forks to the generation it asked for last, and removes what an
+   * earlier sandbox of the same name left (once at a time per name).
+   */
   private reconcile(name: string): Promise<void> {
     return this.locks.run([name], async () => {
       const d = this.desires.get(name)?.state;
-      if (!d || d.cluster !== this.deps.clusterName) return;
-      const record = this.records.getOrEmpty(d.routingKey).state;
-      if (!behind(d, record)) return;
-      const { generation, forks } = target(d);
-      if (record.applied?.generation === generation) {
-        // Applied before a restart, never seen available: wait again.
-        await this.awaitAvailable(d, generation, record.applied.forks);
-        return;
-      }
-      const log = this.deps.logger.child({ sandbox: d.sandbox, generation, forks: forks.length });
-      const result = await this.deps.cluster.apply(d, forks, record.applied?.forks ?? []);
-      if (result.kind !== "applied") {
-        await this.record(d, generation, result.kind === "skipped" ? result : { kind: "failed", failure: result.failure });
-        if (result.kind === "failed") log.warn({ reason: result.failure.reason, fork: result.failure.fork }, "forks could not be applied");
-        return;
-      }
-      await this.record(d, generation, { kind: "applied", forks: result.forks });
-      log.info({ placed: result.forks.map((p) => p.workload?.name) }, forks.length ? "forks applied; waiting for them to be available" : "forks removed");
-      await this.awaitAvailable(d, generation, result.forks);
+      if (!d) return;
+      for (const one of [...d.earlier, d]) await this.reconcileOne(one);
     });
+  }
+
+  private async reconcileOne(d: ForkDesire): Promise<void> {
+    if (d.cluster !== this.deps.clusterName) return;
+    const record = this.records.getOrEmpty(d.routingKey).state;
+    if (!behind(d, record)) return;
+    const { generation, forks } = target(d);
+    if (record.applied?.generation === generation) {
+      // Applied before a restart, never seen available: wait again.
+      await this.awaitAvailable(d, generation, record.applied.forks);
+      return;
+    }
+    const log = this.deps.logger.child({ sandbox: d.sandbox, routingKey: d.routingKey, generation, forks: forks.length });
+    const result = await this.deps.cluster.apply(d, forks, record.applied?.forks ?? []);
+    if (result.kind !== "applied") {
+      await this.record(d, generation, result.kind === "skipped" ? result : { kind: "failed", failure: result.failure });
+      if (result.kind === "failed") log.warn({ reason: result.failure.reason, fork: result.failure.fork }, "forks could not be applied");
+      return;
+    }
+    await this.record(d, generation, { kind: "applied", forks: result.forks });
+    log.info({ placed: result.forks.map((p) => p.workload?.name) }, forks.length ? "forks applied; waiting for them to be available" : "forks removed");
+    await this.awaitAvailable(d, generation, result.forks);
   }
 
   private async awaitAvailable(d: ForkDesire, generation: number, placements: pb.ForkPlacement[]): Promise<void> {
     this.waiting.get(d.routingKey)?.cancel();
     let done = false;
-    const superseded = () => this.stopped || this.records.getOrEmpty(d.routingKey).state.reported >= generation
-      || (this.desires.get(d.sandbox)?.state && target(this.desires.get(d.sandbox)!.state!).generation !== generation);
+    const current = () => {
+      const now = this.desires.get(d.sandbox)?.state;
+      return now?.routingKey === d.routingKey ? now : now?.earlier.find((e) => e.routingKey === d.routingKey);
+    };
+    const superseded = () => {
+      const now = current();
+      return this.stopped || this.records.getOrEmpty(d.routingKey).state.reported >= generation || !now || target(now).generation !== generation;
+    };
     const record = (failure?: pb.ForkFailure): void => {
       if (superseded()) return;
       this.record(d, generation, failure ? { kind: "failed", failure } : { kind: "available" }).then(

@@ -3,6 +3,7 @@
 // forks aggregate, which the runner owns), with the decision that records a report once.
 import type * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
+import { baselineOf } from "@ephemera/kit";
 
 /** What a sandbox asks of its cluster's forks. */
 export interface ForkDesire {
@@ -16,6 +17,13 @@ export interface ForkDesire {
   resources: string[];
   /** Force-deleted: nothing of it may stay on the cluster, though it asked nothing more. */
   gone: boolean;
+  /**
+   * Every namespace and kind any generation asked a fork in (`Deployment/shop`): where
+   * something of the sandbox may be, even what a failed or interrupted apply wrote.
+   */
+  touched: string[];
+  /** Earlier sandboxes of the same name that had forks (a force-deleted one may still have some on the cluster). */
+  earlier: ForkDesire[];
 }
 
 export const noDesire = (): ForkDesire | undefined => undefined;
@@ -23,9 +31,15 @@ export const noDesire = (): ForkDesire | undefined => undefined;
 export function foldDesire(state: ForkDesire | undefined, event: DomainEvent): ForkDesire | undefined {
   switch (event.type) {
     case "ephemera.sandbox.created.v1":
-      return { sandbox: event.data.name, routingKey: event.data.routingKey, cluster: event.data.spec?.cluster ?? "", generation: 0, forks: [], resources: [], gone: false };
-    case "ephemera.sandbox.forks_requested.v1":
-      return state && { ...state, generation: event.data.generation, forks: event.data.forks, resources: event.data.resources };
+      return {
+        sandbox: event.data.name, routingKey: event.data.routingKey, cluster: event.data.spec?.cluster ?? "", generation: 0, forks: [], resources: [], gone: false, touched: [],
+        earlier: state ? [...state.earlier, ...(state.generation > 0 ? [{ ...state, earlier: [] }] : [])] : [],
+      };
+    case "ephemera.sandbox.forks_requested.v1": {
+      if (!state) return state;
+      const touched = new Set([...state.touched, ...event.data.forks.map((f) => { const b = baselineOf(f.forkOf); return `${b.kind}/${b.namespace}`; })]);
+      return { ...state, generation: event.data.generation, forks: event.data.forks, resources: event.data.resources, touched: [...touched].sort() };
+    }
     case "ephemera.sandbox.deleted.v1":
       return state && { ...state, gone: event.data.forced };
     default:

@@ -20,6 +20,20 @@ describe("fork reconciler state", () => {
     expect(target(desire(created, requested(1, [fork]), ev("ephemera.sandbox.deleted.v1", { forced: false })))).toEqual({ generation: 1, forks: [fork] });
   });
 
+  it("keeps an earlier sandbox of the same name that had forks, so what a forced delete left is still removed", () => {
+    const again = ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk2", spec: { cluster: "c1" } });
+    const d = desire(created, requested(1, [fork]), ev("ephemera.sandbox.deleted.v1", { forced: true }), again);
+    expect(d.routingKey).toBe("rk2");
+    expect(d.earlier.map((e) => [e.routingKey, e.gone, target(e)])).toEqual([["rk1", true, { generation: 2, forks: [] }]]);
+    expect(behind(d.earlier[0]!, record())).toBe(true);
+    expect(desire(created, again).earlier).toEqual([]); // it never had forks: nothing to remove
+  });
+
+  it("remembers every namespace and kind any generation had a fork in, for the sweep", () => {
+    const cart = pb.Fork.fromPartial({ forkOf: { kind: "StatefulSet", namespace: "store", name: "cart" } });
+    expect(desire(created, requested(1, [fork]), requested(2, [cart]), requested(3, [])).touched).toEqual(["Deployment/shop", "StatefulSet/store"]);
+  });
+
   it("owes a report until one of the wanted generation is recorded; nothing to a sandbox that never asked", () => {
     const d = desire(created, requested(2, [fork]));
     expect(behind(d, record())).toBe(true);
@@ -55,7 +69,9 @@ describe("a fork's availability", () => {
     expect(availability(deployment(2, { observedGeneration: 2, updatedReplicas: 1, availableReplicas: 1 }))).toEqual({ available: true });
   });
 
-  it("fails when the controller gave up (a Deployment past its progress deadline), naming it", () => {
+  it("fails when the controller gave up on the current generation (a Deployment past its progress deadline), naming it; not for an older one", () => {
+    const deadline = { type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded", message: "timed out" };
+    expect(availability(deployment(2, { observedGeneration: 1, conditions: [deadline] }))).toEqual({ available: false });
     const stuck = availability(deployment(1, {
       observedGeneration: 1, conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded", message: "ReplicaSet has timed out progressing." }],
     }));
@@ -66,5 +82,6 @@ describe("a fork's availability", () => {
     const rollout = (phase: string) => ({ kind: "Rollout", metadata: { name: "r", namespace: "shop", generation: 1 }, spec: {}, status: { observedGeneration: "1", phase } });
     expect(availability(rollout("Healthy"))).toEqual({ available: true });
     expect(availability(rollout("Progressing"))).toEqual({ available: false });
+    expect(availability(rollout("Degraded"))).toEqual({ available: false, failed: "Rollout shop/r is Degraded" });
   });
 });
