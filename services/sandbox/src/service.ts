@@ -17,7 +17,7 @@ import { decidePlugin } from "./plugin/decide.js";
 import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandbox/decide.js";
 import { KeyedLock } from "@ephemera/kit";
 import { buildView } from "./sandbox/view.js";
-import { foldForkFacts, noForkFacts, placementsOf, type ForkFacts } from "./sandbox/forks.js";
+import { foldForkFacts, noForkFacts, type ForkFacts } from "./sandbox/forks.js";
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
 
 const DEFAULT_PAGE = 100;
@@ -274,9 +274,12 @@ export class SandboxCore {
     return buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state);
   }
 
-  /** Where the sandbox's forks are on its cluster (none until the generation it asked for is applied). */
+  /**
+   * Where the sandbox's forks are on its cluster: the last generation applied (while an
+   * update's generation is being applied, the one before still serves).
+   */
   forkPlacements(state: SandboxRecord): pb.ForkPlacement[] {
-    return placementsOf(this.forks.get(state.routingKey)?.state, state.forks.requested);
+    return this.forks.get(state.routingKey)?.state.applied?.forks ?? [];
   }
 
   /** Runs the failed resources' create workflows again; returns their names. */

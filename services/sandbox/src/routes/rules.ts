@@ -25,13 +25,14 @@ export interface RoutedFork {
 }
 
 /**
- * Pure: the forks of the sandboxes that route (active and ready) and that are on their
- * cluster. The ports are the fork's declared endpoints, else its Services' ports; each goes
+ * Pure: the forks of the sandboxes that route and that are on their cluster. A sandbox
+ * routes once it is ready, and goes on routing through an update (while its changed forks
+ * roll out, to the Services of the generation applied), until it is deleted. The ports are the fork's declared endpoints, else its Services' ports; each goes
  * to the fork Service with that port (the first one, if none has it).
  */
 export function* routedForks(sandboxes: Iterable<PlacedSandbox>): Iterable<RoutedFork> {
   for (const { sandbox, placements } of sandboxes) {
-    if (sandbox.status !== "active" || !sandbox.ready) continue;
+    if (sandbox.status !== "active" || !(sandbox.ready || sandbox.forks.available > 0)) continue;
     const placed = new Map(placements.map((p) => [p.fork, p]));
     for (const fork of sandbox.spec?.forks ?? []) {
       if (!fork.forkOf) continue;

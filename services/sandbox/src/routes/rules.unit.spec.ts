@@ -38,9 +38,11 @@ describe("routing rules from sandboxes", () => {
     }]);
   });
 
-  it("leaves out sandboxes that are not ready, being deleted or gone, and forks not on the cluster", () => {
+  it("leaves out sandboxes never ready yet, being deleted or gone, and forks not on the cluster; keeps one whose update rolls out", () => {
+    const rolling = { generation: 2, requested: 2, requestedCount: 1, available: 1, skipped: false };
+    expect(routingRules([sandbox("u", "rk9", { ready: false, forks: rolling })]).map((r) => r.routingKey)).toEqual(["rk9"]);
     expect(routingRules([
-      sandbox("a", "rk1", { ready: false }), sandbox("b", "rk2", { status: "deleting" }), sandbox("c", "rk3", { status: "deleted" }),
+      sandbox("a", "rk1", { ready: false, forks: { ...rolling, available: 0 } }), sandbox("b", "rk2", { status: "deleting" }), sandbox("c", "rk3", { status: "deleted" }),
       sandbox("d", "rk4", {}, undefined, false),
     ])).toEqual([]);
   });

@@ -426,6 +426,22 @@ describe("sandbox: forks", () => {
     given(skipped).when({ kind: "delete", name: "feature-x", force: false }).then(deleting("requested"), ...resources.map((r) => deprovisionRequested(r)));
   });
 
+  it("while an update's generation is asked for, a late answer for the one before counts for nothing", () => {
+    const changed = [fork("orders", "orders:v3")];
+    const updated = given(live).when(updateTo({ forks: changed }, withForks(changed))).history(T2);
+    given(updated).when(reported(1, "available")).thenNothing();
+    given(updated).when(reported(1, "failed", notFound)).thenNothing();
+    expect(record(given(updated).state).ready).toBe(false);
+  });
+
+  it("TTL expiry removes the forks first, as a delete does; a forced delete asks nothing of the cluster", () => {
+    const ttl = { duration: "1h", offsetFrom: "createdAt" };
+    const history = [...at(T0, ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: "rk1", spec: { ...withForks(orders), ttl }, endpoints, resources }),
+      ...resources.map(provisionRequested)), ...at(T1, provisioned("db"), provisioned("q"), forksRequested(1, orders), available(1), ev("ephemera.sandbox.ready.v1", {}))];
+    given(history).when({ kind: "expire", now: ms(T0) + HOUR }).then(deleting("ttl"), forksRequested(2, []));
+    given(live).when({ kind: "delete", name: "feature-x", force: true }).then(deleting("requested", true), deleted(true));
+  });
+
   it("forks that could not be removed are asked to be removed again by deleting again", () => {
     const del = given(live).when({ kind: "delete", name: "feature-x", force: false }).history(T2);
     const refused = pb.ForkFailure.fromPartial({ fork: "", reason: "Rejected", message: "the cluster refused: 403 forbidden" });

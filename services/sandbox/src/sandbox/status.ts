@@ -44,7 +44,8 @@ function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.Sandb
     return { ready: false, reason: "ResourceFailed", message: failed.map((r) => `resource ${r.name}: ${describeFailure(r.failure)}`).join("; ") };
   }
   if (s.forks.failure) {
-    return { ready: false, reason: s.forks.failure.reason, message: `fork of ${s.forks.failure.fork}: ${s.forks.failure.message} (fix it, then eph sandbox retry)` };
+    const { fork, message } = s.forks.failure;
+    return { ready: false, reason: s.forks.failure.reason, message: `${fork ? `fork of ${fork}: ` : "forks: "}${message} (fix it, then eph sandbox retry)` };
   }
   if (s.ready) return { ready: true, reason: "Ready", message: s.forks.requestedCount ? "all resources and forks are ready" : "all resources are ready" };
   const unclaimed = workflows.flatMap((w) => w.steps.filter((st) => st.unclaimed && st.status === "queued").map((st) => ({ w, st })));

@@ -84,7 +84,10 @@ function workloadsOf(s: SandboxRecord, facts: ForkFacts | undefined): pb.Workloa
     const view = (status: string, message: string) => ({ kind: "fork", name: forkName(f, i), status, message, ...where });
     const f0 = s.forks;
     if (s.status === "deleting") return view("Removing", f0.requestedCount === 0 && f0.available === f0.requested ? "removed" : `being removed from cluster ${s.cluster}`);
-    if (f0.failure) return view("Failed", f0.failure.fork === label ? `${f0.failure.reason}: ${f0.failure.message}` : `not applied: fork ${f0.failure.fork} failed`);
+    if (f0.failure) {
+      const mine = f0.failure.fork === label || !f0.failure.fork;
+      return view("Failed", mine ? `${f0.failure.reason}: ${f0.failure.message}` : `not applied: the fork of ${f0.failure.fork} failed`);
+    }
     if (f0.requested < f0.generation || f0.requested === 0) return view("Pending", "created once every resource is ready");
     if (outcome?.kind === "skipped") return view("Skipped", outcome.message ?? "");
     if (f0.available === f0.requested) return view("Available", `fork of ${label}`);
