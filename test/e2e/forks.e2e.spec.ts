@@ -65,7 +65,8 @@ spec:
     outputs: [{name: dsn, valueFromPath: /tmp/dsn}]
     script: |
       #!/bin/sh
-      printf '%s' '${DSN}' > /tmp/dsn
+      # The password is made here, so that the value is written nowhere but in the output.
+      printf 'postgres://app:%s@db.shop:5432/app' "$(echo aHVudGVyMi0wZjll | base64 -d)" > /tmp/dsn
   delete:
   - name: drop
     script: |
@@ -204,6 +205,17 @@ ${forks}
       openDrop("routed");
       expect((await deleting).code).toBe(0);
       expect((await get({})).routingRules).toEqual([]);
+      // In the record too: the forks' removal was reported before the resource's delete was asked for.
+      const events = await stack.events();
+      const mine = events.filter((e) => e.aggregate === "sandbox" && e.subject === "routed");
+      const removed = mine.findIndex((e) => e.type === "ephemera.sandbox.forks_available.v1" && (e.data as Json)["generation"] === 2);
+      const deprovision = mine.findIndex((e) => e.type === "ephemera.sandbox.resource_deprovision_requested.v1");
+      expect(removed).toBeGreaterThan(-1);
+      expect(removed).toBeLessThan(deprovision);
+      // The output's value is in the Secret only: in no event, no log line, no API answer.
+      expect(JSON.stringify(events)).not.toContain("hunter2");
+      expect(stack.output.join("\n")).not.toContain("hunter2");
+      expect(JSON.stringify([sb, all, services])).not.toContain("hunter2");
     } finally {
       watch.cancel();
     }
@@ -218,8 +230,17 @@ ${forks}
     const before = await inShop();
     const orders = find(before, "Deployment", `orders-${key}`)!;
 
+    // Routing goes on through the update: a watcher of this sandbox's rules sees no REMOVE while the new image rolls out.
+    const ops: pb.routes.WorkloadRoutingRuleOp[] = [];
+    const watch = client.watchWorkloadRoutingRules(pb.routes.WorkloadRoutingRulesRequest.fromPartial({ destinationSandbox: { name: "upd" } }));
+    watch.on("data", (op: pb.routes.WorkloadRoutingRuleOp) => ops.push(op));
+    watch.on("error", () => undefined);
+    await waitFor(() => ops.some((o) => o.op === pb.routes.WatchOp.SYNCED), { timeoutMs: 10_000, what: "SYNCED" });
+    const opNames = () => ops.map((o) => `${pb.routes.WatchOp[o.op]}${o.route ? ` ${o.route.baseline?.name}` : ""}`);
+
     // The image changes: the same Deployment (same uid), a new generation, ready again once it is available.
     const changed = await ok(["sandbox", "apply", "-f", sandboxFile("upd", ordersFork("orders:v3")), "--wait"]);
+    expect(opNames()).toEqual(["ADD orders", "SYNCED"]);
     expect(changed.stdout).toContain("sandbox upd ready");
     const after = await inShop();
     const updated = find(after, "Deployment", `orders-${key}`)!;
@@ -237,6 +258,9 @@ ${forks}
     expect([find(swapped, "Deployment", `orders-${key}`), find(swapped, "Service", `orders-${key}`), find(swapped, "Secret", `ephemera-${key}-outputs`)])
       .toEqual([undefined, undefined, undefined]);
     expect((await get({ routingKey: key })).routingRules.map((r) => r.baseline?.name)).toEqual(["cart"]);
+    await waitFor(() => opNames().length === 4, { timeoutMs: 5000, what: "the watcher to see orders' rule go and cart's come" });
+    expect(opNames().slice(2).sort()).toEqual(["ADD cart", "REMOVE orders"]);
+    watch.cancel();
     expect((await view("upd"))["workloads"]).toEqual([expect.objectContaining({ name: "deployment/cart", status: "Available", hosts: [`cart-${key}.shop.svc`] })]);
 
     await ok(["sandbox", "delete", "upd", "--wait"]);
@@ -304,5 +328,19 @@ ${forks}
       const items = await inShop();
       return !find(items, "Deployment", `cart-${key}`) && !find(items, "Service", `cart-${key}`);
     }, { timeoutMs: 15_000, intervalMs: 200, what: "the force-deleted sandbox's fork and Service removed" });
+  }, 120_000);
+
+  it("fails a sandbox whose fork's patch does not apply with PatchFailed, naming the fork, and writes no fork", async () => {
+    const r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("badpatch", `
+  - forkOf: {kind: Deployment, namespace: shop, name: orders}
+    customizations:
+      patch: {type: json, value: '[{"op": "replace", "path": "/spec/nothing/here", "value": 1}]'}
+`), "--wait"]);
+    expect(r.code).toBe(1);
+    const v = await view("badpatch");
+    expect(v["status"]).toMatchObject({ ready: false, reason: "PatchFailed", message: expect.stringContaining("fork of Deployment shop/orders: the JSON patch does not apply") });
+    expect(find(await inShop(), "Deployment", `orders-${v["routingKey"]}`)).toBeUndefined();
+    openDrop("badpatch");
+    await ok(["sandbox", "delete", "badpatch", "--wait"]);
   }, 120_000);
 });

@@ -201,4 +201,49 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     await ephOk(stack.eph, ["sandbox", "delete", "reattach", "--wait"]);
     rmSync(gate, { recursive: true, force: true });
   }, 150_000);
+
+  it("a runner killed while a fork is progressing waits for it again when restarted, without writing it again", async () => {
+    await kubectl(sim, ["apply", "-f", "-"], { stdin: `apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: "web:1"}]}
+` });
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file("quick-plugin.yaml", plugin("quick", "", "#!/bin/sh\necho ok\n"))]);
+    // The fork is held unavailable (the simulator's switch, set by the fork's own patch) until the test releases it.
+    await ephOk(stack.eph, ["sandbox", "apply", "-f", file("held-fork.yaml", `name: held-fork
+spec:
+  cluster: local
+  resources:
+  - {name: res, plugin: quick}
+  forks:
+  - forkOf: {kind: Deployment, namespace: shop, name: web}
+    customizations:
+      patch: {type: merge, value: '{"metadata": {"annotations": {"sim.ephemera.dev/unavailable": "true"}}}'}
+`)]);
+    const progressing = await waitFor(async () => {
+      const v = await view("held-fork");
+      return v["workloads"]?.[0]?.status === "Progressing" ? v : false;
+    }, { timeoutMs: 30_000, intervalMs: 200, what: "the fork applied and progressing" });
+    const fork = `web-${progressing["routingKey"]}`;
+    const before = await sim.stats();
+    await stack.services.kill("runner");
+    await stack.services.start("runner");
+    await waitFor(() => stack.services.log("runner").lines().some((l) => l.line.includes("runner taking work")), { timeoutMs: 30_000, what: "the new runner up" });
+    await kubectl(sim, ["annotate", "deployment", fork, "-n", "shop", "sim.ephemera.dev/unavailable=false", "--overwrite"]);
+    await waitFor(async () => (await view("held-fork"))["status"].ready === true, { timeoutMs: 30_000, intervalMs: 200, what: "the sandbox ready once the fork is available" });
+    // The new runner only watched: it wrote the fork neither again nor anew.
+    const after = await sim.stats();
+    for (const call of ["create deployments", "update deployments"]) expect((after.calls[call] ?? 0) - (before.calls[call] ?? 0)).toBe(0);
+    await ephOk(stack.eph, ["sandbox", "delete", "held-fork", "--wait"]);
+    const left = JSON.parse((await kubectl(sim, ["get", "deployments", "-n", "shop", "-o", "json"])).stdout)["items"].map((d: Json) => d["metadata"].name);
+    expect(left).toEqual(["web"]);
+  }, 150_000);
 });
