@@ -5,7 +5,7 @@
 // outputs through a Secret, never inlined), the sandbox's name and routing key in every
 // container, then the fork's patch (strategic, merge or JSON patch). Also the Secret of
 // resource outputs, and a fork Service for each baseline Service. Nothing here talks to a
-// cluster yet: the fork reconciler that will is not built.
+// cluster: the fork reconciler (reconciler.ts, kube.ts) writes what these build.
 // The package is CommonJS: Node gives its exports as the default import.
 import jsonpatch, { type Operation } from "fast-json-patch";
 import { parse } from "yaml";

@@ -40,6 +40,9 @@ export interface ForkReconcilerDeps {
 
 /** Retrying an available report that could not be recorded (the store is down). */
 const REPORT_RETRY_MS = 1000;
+/** Retrying a catch-up at start that failed: 1 s doubling to 30 s. */
+const CATCH_UP_BASE_MS = 1000;
+const CATCH_UP_MAX_MS = 30_000;
 
 export class ForkReconciler {
   readonly desires = new Projection<ForkDesire | undefined>(Aggregates.sandbox, noDesire, folding(foldDesire));
@@ -57,9 +60,7 @@ export class ForkReconciler {
 
   async start(): Promise<void> {
     await this.feed.start();
-    for (const [name] of this.desires.entries()) {
-      await this.reconcile(name).catch((err: unknown) => this.deps.logger.warn({ sandbox: name, err: errorMessage(err) }, "forks not reconciled; will try again on the next change"));
-    }
+    for (const [name] of this.desires.entries()) await this.catchUp(name, 0);
     const durable = `forks-${this.deps.clusterName.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     this.subscription = this.deps.store.subscribe(
       // A cluster that cannot be reached is waited for: the same commit is tried again, with backoff, for as long as it takes.
@@ -69,6 +70,18 @@ export class ForkReconciler {
         if (c.aggregate === Aggregates.sandbox) await this.reconcile(c.aggregateId);
       },
     );
+  }
+
+  /** Reconciles a sandbox found owed at start; what fails (the cluster unreachable) is tried again with backoff. */
+  private async catchUp(name: string, failures: number): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.reconcile(name);
+    } catch (err) {
+      const delayMs = Math.min(CATCH_UP_MAX_MS, CATCH_UP_BASE_MS * 2 ** failures);
+      this.deps.logger.warn({ sandbox: name, err: errorMessage(err), retryInMs: delayMs }, "forks not reconciled; trying again");
+      setTimeout(() => void this.catchUp(name, failures + 1), delayMs).unref();
+    }
   }
 
   async stop(): Promise<void> {
