@@ -343,4 +343,43 @@ ${forks}
     openDrop("badpatch");
     await ok(["sandbox", "delete", "badpatch", "--wait"]);
   }, 120_000);
+
+  const labelled = async (key: string) => (await inShop()).filter((o) => o["metadata"].labels?.["ephemera.dev/routing-key"] === key).map((o) => `${o["kind"]}/${o["metadata"].name}`);
+
+  it("names a refusal of the cluster Rejected; what it had written before the refusal is removed with the sandbox", async () => {
+    openDrop("denied");
+    // The fork's Service is refused (403), after its Deployment was written.
+    await sim.faults({ apiErrors: { next: 1, codes: [403], verbs: ["create"], resources: ["services"] } });
+    let r: Awaited<ReturnType<typeof stack.eph>>;
+    try {
+      r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("denied", ordersFork("orders:v2")), "--wait"]);
+    } finally {
+      await sim.faults(null);
+    }
+    expect(r.code).toBe(1);
+    const v = await view("denied");
+    expect(v["status"]).toMatchObject({ ready: false, reason: "Rejected", message: expect.stringContaining("the cluster refused: 403") });
+    const key = v["routingKey"] as string;
+    expect(await labelled(key)).toEqual(expect.arrayContaining([`Deployment/orders-${key}`]));
+    await ok(["sandbox", "delete", "denied", "--wait"]);
+    expect(await labelled(key)).toEqual([]);
+  }, 120_000);
+
+  it("fails a fork whose rollout passed its progress deadline with ForkUnavailable; re-applied without the cause, it comes up", async () => {
+    openDrop("stuck");
+    const stuck = (on: boolean) => `
+  - forkOf: {kind: Deployment, namespace: shop, name: cart}
+    customizations:
+      patch: {type: merge, value: '{"metadata": {"annotations": {"sim.ephemera.dev/progress-deadline-exceeded": "${on}"}}}'}
+`;
+    const r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("stuck", stuck(true)), "--wait"]);
+    expect(r.code).toBe(1);
+    const v = await view("stuck");
+    expect(v["status"]).toMatchObject({ ready: false, reason: "ForkUnavailable", message: expect.stringContaining("has timed out progressing") });
+    expect(v["workloads"][0]).toMatchObject({ status: "Failed" });
+    await ok(["sandbox", "apply", "-f", sandboxFile("stuck", stuck(false)), "--wait"]);
+    expect((await view("stuck"))["workloads"][0]).toMatchObject({ status: "Available" });
+    await ok(["sandbox", "delete", "stuck", "--wait"]);
+    expect(await labelled(v["routingKey"])).toEqual([]);
+  }, 120_000);
 });

@@ -53,6 +53,7 @@ export function errorForCode(code: number): ApiError {
     case 503: return new ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request");
     case 504: return new ApiError(504, "Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request");
     case 404: return new ApiError(404, "NotFound", "the server could not find the requested resource");
+    case 403: return new ApiError(403, "Forbidden", "forbidden: the caller may not do this (injected by kube-sim)");
     case 410: return new ApiError(410, "Expired", "too old resource version");
     default: return new ApiError(code, "InternalError", "an error on the server (\"injected by kube-sim\") has prevented the request from succeeding");
   }

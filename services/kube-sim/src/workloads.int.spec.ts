@@ -46,10 +46,19 @@ it("reports a Deployment annotated unavailable as never available", async () => 
   const failed = await run("kubectl", ["--kubeconfig", h.sim.kubeconfigPath, "-n", h.ns, "rollout", "status", `deployment/${name}`, "--timeout=2s"]).then(() => "rolled out", (e: { stderr: string }) => e.stderr);
   expect(failed).toMatch(/timed out|exceeded/);
   const d = JSON.parse(await kubectl(["get", "deployment", name, "-o", "json"])) as { status: Record<string, unknown> };
-  expect(d.status).toMatchObject({ availableReplicas: 0, conditions: [expect.objectContaining({ type: "Available", status: "False" })] });
+  expect(d.status).toMatchObject({ availableReplicas: 0, conditions: expect.arrayContaining([expect.objectContaining({ type: "Available", status: "False" })]) });
   // The annotation is the switch: set to "false" (the same generation), the Deployment becomes available.
   await kubectl(["apply", "-f", "-"], deployment(name, 1, '"sim.ephemera.dev/unavailable": "false"'));
   expect(await kubectl(["rollout", "status", `deployment/${name}`, "--timeout=10s"])).toContain("successfully rolled out");
+});
+
+it("reports a Deployment annotated progress-deadline-exceeded as given up on, as the controller would after its deadline", async () => {
+  const name = fresh("p");
+  await kubectl(["apply", "-f", "-"], deployment(name, 1, '"sim.ephemera.dev/progress-deadline-exceeded": "true"'));
+  const d = JSON.parse(await kubectl(["get", "deployment", name, "-o", "json"])) as { status: Record<string, unknown> };
+  expect(d.status).toMatchObject({
+    availableReplicas: 0, conditions: expect.arrayContaining([expect.objectContaining({ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" })]),
+  });
 });
 
 it("reports an Argo Rollout Healthy", async () => {

@@ -396,6 +396,15 @@ describe("sandbox: forks", () => {
       .then(ev("ephemera.sandbox.retry_requested.v1", { resources: [] }), forksRequested(2, orders));
   });
 
+  it("an update changing the forks of a sandbox whose forks failed asks for them again (the change may be the fix)", () => {
+    const failed = given(asked).when(reported(1, "failed", notFound)).history(T2);
+    const fixed = [fork("orders-v2")];
+    const update = given(failed).when(updateTo({ forks: fixed }, withForks(fixed)));
+    expect(types(update.events)).toEqual(["updated", "forks_requested"]);
+    expect(update.events[1]).toEqual(forksRequested(2, fixed));
+    expect(record(update.state(T2)).forks.failure).toBeUndefined();
+  });
+
   it("an update changing a fork asks for a new generation at once and is not ready until it is available", () => {
     const changed = [fork("orders", "orders:v3")];
     const update = given(live).when(updateTo({ forks: changed }, withForks(changed)));

@@ -120,7 +120,8 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
         ready: state.ready && event.data.added.length === 0 && !forksChanged,
         updatedAt: time,
         specUpdatedAt: time,
-        forks: forksChanged ? { ...state.forks, generation: state.forks.generation + 1 } : state.forks,
+        // Changed forks are the next generation; a failure of the last one no longer stands (the change may be its fix).
+        forks: forksChanged ? (({ failure: _f, ...f }) => ({ ...f, generation: Math.max(f.generation, f.requested) + 1 }))(state.forks) : state.forks,
       };
     }
     case "ephemera.sandbox.forks_requested.v1": {
