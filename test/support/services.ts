@@ -81,14 +81,17 @@ export class Services {
     const current = this.procs.get(service);
     if (current?.running) throw new Error(`${service} is already running (pid ${current.pid})`);
     const p = this.spawn(service);
-    let port: number | undefined = fixedPort(this.options.env, service);
+    const fixed = fixedPort(this.options.env, service);
     p.log.push(`[harness] started ${service} (pid ${p.pid})`);
     this.starting.add(service);
     try {
       await waitFor(async () => {
         if (p.exit) throw new Error(`${service} exited during start-up: ${describeExit(p.exit)}`);
-        port ??= listeningPort(p.log, p.pid);
-        return port !== undefined && (await servingHealth(`127.0.0.1:${port}`));
+        // The service's own word that it listens there first: a fixed port may answer for another process.
+        const port = listeningPort(p.log, p.pid);
+        if (port === undefined) return false;
+        if (fixed !== undefined && port !== fixed) throw new Error(`${service} listens on ${port}, not on ${fixed} as told`);
+        return servingHealth(`127.0.0.1:${port}`);
       }, { timeoutMs: this.options.readyTimeoutMs ?? 30_000, intervalMs: 100, what: `${service} (pid ${p.pid}) to report SERVING` });
     } catch (err) {
       if (p.running) await p.stop("SIGKILL"); // hung in start-up: not left half-started

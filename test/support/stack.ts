@@ -11,15 +11,23 @@ import { NATS_URL, REDIS_URL, removePrefix, uniquePrefix } from "./servers.js";
 
 const ROOT = join(__dirname, "..", "..");
 
+/**
+ * A free port for a service a test starts, picked below the kernel's ephemeral range
+ * (32768–60999 here): a port the kernel hands out for `:0` (another service's listener, a
+ * client's connection) is then never one a test chose and is about to listen on, which
+ * made a test reach another test's server on its API address.
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
+  for (let tries = 0; ; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once("error", () => resolve(false));
+      s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
     });
-    s.on("error", reject);
-  });
+    if (free) return port;
+    if (tries > 50) throw new Error("no free port between 20000 and 32000 after 50 tries");
+  }
 }
 
 export interface EphResult { code: number; stdout: string; stderr: string }
