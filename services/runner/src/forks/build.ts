@@ -160,7 +160,11 @@ export function buildOutputsSecret(sandbox: { name: string; routingKey: string }
   };
 }
 
-/** Pure: for a baseline Service, the fork's: the same ports, selecting the fork's pods. */
+/**
+ * Pure: for a baseline Service, the fork's: the same ports, selecting the fork's pods. It
+ * is always a ClusterIP Service (traffic reaches forks inside the cluster, by the routing
+ * rules): a NodePort's port or a LoadBalancer of the baseline is not claimed a second time.
+ */
 export function buildForkService(baselineService: Obj, fork: Obj, routingKey: string): Obj {
   const meta = (baselineService["metadata"] ?? {}) as Obj;
   const spec = (baselineService["spec"] ?? {}) as Obj;
@@ -172,6 +176,6 @@ export function buildForkService(baselineService: Obj, fork: Obj, routingKey: st
       name: forkName(String(meta["name"]), routingKey), namespace: meta["namespace"] ?? forkMeta["namespace"] ?? "default",
       labels: { ...((forkMeta["labels"] as Obj) ?? {}) },
     },
-    spec: { selector: podLabels, ports: spec["ports"] ?? [], ...(spec["type"] === "ClusterIP" || !spec["type"] ? {} : { type: spec["type"] }) },
+    spec: { selector: podLabels, ports: ((spec["ports"] ?? []) as Obj[]).map(({ nodePort: _n, ...port }) => port) },
   };
 }

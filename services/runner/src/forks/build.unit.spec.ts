@@ -102,4 +102,14 @@ describe("the outputs Secret and the fork's Services", () => {
     expect(svc["metadata"]["name"]).toBe("orders-rk1");
     expect(svc["spec"]).toEqual({ selector: w["spec"].selector.matchLabels, ports: [{ name: "http", port: 80, targetPort: 8080 }] });
   });
+
+  it("makes a fork Service ClusterIP whatever the baseline's type, without its node ports", () => {
+    const w = build();
+    const svc = buildForkService({
+      metadata: { name: "orders", namespace: "shop" },
+      spec: { type: "NodePort", selector: { app: "orders" }, ports: [{ name: "http", port: 80, targetPort: 8080, nodePort: 30080 }] },
+    }, w, "rk1") as Obj;
+    expect(svc["spec"].type).toBeUndefined();
+    expect(svc["spec"].ports).toEqual([{ name: "http", port: 80, targetPort: 8080 }]);
+  });
 });

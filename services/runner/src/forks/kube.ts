@@ -53,14 +53,15 @@ export class KubeForkCluster implements ForkCluster {
   private readonly watches = new Map<string, Promise<ObjectWatch<Obj>>>();
   /** The generation each workload was last written at: a watch's cache older than that is not its state yet. */
   private readonly written = new Map<string, number>();
+  private readonly key = (kind: string, namespace: string, name: string) => `${kind}/${namespace}/${name}`;
 
   constructor(private readonly o: KubeForkClusterOptions) {
     this.api = k8s.KubernetesObjectApi.makeApiClient(o.kubeconfig);
   }
 
-  async apply(d: ForkDesire, wanted: pb.Fork[], previous: pb.ForkPlacement[]): Promise<ApplyResult> {
+  async apply(d: ForkDesire, wanted: pb.Fork[]): Promise<ApplyResult> {
     try {
-      return { kind: "applied", forks: await this.write(d, wanted, previous) };
+      return { kind: "applied", forks: await this.write(d, wanted) };
     } catch (err) {
       if (err instanceof Refused) return { kind: "failed", failure: err.failure };
       if (err instanceof OutputMissingError) return { kind: "failed", failure: { fork: "", reason: "OutputMissing", message: err.message } };
@@ -72,7 +73,7 @@ export class KubeForkCluster implements ForkCluster {
     }
   }
 
-  private async write(d: ForkDesire, wanted: pb.Fork[], previous: pb.ForkPlacement[]): Promise<pb.ForkPlacement[]> {
+  private async write(d: ForkDesire, wanted: pb.Fork[]): Promise<pb.ForkPlacement[]> {
     const sandbox = { name: d.sandbox, routingKey: d.routingKey };
     const values = wanted.length ? await this.o.outputs(d, wanted) : new Map<string, Buffer>();
     const placements: pb.ForkPlacement[] = [];
@@ -104,10 +105,9 @@ export class KubeForkCluster implements ForkCluster {
     // The Secret first: the forks' env refers to it.
     const secrets = values.size ? [...namespaces].map((ns) => buildOutputsSecret(sandbox, ns, values) as unknown as Obj) : [];
     for (const obj of [...secrets, ...objects]) await this.upsert(obj);
-    // Everywhere any generation may have written something (a failed or interrupted apply included).
-    const touched = [...d.touched, ...previous.map((p) => `${p.workload?.kind}/${p.workload?.namespace}`)].map((t) => t.split("/") as [string, string]);
-    await this.sweep(d.routingKey, [...secrets, ...objects], new Set([...namespaces, ...touched.map(([, ns]) => ns)].filter(Boolean)),
-      new Set([...wanted.map((f) => baselineOf(f.forkOf).kind), ...touched.map(([kind]) => kind)]));
+    // Everywhere any generation may have written something (this one, and a failed or interrupted apply, included).
+    const touched = d.touched.map((t) => t.split("/") as [string, string]);
+    await this.sweep(d.routingKey, [...secrets, ...objects], new Set(touched.map(([, ns]) => ns)), new Set(touched.map(([kind]) => kind)));
     return placements;
   }
 
@@ -138,7 +138,7 @@ export class KubeForkCluster implements ForkCluster {
   /** Creates the object, or replaces it as it stands (its resourceVersion, and a Service's cluster IP, kept). */
   private async upsert(obj: Obj): Promise<void> {
     const { plural } = kindOf(obj.kind!);
-    const key = `${obj.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+    const key = this.key(obj.kind!, obj.metadata!.namespace!, obj.metadata!.name!);
     const wrote = (stored: Obj) => { if (WORKLOAD_KINDS[obj.kind!]) this.written.set(key, Number(stored.metadata?.generation ?? 0)); };
     try {
       wrote(await this.o.calls.count("create", plural, () => this.api.create(obj)));
@@ -157,7 +157,7 @@ export class KubeForkCluster implements ForkCluster {
 
   /** Deletes what carries the routing key's label in these namespaces and is not kept. */
   private async sweep(routingKey: string, keep: Obj[], namespaces: Set<string>, workloadKinds: Set<string>): Promise<void> {
-    const kept = new Set(keep.map((o) => `${o.kind}/${o.metadata?.namespace}/${o.metadata?.name}`));
+    const kept = new Set(keep.map((o) => this.key(o.kind!, o.metadata!.namespace!, o.metadata!.name!)));
     const kinds = [...[...workloadKinds].filter((k) => WORKLOAD_KINDS[k]), "Service", "Secret"];
     for (const namespace of namespaces) {
       for (const kind of kinds) {
@@ -165,9 +165,11 @@ export class KubeForkCluster implements ForkCluster {
         const list = await this.o.calls.count("list", plural, () =>
           this.api.list<Obj>(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, `ephemera.dev/routing-key=${routingKey}`));
         for (const item of list.items) {
-          if (kept.has(`${kind}/${namespace}/${item.metadata?.name}`)) continue;
+          const key = this.key(kind, namespace, item.metadata!.name!);
+          if (kept.has(key)) continue;
           await this.o.calls.count("delete", plural, () => this.api.delete({ apiVersion, kind, metadata: { name: item.metadata!.name!, namespace } }, undefined, undefined, undefined, undefined, "Background"))
             .catch((err: unknown) => { if (statusOf(err) !== 404) throw err; });
+          this.written.delete(key);
           this.o.logger.info({ kind, namespace, name: item.metadata?.name }, "fork object removed");
         }
       }
@@ -187,7 +189,7 @@ export class KubeForkCluster implements ForkCluster {
       if (over) return;
       const states = watched.map(({ p, watch }) => {
         const obj = watch.get(p.workload!.name);
-        const min = this.written.get(`${p.workload!.kind}/${p.workload!.namespace}/${p.workload!.name}`) ?? 0;
+        const min = this.written.get(this.key(p.workload!.kind, p.workload!.namespace, p.workload!.name)) ?? 0;
         // The watch has not caught up with what was written: not its state yet.
         return { p, state: obj && Number(obj.metadata?.generation ?? 0) < min ? { available: false } : availability(obj) };
       });

@@ -19,9 +19,10 @@ export type ApplyResult =
 export interface ForkCluster {
   /**
    * Writes the forks `wanted` (their workloads, Services and outputs Secret) and removes
-   * what `previous` placed that `wanted` no longer has. Throws what is worth another try.
+   * whatever of the sandbox `wanted` no longer has (wherever `desire.touched` says any
+   * generation had a fork). Throws what is worth another try.
    */
-  apply(desire: ForkDesire, wanted: pb.Fork[], previous: pb.ForkPlacement[]): Promise<ApplyResult>;
+  apply(desire: ForkDesire, wanted: pb.Fork[]): Promise<ApplyResult>;
   /**
    * Calls `done` once, when every placed workload is available (or with why one never will
    * be); answers a cancel.
@@ -67,7 +68,7 @@ export class ForkReconciler {
       { durable, aggregate: Aggregates.sandbox, from: this.feed.position, redelivery: { maxDeliver: Infinity, backoffMs: [250, 1000, 2000, 5000, 10_000] } },
       async (c) => {
         await this.feed.waitFor(c.position);
-        if (c.aggregate === Aggregates.sandbox) await this.reconcile(c.aggregateId);
+        await this.reconcile(c.aggregateId);
       },
     );
   }
@@ -116,9 +117,9 @@ export class ForkReconciler {
       return;
     }
     const log = this.deps.logger.child({ sandbox: d.sandbox, routingKey: d.routingKey, generation, forks: forks.length });
-    const result = await this.deps.cluster.apply(d, forks, record.applied?.forks ?? []);
+    const result = await this.deps.cluster.apply(d, forks);
     if (result.kind !== "applied") {
-      await this.record(d, generation, result.kind === "skipped" ? result : { kind: "failed", failure: result.failure });
+      await this.record(d, generation, result);
       if (result.kind === "failed") log.warn({ reason: result.failure.reason, fork: result.failure.fork }, "forks could not be applied");
       return;
     }
@@ -143,7 +144,7 @@ export class ForkReconciler {
       this.record(d, generation, failure ? { kind: "failed", failure } : { kind: "available" }).then(
         () => this.deps.logger.info({ sandbox: d.sandbox, generation, ...(failure ? { reason: failure.reason } : {}) }, failure ? "a fork did not become available" : "forks available"),
         (err: unknown) => {
-          this.deps.logger.warn({ sandbox: d.sandbox, generation, err: errorMessage(err) }, "could not record the forks available; trying again");
+          this.deps.logger.warn({ sandbox: d.sandbox, generation, err: errorMessage(err) }, "could not record what became of the forks; trying again");
           setTimeout(() => record(failure), REPORT_RETRY_MS).unref();
         },
       );

@@ -16,7 +16,7 @@ const placement = pb.ForkPlacement.fromPartial({ fork: "Deployment shop/orders",
 class TestCluster implements ForkCluster {
   applied: Array<{ generation: number; forks: number }> = [];
   waiting: Array<{ placements: pb.ForkPlacement[]; done: (f?: pb.ForkFailure) => void; cancelled: boolean }> = [];
-  async apply(d: ForkDesire, wanted: pb.Fork[], _previous: pb.ForkPlacement[]): Promise<ApplyResult> {
+  async apply(d: ForkDesire, wanted: pb.Fork[]): Promise<ApplyResult> {
     this.applied.push({ generation: d.generation, forks: wanted.length });
     return { kind: "applied", forks: wanted.length ? [placement] : [] };
   }
@@ -107,9 +107,9 @@ describe("the fork reconciler", () => {
     await append(store, Aggregates.sandbox, "sb", [created, requested(1, [fork])]);
     let calls = 0;
     const apply = cluster.apply.bind(cluster);
-    cluster.apply = async (d: ForkDesire, wanted: pb.Fork[], previous: pb.ForkPlacement[]) => {
+    cluster.apply = async (d: ForkDesire, wanted: pb.Fork[]) => {
       if (calls++ === 0) throw new Error("connect ECONNREFUSED");
-      return apply(d, wanted, previous);
+      return apply(d, wanted);
     };
     await start();
     await waitFor(() => cluster.waiting.length === 1, { timeoutMs: 5000, what: "the second try to apply" });
