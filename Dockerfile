@@ -27,31 +27,28 @@ FROM ${NODE_IMAGE} AS service
 ENV NODE_ENV=production TMPDIR=/tmp
 USER 10001:10001
 WORKDIR /app
+ENTRYPOINT ["node", "dist/main.js"]
 
 # APP_OWNER: who owns /app: root (nobody may change the code), or 10001 for Tilt's live updates.
 FROM service AS sandbox
 ARG APP_OWNER=0
 COPY --from=build --chown=${APP_OWNER}:${APP_OWNER} /out/sandbox /app
-EXPOSE 7400 9090
-ENTRYPOINT ["node", "dist/main.js"]
+EXPOSE 7400 7777 7778 9090
 
 FROM service AS scheduler
 ARG APP_OWNER=0
 COPY --from=build --chown=${APP_OWNER}:${APP_OWNER} /out/scheduler /app
 EXPOSE 7402 9090
-ENTRYPOINT ["node", "dist/main.js"]
 
 FROM service AS runner
 ARG APP_OWNER=0
 COPY --from=build --chown=${APP_OWNER}:${APP_OWNER} /out/runner /app
 EXPOSE 7403 9090
-ENTRYPOINT ["node", "dist/main.js"]
 
 FROM service AS iocontext
 ARG APP_OWNER=0
 COPY --from=build --chown=${APP_OWNER}:${APP_OWNER} /out/iocontext /app
 EXPOSE 7401 9090
-ENTRYPOINT ["node", "dist/main.js"]
 
 FROM ${NODE_IMAGE} AS agent
 COPY --from=build --chown=0:0 /out/agent /agent
