@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { accessNotice } from "../../services/stack/src/stack.js";
 import { kubectl, startSim, type Sim } from "../support/kube.js";
 import { pinned, violations } from "./policy.js";
 
@@ -48,6 +49,21 @@ describe("deploy/ rendered", () => {
       expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
       expect(d["spec"].template.metadata.annotations).toMatchObject({ "prometheus.io/scrape": "true", "prometheus.io/port": "9090" });
     }
+  });
+
+  it.each(OVERLAYS)("%s serves the API and the Routes API on every address only behind the API's tokens", (overlay) => {
+    const objs = objects(rendered[overlay]);
+    const config = objs.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"] as Record<string, string>;
+    const sandbox = objs.find((o) => o["kind"] === "Deployment" && o["metadata"].name === "sandbox")!["spec"].template.spec.containers[0];
+    const env: Record<string, string> = { ...config };
+    for (const e of sandbox.env as { name: string; value?: string }[]) if (e.value !== undefined) env[e.name] = e.value;
+    expect(env).toMatchObject({ EPHEMERA_ROUTES_LISTEN: "0.0.0.0:7777", EPHEMERA_ROUTES_HTTP_LISTEN: "0.0.0.0:7778" });
+    expect(env["EPHEMERA_API_ALLOW_OPEN"]).toBeUndefined();
+    // The same check the sandbox service makes at start: with the tokens file it starts...
+    expect(accessNotice(env)).toMatch(/^The API asks every call for a bearer token/);
+    // ...and without it, it would refuse, naming the Routes API.
+    const { EPHEMERA_API_TOKENS: _, ...open } = env;
+    expect(() => accessNotice(open)).toThrow(/^the Routes API on 0\.0\.0\.0:777[78] is open/);
   });
 
   it("makes prod a three-server NATS with streams of three replicas and disruption budgets", () => {

@@ -117,6 +117,9 @@ function streamReplicas(env: Env): number {
 }
 
 export const DEFAULT_API_LISTEN = "127.0.0.1:7400";
+/** The Routes API, gRPC and HTTP, where Signadot's route-server clients look for it. */
+export const DEFAULT_ROUTES_LISTEN = "127.0.0.1:7777";
+export const DEFAULT_ROUTES_HTTP_LISTEN = "127.0.0.1:7778";
 export const DEFAULT_IOCONTEXT_LISTEN = "127.0.0.1:7401";
 
 /** A service's configuration, or its refusal logged (fatal) and exit 1: a bad setting stops a service at once, said plainly. */

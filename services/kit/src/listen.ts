@@ -9,14 +9,29 @@ export function isLoopback(listen: string): boolean {
   return host === "::1" || /^::ffff:127\./i.test(host);
 }
 
+/** A server that asks for the API's bearer tokens, named for the line said when it does not. */
+export interface GuardedServer {
+  /** e.g. "the API". */
+  name: string;
+  /** What anyone who reaches it may do while it is open, e.g. "apply and delete". */
+  may: string;
+}
+
+export const API_SERVER: GuardedServer = { name: "the API", may: "apply and delete" };
+export const ROUTES_SERVER: GuardedServer = { name: "the Routes API", may: "read every sandbox's routes" };
+
 /**
- * An API without bearer tokens lets anyone who reaches it apply and delete: fine on loopback
- * (a laptop's `pnpm start`), refused elsewhere unless `allowOpen` (EPHEMERA_API_ALLOW_OPEN).
- * Returns the line to say at start when the API is open, undefined when it asks for tokens.
+ * A server without bearer tokens lets anyone who reaches it do what it serves: fine on
+ * loopback (a laptop's `pnpm start`), refused elsewhere unless `allowOpen`
+ * (EPHEMERA_API_ALLOW_OPEN). The public API and the Routes API follow this one rule.
+ * Returns the line to say at start when the server is open, undefined when it asks for tokens.
  */
-export function openApiNotice(listen: string, options: { secured: boolean; allowOpen?: boolean }): string | undefined {
+export function openApiNotice(
+  listen: string, options: { secured: boolean; allowOpen?: boolean; server?: GuardedServer },
+): string | undefined {
   if (options.secured) return undefined;
-  const open = `the API on ${listen} is open: no EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS, so anyone who reaches it may apply and delete`;
+  const { name, may } = options.server ?? API_SERVER;
+  const open = `${name} on ${listen} is open: no EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS, so anyone who reaches it may ${may}`;
   if (isLoopback(listen)) return `${open} (loopback only: processes of this machine)`;
   if (!options.allowOpen) {
     throw new Error(`${open}, from other machines too. Set EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS (docs/security.md), listen on loopback, or set EPHEMERA_API_ALLOW_OPEN=true`);

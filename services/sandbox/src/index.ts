@@ -1,6 +1,6 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
 import { JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
-import { followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
+import { ROUTES_SERVER, followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
@@ -9,7 +9,6 @@ import { SandboxCore } from "./service.js";
 import { startRoutes } from "./routes/server.js";
 
 export { SandboxCore } from "./service.js";
-export { DEFAULT_ROUTES_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN } from "./routes/server.js";
 export { decidePlugin, type PluginCommand } from "./plugin/decide.js";
 export { decideSandbox, type SandboxCommand } from "./sandbox/decide.js";
 export { sandboxStatus } from "./sandbox/status.js";
@@ -32,9 +31,22 @@ export interface SandboxConfig extends CommonConfig {
   routes?: { listen: string; httpListen: string };
 }
 
-export async function start(config: SandboxConfig, logger: Logger): Promise<{ stop(): Promise<void>; port: number }> {
+export interface RunningSandboxService {
+  /** The API's port. */
+  port: number;
+  /** The Routes API's gRPC and HTTP ports, when it is served. */
+  routes?: { port: number; httpPort: number };
+  stop(): Promise<void>;
+}
+
+export async function start(config: SandboxConfig, logger: Logger): Promise<RunningSandboxService> {
   // Open without tokens on loopback only, unless asked for (EPHEMERA_API_ALLOW_OPEN).
-  const open = openApiNotice(config.listen, { secured: !!config.access, ...(config.allowOpen ? { allowOpen: true } : {}) });
+  const allowOpen = config.allowOpen ? { allowOpen: true } : {};
+  const open = [
+    openApiNotice(config.listen, { secured: !!config.access, ...allowOpen }),
+    ...(config.routes ? [config.routes.listen, config.routes.httpListen] : [])
+      .map((listen) => openApiNotice(listen, { secured: !!config.access, ...allowOpen, server: ROUTES_SERVER })),
+  ].filter((line) => line !== undefined);
   const nc = await connectNats(config.natsUrl, "ephemera-sandbox", config.natsAuth);
   const registry = config.metrics;
   const replicas = config.streamReplicas ?? 1;
@@ -45,18 +57,20 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<{ st
   await core.start();
   if (registry) sandboxMetrics(registry, core);
   const routes = config.routes
-    ? await startRoutes({ sandboxes: () => core.placedSandboxes(), onSandboxChange: (l) => core.onSandboxChange(l) }, config.routes.listen, config.routes.httpListen, logger)
+    ? await startRoutes({ sandboxes: () => core.placedSandboxes(), onSandboxChange: (l) => core.onSandboxChange(l) },
+      { ...config.routes, ...(config.access ? { access: config.access } : {}) }, logger)
     : undefined;
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),
   });
   // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
   followHealth(server, [store.health]);
-  if (open) logger.warn(open);
-  else logger.info({ access: config.access?.describe }, "the API asks every call for a bearer token");
+  for (const line of open) logger.warn(line);
+  if (config.access) logger.info({ access: config.access.describe }, "the API and the Routes API ask every call for a bearer token");
   logger.info({ prefix: config.prefix, listen: config.listen, tls: !!config.tls }, "sandbox service started");
   return {
     port: server.port,
+    ...(routes ? { routes: { port: routes.port, httpPort: routes.httpPort } } : {}),
     stop: async () => {
       await routes?.stop();
       await core.stop();

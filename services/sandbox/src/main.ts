@@ -1,7 +1,7 @@
 // Entry point of the sandbox service (the public API).
-import { DEFAULT_API_LISTEN, commonConfig, configured, createLogger, envBool, envString, onShutdown, serverTlsFromEnv } from "@ephemera/kit";
+import { DEFAULT_API_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, commonConfig, configured, createLogger, envBool, envString, onShutdown, serverTlsFromEnv } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
-import { DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
+import { apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
 
 const logger = createLogger("sandbox");
 const config = configured(logger, "sandbox service", () => ({

@@ -35,6 +35,15 @@ describe("stack", () => {
     expect(accessNotice(stackEnv({ EPHEMERA_API_LISTEN: "0.0.0.0:7400", EPHEMERA_API_ALLOW_OPEN: "true" }))).toMatch(/^Note: .*EPHEMERA_API_ALLOW_OPEN/);
   });
 
+  it("refuses the Routes API open on an address other machines reach, as the API", () => {
+    for (const variable of ["EPHEMERA_ROUTES_LISTEN", "EPHEMERA_ROUTES_HTTP_LISTEN"]) {
+      expect(() => accessNotice(stackEnv({ [variable]: "0.0.0.0:7777" })))
+        .toThrow(/^the Routes API on 0\.0\.0\.0:7777 is open: .* from other machines too\. Set EPHEMERA_API_TOKENS/);
+      expect(() => accessNotice(stackEnv({ [variable]: "0.0.0.0:7777", EPHEMERA_API_TOKENS: "/etc/eph/tokens.yaml" }))).not.toThrow();
+      expect(() => accessNotice(stackEnv({ [variable]: "0.0.0.0:7777", EPHEMERA_API_ALLOW_OPEN: "true" }))).not.toThrow();
+    }
+  });
+
   it("renders pino lines for a terminal and passes other lines through", () => {
     const line = JSON.stringify({ level: 40, time: Date.UTC(2026, 0, 1, 12, 30, 5, 7), pid: 1, service: "runner", msg: "step failed", runId: "r.1", exit: 3 });
     expect(formatLine("runner", line)).toBe("12:30:05.007 runner    warn  step failed  runId=r.1 exit=3");

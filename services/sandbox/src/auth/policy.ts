@@ -33,6 +33,16 @@ export const API_POLICY: Readonly<Record<string, MethodRule>> = {
   "EventService/Watch": { role: "viewer" },
 };
 
+/**
+ * The Routes API (routes.proto): the rules say every sandbox's routing key and where its
+ * traffic goes, so reading them is a viewer's, like reading the sandboxes.
+ */
+export const ROUTES_POLICY: Readonly<Record<string, MethodRule>> = {
+  "Routes/GetWorkloadRoutingRules": { role: "viewer" },
+  "Routes/WatchWorkloadRoutingRules": { role: "viewer" },
+  "Routes/GetClusterServices": { role: "viewer" },
+};
+
 /** `/ephemera.v1.SandboxService/Apply` → `SandboxService/Apply`. */
 export const methodKey = (path: string): string => path.slice(path.lastIndexOf(".") + 1);
 

@@ -2,19 +2,33 @@
 // routes.proto) in the sandbox service, which holds the sandboxes it derives the rules
 // from: gRPC on EPHEMERA_ROUTES_LISTEN and the same answers as JSON over HTTP on
 // EPHEMERA_ROUTES_HTTP_LISTEN. A watcher gets the current rules as ADDs, one SYNCED, then
-// every change as it is folded into the sandbox projection.
-import { createServer, type Server } from "node:http";
+// every change as it is folded into the sandbox projection. With the API's tokens
+// configured, both ask every call for a bearer token of the viewer role or above.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import * as pb from "@ephemera/proto";
-import { startGrpcServer, unary, type Logger, type RunningServer } from "@ephemera/kit";
+import {
+  PermissionDeniedError, UnauthenticatedError, errorMessage, grpc, startGrpcServer, unary, type Logger, type RunningServer,
+} from "@ephemera/kit";
+import type { ApiAccess } from "../auth/access.js";
+import { guard } from "../auth/guard.js";
+import { ROUTES_POLICY } from "../auth/policy.js";
+import { roleAllows } from "../auth/roles.js";
 import { diff, matches, routedForks, routingRules, type PlacedSandbox } from "./rules.js";
 
-export const DEFAULT_ROUTES_LISTEN = "127.0.0.1:7777";
-export const DEFAULT_ROUTES_HTTP_LISTEN = "127.0.0.1:7778";
 
 /** What the Routes API reads: the sandboxes with their forks' placements, and word of every change to them. */
 export interface RoutesSource {
   sandboxes(): Iterable<PlacedSandbox>;
   onSandboxChange(listener: () => void): () => void;
+}
+
+export interface RoutesConfig {
+  /** gRPC (EPHEMERA_ROUTES_LISTEN). */
+  listen: string;
+  /** HTTP (EPHEMERA_ROUTES_HTTP_LISTEN). */
+  httpListen: string;
+  /** The API's tokens and JWTs; absent: open, as the API is. */
+  access?: ApiAccess;
 }
 
 export interface RunningRoutes {
@@ -69,13 +83,9 @@ function clusterServices(sandboxes: Iterable<PlacedSandbox>): pb.routes.ClusterS
 }
 
 /** The HTTP form: GET /api/v1/workloads/routing-rules with the request's fields as query parameters, and GET /api/v1/cluster-services. */
-function httpServer(source: RoutesSource): Server {
-  return createServer((req, res) => {
+function httpServer(source: RoutesSource, access: ApiAccess | undefined, logger: Logger): Server {
+  const serve = (req: IncomingMessage, reply: (code: number, body: unknown) => void) => {
     const url = new URL(req.url ?? "/", "http://routes");
-    const reply = (code: number, body: unknown) => {
-      res.writeHead(code, { "Content-Type": "application/json" });
-      res.end(JSON.stringify(body));
-    };
     if (req.method !== "GET") return reply(405, { error: "only GET is served" });
     const q = (name: string) => url.searchParams.get(name) ?? "";
     if (url.pathname === "/api/v1/workloads/routing-rules") {
@@ -90,19 +100,48 @@ function httpServer(source: RoutesSource): Server {
       return reply(200, pb.routes.GetClusterServicesResponse.toJSON({ services: clusterServices(source.sandboxes()) }));
     }
     return reply(404, { error: `no ${url.pathname}; the Routes API serves /api/v1/workloads/routing-rules and /api/v1/cluster-services` });
+  };
+  return createServer((req, res) => {
+    const reply = replier(res);
+    if (!access) return serve(req, reply);
+    // Admitted before anything is read, unknown paths included: a refusal tells nothing about the API.
+    admitHttp(access, req).then(
+      () => serve(req, reply),
+      (err: unknown) => {
+        logger.info({ path: req.url, reason: errorMessage(err) }, "Routes API call refused");
+        if (err instanceof PermissionDeniedError) return reply(403, { error: err.message });
+        res.setHeader("WWW-Authenticate", 'Bearer realm="ephemera routes"');
+        reply(401, { error: err instanceof UnauthenticatedError ? err.message : "cannot authenticate the call" });
+      },
+    );
   });
 }
 
-export async function startRoutes(source: RoutesSource, listen: string, httpListen: string, logger: Logger): Promise<RunningRoutes> {
-  const grpcServer: RunningServer = await startGrpcServer(listen, [{ definition: pb.routes.RoutesService, implementation: routesService(source) }], logger);
-  const http = httpServer(source);
+const replier = (res: ServerResponse) => (code: number, body: unknown) => {
+  res.writeHead(code, { "Content-Type": "application/json" });
+  res.end(JSON.stringify(body));
+};
+
+/** The HTTP request's `Authorization` header, checked as the gRPC calls' metadata is. */
+async function admitHttp(access: ApiAccess, req: IncomingMessage): Promise<void> {
+  const metadata = new grpc.Metadata();
+  if (req.headers.authorization !== undefined) metadata.set("authorization", req.headers.authorization);
+  const who = await access.authenticate(metadata);
+  if (!roleAllows(who.role, "viewer")) throw new PermissionDeniedError(`role ${who.role} may not read the Routes API (it needs viewer)`);
+}
+
+export async function startRoutes(source: RoutesSource, config: RoutesConfig, logger: Logger): Promise<RunningRoutes> {
+  const { listen, httpListen, access } = config;
+  const bindings = [{ definition: pb.routes.RoutesService, implementation: routesService(source) }];
+  const grpcServer: RunningServer = await startGrpcServer(listen, access ? guard(bindings, access, logger, ROUTES_POLICY) : bindings, logger);
+  const http = httpServer(source, access, logger);
   const [host, port] = splitHostPort(httpListen);
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject);
     http.listen(port, host, () => resolve());
   });
   const httpPort = (http.address() as { port: number }).port;
-  logger.info({ listen, port: grpcServer.port, httpPort }, "Routes API listening (gRPC and HTTP)");
+  logger.info({ listen, port: grpcServer.port, httpPort, tokens: !!access }, "Routes API listening (gRPC and HTTP)");
   return {
     port: grpcServer.port,
     httpPort,

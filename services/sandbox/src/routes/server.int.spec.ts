@@ -1,0 +1,137 @@
+// The Routes API behind the API's bearer tokens: the real sandbox service on the real NATS,
+// with a tokens file. Every method, over gRPC and HTTP, refuses a call without a valid
+// token (UNAUTHENTICATED, 401) and serves a viewer; without tokens it stays on loopback
+// unless told otherwise, with the same refusal as the API.
+import { createLogger, grpc } from "@ephemera/kit";
+import * as pb from "@ephemera/proto";
+import { connectNats } from "@ephemera/eventstore";
+import { TOKENS, tokensAccess } from "../../../../test/support/api-tokens.js";
+import { testNats } from "../../../../test/support/servers.js";
+import { start } from "../index.js";
+
+type Running = Awaited<ReturnType<typeof start>>;
+const logger = createLogger("routes-test", "silent");
+const nats = testNats("routes");
+
+const config = (overrides: Partial<Parameters<typeof start>[0]> = {}): Parameters<typeof start>[0] => ({
+  natsUrl: nats.url, redisUrl: "", prefix: nats.prefix, streamReplicas: 1, listen: "127.0.0.1:0", previewDomain: "preview.test",
+  routes: { listen: "127.0.0.1:0", httpListen: "127.0.0.1:0" }, ...overrides,
+});
+
+afterAll(async () => {
+  const nc = await connectNats(nats.url, "cleanup");
+  await nats.cleanup(nc);
+  await nc.close();
+});
+
+describe("the Routes API with API tokens", () => {
+  let service: Running;
+  let client: pb.routes.RoutesClient;
+  let http: string;
+
+  beforeAll(async () => {
+    service = await start(config({ access: tokensAccess() }), logger);
+    client = new pb.routes.RoutesClient(`127.0.0.1:${service.routes!.port}`, grpc.credentials.createInsecure());
+    http = `http://127.0.0.1:${service.routes!.httpPort}`;
+  });
+  afterAll(async () => {
+    client?.close();
+    await service?.stop();
+  });
+
+  const metadata = (bearer?: string) => {
+    const m = new grpc.Metadata();
+    if (bearer) m.set("authorization", bearer);
+    return m;
+  };
+  const deadline = () => ({ deadline: Date.now() + 5_000 });
+  const unary = <Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown,
+    req: Req, bearer?: string) =>
+    new Promise<{ code: grpc.status; details: string }>((resolve) => {
+      fn.call(client, req, metadata(bearer), deadline(), (err) => resolve(err ? { code: err.code, details: err.details } : { code: grpc.status.OK, details: "" }));
+    });
+  const rules = (bearer?: string) => unary(client.getWorkloadRoutingRules, pb.routes.WorkloadRoutingRulesRequest.fromPartial({}), bearer);
+  const services = (bearer?: string) => unary(client.getClusterServices, pb.routes.GetClusterServicesRequest.fromPartial({}), bearer);
+  const watch = (bearer?: string) => new Promise<{ code: grpc.status; details: string; ops: pb.routes.WatchOp[] }>((resolve) => {
+    const ops: pb.routes.WatchOp[] = [];
+    const stream = client.watchWorkloadRoutingRules(pb.routes.WorkloadRoutingRulesRequest.fromPartial({}), metadata(bearer), deadline());
+    stream.on("data", (r: pb.routes.WorkloadRoutingRuleOp) => {
+      ops.push(r.op);
+      if (r.op === pb.routes.WatchOp.SYNCED) stream.cancel();
+    });
+    stream.on("error", (err: grpc.ServiceError) => resolve({ code: err.code === grpc.status.CANCELLED ? grpc.status.OK : err.code, details: err.details, ops }));
+    stream.on("end", () => resolve({ code: grpc.status.OK, details: "", ops }));
+  });
+  const get = (path: string, bearer?: string) => fetch(`${http}${path}`, bearer ? { headers: { authorization: bearer } } : {});
+
+  it("refuses every gRPC method without a token, or with one it does not know", async () => {
+    for (const bearer of [undefined, "Bearer not-a-token", "Basic abc"]) {
+      expect(await rules(bearer)).toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      expect(await services(bearer)).toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      expect(await watch(bearer)).toMatchObject({ code: grpc.status.UNAUTHENTICATED, ops: [] });
+    }
+    expect((await rules()).details).toBe("missing bearer token");
+  });
+
+  it("serves a viewer's token, and every role above it, over gRPC", async () => {
+    for (const role of ["viewer", "editor", "admin"] as const) {
+      const bearer = `Bearer ${TOKENS[role]}`;
+      expect(await rules(bearer)).toEqual({ code: grpc.status.OK, details: "" });
+      expect(await services(bearer)).toEqual({ code: grpc.status.OK, details: "" });
+      expect(await watch(bearer)).toMatchObject({ code: grpc.status.OK, ops: [pb.routes.WatchOp.SYNCED] });
+    }
+  });
+
+  it("answers 401 over HTTP without a valid token, with a Bearer challenge and no rules", async () => {
+    for (const path of ["/api/v1/workloads/routing-rules", "/api/v1/cluster-services", "/no/such/path"]) {
+      for (const bearer of [undefined, "Bearer not-a-token"]) {
+        const res = await get(path, bearer);
+        expect(res.status).toBe(401);
+        expect(res.headers.get("www-authenticate")).toBe('Bearer realm="ephemera routes"');
+        const body = await res.json() as { error: string };
+        expect(body).toEqual({ error: bearer ? "token not recognised" : "missing bearer token" });
+      }
+    }
+  });
+
+  it("serves a viewer's token over HTTP", async () => {
+    const res = await get("/api/v1/workloads/routing-rules?routingKey=abc", `Bearer ${TOKENS.viewer}`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({}); // proto3 JSON leaves an empty list out
+    const services = await get("/api/v1/cluster-services", `Bearer ${TOKENS.viewer}`);
+    expect(services.status).toBe(200);
+    expect(await services.json()).toEqual({});
+  });
+});
+
+describe("the Routes API without API tokens", () => {
+  it("is served on loopback, as the API is", async () => {
+    const service = await start(config(), logger);
+    try {
+      const res = await fetch(`http://127.0.0.1:${service.routes!.httpPort}/api/v1/cluster-services`);
+      expect(res.status).toBe(200);
+    } finally {
+      await service.stop();
+    }
+  });
+
+  it.each([
+    ["gRPC", { listen: "0.0.0.0:0", httpListen: "127.0.0.1:0" }, "0.0.0.0:0"],
+    ["HTTP", { listen: "127.0.0.1:0", httpListen: "0.0.0.0:0" }, "0.0.0.0:0"],
+  ])("refuses to start open on an address other machines reach (%s)", async (_, routes, address) => {
+    const started: Running | unknown = await start(config({ routes }), logger).catch((err: unknown) => err);
+    if (!(started instanceof Error)) await (started as Running).stop();
+    expect(started).toEqual(new Error(
+      `the Routes API on ${address} is open: no EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS, so anyone who reaches it may read every sandbox's routes, ` +
+      "from other machines too. Set EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS (docs/security.md), listen on loopback, or set EPHEMERA_API_ALLOW_OPEN=true"));
+  });
+
+  it("starts open on such an address when EPHEMERA_API_ALLOW_OPEN says so", async () => {
+    const service = await start(config({ routes: { listen: "127.0.0.1:0", httpListen: "0.0.0.0:0" }, allowOpen: true }), logger);
+    try {
+      expect((await fetch(`http://127.0.0.1:${service.routes!.httpPort}/api/v1/cluster-services`)).status).toBe(200);
+    } finally {
+      await service.stop();
+    }
+  });
+});
