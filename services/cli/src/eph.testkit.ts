@@ -21,7 +21,7 @@ export interface Live {
 export async function eph(
   api: string,
   args: string[],
-  opts: { stdin?: string; signal?: AbortSignal; env?: Record<string, string>; live?: Live } = {},
+  opts: { stdin?: string | Uint8Array; signal?: AbortSignal; env?: Record<string, string>; live?: Live } = {},
 ): Promise<Ran> {
   const out: Buffer[] = [];
   const live = opts.live ?? { stdout: "", stderr: "" };
@@ -29,7 +29,7 @@ export async function eph(
     env: { EPHEMERA_API: api, ...opts.env },
     stdout: { write: (c) => { out.push(Buffer.from(c)); live.stdout += Buffer.from(c).toString(); } },
     stderr: { write: (c) => { live.stderr += Buffer.from(c).toString(); } },
-    stdin: opts.stdin === undefined ? undefined : async () => opts.stdin!,
+    stdin: opts.stdin === undefined ? undefined : async () => (typeof opts.stdin === "string" ? Buffer.from(opts.stdin) : opts.stdin!),
     signal: opts.signal,
   }).catch((err: unknown) => {
     live.stderr += `run() threw: ${errorMessage(err)}`;

@@ -2,10 +2,11 @@
 // The `eph` executable: runs the program against this process's streams.
 import { run } from "./program.js";
 
-async function readStdin(): Promise<string> {
+/** Bytes, not text: a file on standard input is checked as UTF-8 like any other. */
+async function readStdin(): Promise<Uint8Array> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
+  return Buffer.concat(chunks);
 }
 
 // Node's deprecation notices are for the program's authors, not its users (grpc-js names the
