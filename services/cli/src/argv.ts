@@ -20,7 +20,8 @@ export function argumentNotUtf8(cmdline: Uint8Array, count: number): string | un
     if (!bad) continue;
     const previous = i > first ? new TextDecoder().decode(all[i - 1]) : "";
     const after = previous.startsWith("-") ? ` (after ${previous})` : "";
-    return `argument ${i - first + 1}${after} is not valid UTF-8 at byte ${bad.byte}; arguments are UTF-8 and eph rewrites none`;
+    const which = `argument ${i - first + 1}${after}`;
+    return `${which} is not valid UTF-8 at byte ${bad.byte}; arguments are UTF-8 and eph rewrites none`;
   }
   return undefined;
 }

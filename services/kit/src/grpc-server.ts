@@ -70,7 +70,9 @@ export async function startGrpcServer(
   const shedder = loadShedder(options.maxInFlight ?? MAX_IN_FLIGHT);
   const descriptorSet = Buffer.from(descriptorSetBase64, "base64");
   const types = requestTypes(descriptorSet);
-  for (const s of services.map((b) => tolerateMalformed(b, types)).map(shedder.wrap)) server.addService(s.definition, s.implementation);
+  for (const s of services.map((b) => tolerateMalformed(b, types)).map(shedder.wrap)) {
+    server.addService(s.definition, s.implementation);
+  }
   const health = new HealthImplementation({ "": "SERVING" });
   health.addToServer(server);
   const descriptors = loadFileDescriptorSetFromBuffer(descriptorSet);

@@ -27,7 +27,8 @@ export function tolerateMalformed(binding: Binding, requestTypes: ReadonlyMap<st
         try {
           const violations = type ? invalidStrings(bytes, type) : [];
           if (violations.length > 0) {
-            return { [MALFORMED]: new ValidationError(violations, `the ${name} request holds text that is not UTF-8`) } satisfies Malformed;
+            const refused = new ValidationError(violations, `the ${name} request holds text that is not UTF-8`);
+            return { [MALFORMED]: refused } satisfies Malformed;
           }
           return method.requestDeserialize(bytes);
         } catch (err) {

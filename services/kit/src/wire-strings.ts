@@ -19,7 +19,7 @@ export function requestTypes(descriptorSet: Uint8Array): Map<string, DescMessage
   return types;
 }
 
-/** A violation (rule `utf8`) for each string field of `bytes`, a `type` message, that is not UTF-8; at its first bad byte. */
+/** A violation (rule `utf8`) for each string field of `bytes` (a `type` message) that is not UTF-8, at its first bad byte. */
 export function invalidStrings(bytes: Uint8Array, type: DescMessage): FieldViolation[] {
   const out: FieldViolation[] = [];
   walk(new BinaryReader(bytes), bytes.length, type, [], out);
@@ -51,7 +51,8 @@ function holdsText(field: DescField): boolean {
   switch (field.fieldKind) {
     case "scalar": return field.scalar === ScalarType.STRING;
     case "list": return field.listKind === "message" || field.scalar === ScalarType.STRING;
-    case "map": return field.mapKey === ScalarType.STRING || field.mapKind === "message" || field.scalar === ScalarType.STRING;
+    case "map":
+      return field.mapKey === ScalarType.STRING || field.mapKind === "message" || field.scalar === ScalarType.STRING;
     case "message": return true;
     case "enum": return false;
   }

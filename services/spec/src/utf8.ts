@@ -50,7 +50,10 @@ export function badBytes(bytes: Uint8Array): BadByte[] {
     const lineBytes = bytes.subarray(start, end);
     const text = lenient.decode(lineBytes);
     const bad = firstInvalidUtf8(lineBytes);
-    if (bad) out.push({ byte: start + bad.byte, line, column: [...text.slice(0, bad.index)].length + 1, index: index + bad.index });
+    if (bad) {
+      const column = [...text.slice(0, bad.index)].length + 1;
+      out.push({ byte: start + bad.byte, line, column, index: index + bad.index });
+    }
     index += text.length + 1;
     start = end + 1;
   }
@@ -76,4 +79,4 @@ function locate(nodes: unknown[], index: number, at: Path): Path {
   return at;
 }
 
-const holds = (node: Node, index: number) => node.range !== undefined && node.range !== null && node.range[0] <= index && index < node.range[1];
+const holds = (node: Node, index: number) => !!node.range && node.range[0] <= index && index < node.range[1];

@@ -108,7 +108,8 @@ function check(
 /** Strings (keys too) UTF-8 cannot carry: encoding them for the wire would rewrite them to U+FFFD. */
 function textUtf8CannotCarry(value: unknown, at: Path, out: Violations): void {
   if (typeof value === "string") {
-    if (LONE_SURROGATE.test(value)) out.add(at, "utf8", "holds a lone surrogate (e.g. a \"\\uD800\" escape without its pair), which UTF-8 cannot carry");
+    if (!LONE_SURROGATE.test(value)) return;
+    out.add(at, "utf8", "holds a lone surrogate (e.g. a \"\\uD800\" escape without its pair), which UTF-8 cannot carry");
   } else if (Array.isArray(value)) value.forEach((v, i) => textUtf8CannotCarry(v, [...at, i], out));
   else if (value !== null && typeof value === "object") {
     for (const [k, v] of Object.entries(value)) {
