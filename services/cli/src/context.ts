@@ -17,7 +17,7 @@ export interface Io {
   stdout: Writer;
   stderr: Writer;
   /** Standard input, read whole (for `-f -`). */
-  stdin?: () => Promise<string>;
+  stdin?: () => Promise<Uint8Array>;
   /** Ends long-running commands (`events --follow`, `--wait`). */
   signal?: AbortSignal;
 }

@@ -21,15 +21,16 @@ export interface Live {
 export async function eph(
   api: string,
   args: string[],
-  opts: { stdin?: string; signal?: AbortSignal; env?: Record<string, string>; live?: Live } = {},
+  opts: { stdin?: string | Uint8Array; signal?: AbortSignal; env?: Record<string, string>; live?: Live } = {},
 ): Promise<Ran> {
   const out: Buffer[] = [];
+  const stdin = typeof opts.stdin === "string" ? Buffer.from(opts.stdin) : opts.stdin;
   const live = opts.live ?? { stdout: "", stderr: "" };
   const code = await run(args, {
     env: { EPHEMERA_API: api, ...opts.env },
     stdout: { write: (c) => { out.push(Buffer.from(c)); live.stdout += Buffer.from(c).toString(); } },
     stderr: { write: (c) => { live.stderr += Buffer.from(c).toString(); } },
-    stdin: opts.stdin === undefined ? undefined : async () => opts.stdin!,
+    stdin: stdin === undefined ? undefined : async () => stdin,
     signal: opts.signal,
   }).catch((err: unknown) => {
     live.stderr += `run() threw: ${errorMessage(err)}`;

@@ -9,7 +9,7 @@ import { UsageError } from "./errors.js";
 export interface FileInput {
   file: string;
   sets: string[];
-  stdin?: () => Promise<string>;
+  stdin?: () => Promise<Uint8Array>;
   /** Told what the file has that is accepted but ignored (a plugin's stray `version:`). */
   warn?: (message: string) => void;
 }

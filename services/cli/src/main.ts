@@ -1,11 +1,23 @@
 #!/usr/bin/env node
 // The `eph` executable: runs the program against this process's streams.
+import { readFileSync } from "node:fs";
+import { argumentNotUtf8 } from "./argv.js";
 import { run } from "./program.js";
 
-async function readStdin(): Promise<string> {
+/** Bytes, not text: a file on standard input is checked as UTF-8 like any other. */
+async function readStdin(): Promise<Uint8Array> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
+  return Buffer.concat(chunks);
+}
+
+/** Linux shows a process its command line as bytes; elsewhere there is nothing to check. */
+function commandLine(): Uint8Array | undefined {
+  try {
+    return readFileSync("/proc/self/cmdline");
+  } catch {
+    return undefined;
+  }
 }
 
 // Node's deprecation notices are for the program's authors, not its users (grpc-js names the
@@ -18,9 +30,17 @@ process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
-process.exitCode = await run(process.argv.slice(2), {
-  env: process.env,
-  stdout: process.stdout,
-  stderr: process.stderr,
-  stdin: readStdin,
-});
+const args = process.argv.slice(2);
+const cmdline = commandLine();
+const notUtf8 = cmdline && argumentNotUtf8(cmdline, args.length);
+if (notUtf8) {
+  process.stderr.write(`error: ${notUtf8}\n`);
+  process.exitCode = 2;
+} else {
+  process.exitCode = await run(args, {
+    env: process.env,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: readStdin,
+  });
+}

@@ -10,6 +10,26 @@ export interface FieldViolation {
   rule: string;
 }
 
+/** A field's place in a document or message: keys and list indexes from the top. */
+export type Path = readonly (string | number)[];
+
+/** The document itself (e.g. when it is not a mapping at all). */
+export const ROOT_FIELD = "(document)";
+
+const PLAIN_KEY = /^[A-Za-z0-9_-]+$/;
+
+/** A field path as authors read it: `spec.create[2].inputs[0].name`, `labels["a.b"]`. */
+export function fieldPath(path: Path): string {
+  if (path.length === 0) return ROOT_FIELD;
+  let out = "";
+  for (const seg of path) {
+    if (typeof seg === "number") out += `[${seg}]`;
+    else if (PLAIN_KEY.test(seg)) out += out === "" ? seg : `.${seg}`;
+    else out += `[${JSON.stringify(seg)}]`;
+  }
+  return out;
+}
+
 export abstract class EphemeraError extends Error {
   abstract readonly code: string;
   abstract readonly retryable: boolean;

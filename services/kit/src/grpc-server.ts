@@ -11,6 +11,7 @@ import type { Logger } from "./logger.js";
 import { tolerateMalformed } from "./malformed.js";
 import { loadShedder } from "./shed.js";
 import { serverCredentials, type ServerTls } from "./tls.js";
+import { requestTypes } from "./wire-strings.js";
 
 /** Unary requests a server handles at once before it answers RESOURCE_EXHAUSTED. */
 export const MAX_IN_FLIGHT = 256;
@@ -67,10 +68,14 @@ export async function startGrpcServer(
     interceptors: options.interceptors ?? [],
   });
   const shedder = loadShedder(options.maxInFlight ?? MAX_IN_FLIGHT);
-  for (const s of services.map(tolerateMalformed).map(shedder.wrap)) server.addService(s.definition, s.implementation);
+  const descriptorSet = Buffer.from(descriptorSetBase64, "base64");
+  const types = requestTypes(descriptorSet);
+  for (const s of services.map((b) => tolerateMalformed(b, types)).map(shedder.wrap)) {
+    server.addService(s.definition, s.implementation);
+  }
   const health = new HealthImplementation({ "": "SERVING" });
   health.addToServer(server);
-  const descriptors = loadFileDescriptorSetFromBuffer(Buffer.from(descriptorSetBase64, "base64"));
+  const descriptors = loadFileDescriptorSetFromBuffer(descriptorSet);
   new ReflectionService(descriptors).addToServer(server);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(listen, serverCredentials(options.tls), (err, p) => (err ? reject(err) : resolve(p))),

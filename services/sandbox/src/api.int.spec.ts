@@ -37,6 +37,7 @@ async function startApi() {
   const sandboxes = new pb.SandboxServiceClient(address, grpc.credentials.createInsecure());
   return {
     store,
+    address,
     sandboxes,
     applyPlugin: (doc: Doc) => call(plugins.apply.bind(plugins), { plugin: pb.ResourcePlugin.fromJSON(doc), dryRun: false }),
     getPlugin: (ref: string) => call(plugins.get.bind(plugins), { ref }),
@@ -168,6 +169,54 @@ describe("requests that skip the CLI", () => {
   it("the base documents are accepted (the rows fail for their edit alone)", async () => {
     expect((await api.applyPlugin(basePlugin())).unchanged).toBe(true);
     expect((await api.applySandbox(baseSandbox())).created).toBe(true);
+  });
+});
+
+describe("text that is not UTF-8", () => {
+  let api: Api;
+  beforeAll(async () => { api = await startApi(); });
+  afterAll(() => api.stop());
+
+  /** `encoded` with every "XX" replaced by 0xC3 0x28 (an invalid 2-byte sequence of the same length). */
+  const corrupt = (encoded: Uint8Array) => {
+    const out = Buffer.from(encoded);
+    for (let at = out.indexOf("XX"); at >= 0; at = out.indexOf("XX", at + 2)) out.set([0xc3, 0x28], at);
+    return out;
+  };
+
+  /** Sends raw request bytes, as a client other than eph can. */
+  const send = (method: string, bytes: Buffer) => new Promise<grpc.ServiceError>((resolve, reject) => {
+    const client = new grpc.Client(api.address, grpc.credentials.createInsecure());
+    client.makeUnaryRequest(method, (b: Buffer) => b, (b: Buffer) => b, bytes, { deadline: Date.now() + 5000 }, (err) => {
+      client.close();
+      if (err) resolve(err); else reject(new Error("a request with invalid UTF-8 was accepted"));
+    });
+  });
+
+  it("refuses a plugin whose script holds invalid UTF-8 with INVALID_ARGUMENT naming the field, and stores nothing", async () => {
+    const doc = plugin("db");
+    doc.spec.create[0].script = "#!/bin/sh\necho XX\n";
+    const request = pb.ApplyResourcePluginRequest.encode({ plugin: pb.ResourcePlugin.fromJSON(doc), dryRun: false }).finish();
+    const before = await api.store.position();
+    const err = await send("/ephemera.v1.ResourcePluginService/Apply", corrupt(request));
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain("plugin.spec.create[0].script: byte 15 of the value is not valid UTF-8");
+    expect((fromServiceError(err) as ValidationError).violations).toEqual([
+      { field: "plugin.spec.create[0].script", rule: "utf8", description: "byte 15 of the value is not valid UTF-8" },
+    ]);
+    expect(await api.store.position()).toBe(before);
+    await expect(api.getPlugin("db")).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("refuses a sandbox with invalid UTF-8 in its name and a label, naming both", async () => {
+    await api.applyPlugin(plugin("cache"));
+    const doc = { ...sandbox("aXX", "db=cache"), spec: { ...sandbox("a", "db=cache").spec, labels: { team: "payXX" } } };
+    const request = pb.ApplySandboxRequest.encode({ sandbox: pb.Sandbox.fromJSON(doc), dryRun: false }).finish();
+    const before = await api.store.position();
+    const err = await send("/ephemera.v1.SandboxService/Apply", corrupt(request));
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect((fromServiceError(err) as ValidationError).violations.map((v) => v.field)).toEqual(["sandbox.name", "sandbox.spec.labels.team"]);
+    expect(await api.store.position()).toBe(before);
   });
 });
 

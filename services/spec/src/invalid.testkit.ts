@@ -63,6 +63,8 @@ export const pluginRows: Row[] = [
   ["name ending with '-'", (d) => { d.name = "db-"; }, "name", "name-format"],
   ["name over 253 bytes", (d) => { d.name = "a".repeat(254); }, "name", "too-long"],
   ["version not semver", (d) => { d.name = "hello-db@1.x"; }, "name", "version-format"],
+  // What YAML's "\uD800" escape gives: UTF-8 cannot carry it, and encoding would rewrite it to U+FFFD.
+  ["a lone surrogate in a script", (d) => { create(0)(d).script = "#!/bin/sh\necho \uD800\n"; }, "spec.create[0].script", "utf8", "lone surrogate"],
   ["@latest in a plugin file", (d) => { d.name = "hello-db@latest"; }, "name", "version-format"],
   ["unknown top-level field", (d) => { d.kind = "ResourcePlugin"; }, "kind", "unknown-field"],
   ["misspelt step field", (d) => { create(0)(d).timout = "5m"; }, "spec.create[0].timout", "unknown-field", 'did you mean "timeout"'],
@@ -161,6 +163,7 @@ export const sandboxRows: Row[] = [
   ["name with '_'", (d) => { d.name = "feature_x"; }, "name", "name-format"],
   ["name over 30 bytes", (d) => { d.name = "f".repeat(31); }, "name", "too-long"],
   ["cluster missing", (d) => { delete d.spec.cluster; }, "spec.cluster", "required"],
+  ["a lone surrogate in a label value", (d) => { d.spec.labels = { team: "a\uDC00" }; }, "spec.labels.team", "utf8", "lone surrogate"],
   ["cluster with a dot", (d) => { d.spec.cluster = "eu.west"; }, "spec.cluster", "name-format"],
   ["misspelt field", (d) => { d.spec.forks[0].customisations = d.spec.forks[0].customizations; delete d.spec.forks[0].customizations; },
     "spec.forks[0].customisations", "unknown-field", 'did you mean "customizations"'],

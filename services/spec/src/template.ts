@@ -1,11 +1,13 @@
 // CLI templating of plugin and sandbox files, as upstream's CLI does it: the file is parsed
 // as YAML first, then `@{var}` and `@{embed: path}` are substituted in string values only
-// (never in keys). `yaml` and `binary` encodings replace a whole string value.
+// (never in keys). `yaml` and `binary` encodings replace a whole string value. Files and
+// embedded text are read as bytes and must be UTF-8 (utf8.ts): nothing is rewritten.
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { VAR_NAME } from "./names.js";
+import { LONE_SURROGATE, badBytes, decodeFile, where } from "./utf8.js";
 import { fieldPath, type Path } from "./violations.js";
 
 export interface TemplateProblem {
@@ -59,6 +61,10 @@ export function parseSets(sets: string[]): Map<string, string> {
       problems.push({ field: "", message: `--set ${name} is given twice with different values (${JSON.stringify(earlier)} and ${JSON.stringify(value)})` });
       continue;
     }
+    if (LONE_SURROGATE.test(value)) {
+      problems.push({ field: "", message: `--set ${name}: the value holds a lone surrogate, which UTF-8 cannot carry` });
+      continue;
+    }
     vars.set(name, value);
   }
   if (problems.length > 0) throw TemplateError.of("--set", problems);
@@ -69,11 +75,11 @@ export function parseSets(sets: string[]): Map<string, string> {
 export async function loadTemplate(
   file: string,
   sets: string[],
-  opts: { stdin?: () => Promise<string>; onlyName?: boolean } = {},
+  opts: { stdin?: () => Promise<Uint8Array>; onlyName?: boolean } = {},
 ): Promise<unknown> {
   const vars = parseSets(sets);
   const label = file === "-" ? "standard input" : file;
-  const text = file === "-" ? await (opts.stdin ?? readStdin)() : await readFile(file, "utf8");
+  const text = decodeFile(file === "-" ? await (opts.stdin ?? readStdin)() : await readFile(file), label);
   const baseDir = file === "-" ? process.cwd() : dirname(resolve(file));
   const doc = parseFile(text, label);
   const options: RenderOptions = { baseDir, vars, file: label };
@@ -218,12 +224,18 @@ function resolveContent(d: Directive, text: string, field: string, ctx: Context,
     return value;
   }
   const path = resolve(ctx.opts.baseDir, d.path);
+  let content: Buffer;
   try {
-    return (ctx.opts.readFile ?? readFileSync)(path);
+    content = (ctx.opts.readFile ?? readFileSync)(path);
   } catch (err) {
     problem(`${text}: cannot read ${path}: ${firstLine(err)}`);
     return undefined;
   }
+  // Binary content is carried as base64; text goes into a string value as it is.
+  const bad = d.encoding === "binary" ? undefined : badBytes(content)[0];
+  if (!bad) return content;
+  problem(`${text}: ${path} is not valid UTF-8: ${where(bad)}`);
+  return undefined;
 }
 
 function parseFile(text: string, label: string): unknown {
@@ -245,8 +257,8 @@ function firstLine(err: unknown): string {
   return message.split("\n")[0] ?? message;
 }
 
-async function readStdin(): Promise<string> {
+async function readStdin(): Promise<Uint8Array> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
+  return Buffer.concat(chunks);
 }

@@ -159,7 +159,7 @@ describe("loadTemplate", () => {
   });
 
   it("reads standard input for '-', embedding relative to the working directory", async () => {
-    const stdin = async () => `name: "@{n}"\nspec:\n  script: "@{embed: ${join("services", "spec", "fixtures", "templates", "parts", "run.sh")}}"\n`;
+    const stdin = async () => Buffer.from(`name: "@{n}"\nspec:\n  script: "@{embed: ${join("services", "spec", "fixtures", "templates", "parts", "run.sh")}}"\n`);
     const cwd = process.cwd();
     process.chdir(join(FIXTURES, "..", "..", ".."));
     try {
@@ -167,12 +167,12 @@ describe("loadTemplate", () => {
     } finally {
       process.chdir(cwd);
     }
-    const err = await asyncErrorOf(loadTemplate("-", [], { stdin: async () => "name: [" }));
+    const err = await asyncErrorOf(loadTemplate("-", [], { stdin: async () => Buffer.from("name: [") }));
     expect(err.message).toMatch(/^standard input: is not valid YAML: /);
   });
 
   it("rejects a stream of several documents", async () => {
-    const err = await asyncErrorOf(loadTemplate("-", [], { stdin: async () => "name: a\n---\nname: b\n" }));
+    const err = await asyncErrorOf(loadTemplate("-", [], { stdin: async () => Buffer.from("name: a\n---\nname: b\n") }));
     expect(err.message).toBe("standard input: holds 2 YAML documents; expected one");
   });
 

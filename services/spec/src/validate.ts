@@ -9,7 +9,8 @@ import { reportIssues } from "./issues.js";
 import { PluginDoc, SandboxDoc } from "./model.js";
 import { checkPluginRules } from "./plugin-rules.js";
 import { checkSandboxRules } from "./sandbox-rules.js";
-import { Violations } from "./violations.js";
+import { LONE_SURROGATE } from "./utf8.js";
+import { Violations, type Path } from "./violations.js";
 
 export { checkSandboxAgainstPlugins } from "./sandbox-rules.js";
 export { parsePluginRef, canonicalVersion, type PluginRef } from "./refs.js";
@@ -100,6 +101,20 @@ function check(
   const parsed = schema.safeParse(doc);
   if (!parsed.success) reportIssues(parsed.error.issues, doc, schema, out);
   rules(doc, out);
+  textUtf8CannotCarry(doc, [], out);
   return { value: parsed.success ? parsed.data : undefined, violations: out.ordered(doc) };
 }
 
+/** Strings (keys too) UTF-8 cannot carry: encoding them for the wire would rewrite them to U+FFFD. */
+function textUtf8CannotCarry(value: unknown, at: Path, out: Violations): void {
+  if (typeof value === "string") {
+    if (!LONE_SURROGATE.test(value)) return;
+    out.add(at, "utf8", "holds a lone surrogate (e.g. a \"\\uD800\" escape without its pair), which UTF-8 cannot carry");
+  } else if (Array.isArray(value)) value.forEach((v, i) => textUtf8CannotCarry(v, [...at, i], out));
+  else if (value !== null && typeof value === "object") {
+    for (const [k, v] of Object.entries(value)) {
+      if (LONE_SURROGATE.test(k)) out.add([...at, k], "utf8", "the key holds a lone surrogate, which UTF-8 cannot carry");
+      textUtf8CannotCarry(v, [...at, k], out);
+    }
+  }
+}

@@ -1,8 +1,8 @@
 // Field paths as authors read them (`spec.create[2].inputs[0].name`) and the list of
 // violations a validation pass collects.
-import type { FieldViolation } from "@ephemera/kit/errors";
+import { fieldPath, type FieldViolation, type Path } from "@ephemera/kit/errors";
 
-export type Path = readonly (string | number)[];
+export { fieldPath, ROOT_FIELD, type Path } from "@ephemera/kit/errors";
 
 /** Stable codes of the rules; docs/plugins.md lists what each one means. */
 export const RULES = [
@@ -15,25 +15,9 @@ export const RULES = [
   "duplicate-endpoint", "duplicate-baseline", "duplicate-container", "env-value-conflict",
   "env-operation", "unknown-resource", "output-key-format", "ttl-duration", "ttl-offset-from",
   "port-range", "local-address", "endpoint-target", "too-many", "patch-type", "value-source",
-  "unknown-fork", "duplicate-fork", "duplicate-virtual", "duplicate-workload",
+  "unknown-fork", "duplicate-fork", "duplicate-virtual", "duplicate-workload", "utf8",
 ] as const;
 export type Rule = (typeof RULES)[number];
-
-/** The document itself (e.g. when it is not a mapping at all). */
-export const ROOT_FIELD = "(document)";
-
-const PLAIN_KEY = /^[A-Za-z0-9_-]+$/;
-
-export function fieldPath(path: Path): string {
-  if (path.length === 0) return ROOT_FIELD;
-  let out = "";
-  for (const seg of path) {
-    if (typeof seg === "number") out += `[${seg}]`;
-    else if (PLAIN_KEY.test(seg)) out += out === "" ? seg : `.${seg}`;
-    else out += `[${JSON.stringify(seg)}]`;
-  }
-  return out;
-}
 
 export class Violations {
   private readonly seen = new Set<string>();
