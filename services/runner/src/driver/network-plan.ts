@@ -42,10 +42,12 @@ export function networkNames(prefix: string, pid: number, id: string): NetworkNa
   };
 }
 
-/** A runner's tag, pid and id read back from a namespace, table or alias it named. */
-export function parseNetworkName(name: string): { tag: string; pid: number; id: string } | undefined {
-  const m = /^ephemera[-_ ]([0-9a-f]{8})[-_ ](\d+)[-_ ]([0-9a-f]{6})(?:-\d+)?$/.exec(name);
-  return m ? { tag: m[1]!, pid: Number(m[2]), id: m[3]! } : undefined;
+export interface ParsedName { tag: string; pid: number; id: string; forwarded: string[] }
+
+/** A runner's tag, pid and id read back from a namespace, table or alias it named (the alias also says which uplinks it turned forwarding on for). */
+export function parseNetworkName(name: string): ParsedName | undefined {
+  const m = /^ephemera[-_ ]([0-9a-f]{8})[-_ ](\d+)[-_ ]([0-9a-f]{6})(?:-\d+| fwd=([\w.,-]+))?$/.exec(name);
+  return m ? { tag: m[1]!, pid: Number(m[2]), id: m[3]!, forwarded: m[4]?.split(",") ?? [] } : undefined;
 }
 
 export interface Cidr { base: number; bits: number }
@@ -125,10 +127,11 @@ export function nftRuleset(names: NetworkNames, subnet: Cidr): string {
 }
 
 /** `ip -batch` lines that make the bridge and the slots' veths (the namespaces are addressed apart). */
-export function ipSetupBatch(names: NetworkNames, subnet: Cidr, slots: number): string {
+export function ipSetupBatch(names: NetworkNames, subnet: Cidr, slots: number, forwarded: string[]): string {
   const lines = [
     `link add ${names.bridge} type bridge`,
-    `link set ${names.bridge} alias "${names.alias}"`,
+    // The uplinks this runner turned forwarding on for: whoever removes its leftovers turns it off again.
+    `link set ${names.bridge} alias "${names.alias}${forwarded.length ? ` fwd=${forwarded.join(",")}` : ""}"`,
     `addr add ${formatIPv4(subnet.base + 1)}/24 dev ${names.bridge}`,
     `link set ${names.bridge} up`,
   ];

@@ -5,6 +5,7 @@
 // through the NAT, loopback is the step's own, and the runner leaves nothing behind.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomInt } from "node:crypto";
+import { readFileSync, readdirSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { networkInterfaces, tmpdir } from "node:os";
@@ -91,6 +92,10 @@ function removeNetworkThings(prefix: string): void {
     try { execFileSync(argv[0]!, argv.slice(1), { stdio: "ignore" }); } catch { /* gone with another */ }
   }
 }
+
+/** IPv4 forwarding of the host and of each of its interfaces (but those the tests and runners make). */
+const forwarding = () => Object.fromEntries(readdirSync("/proc/sys/net/ipv4/conf").filter((d) => !d.startsWith("eph"))
+  .map((d) => [d, readFileSync(`/proc/sys/net/ipv4/conf/${d}/forwarding`, "utf8").trim()]));
 
 /** The host's own IPv4 addresses, loopback and every interface's (eth0, bridges, veths). */
 const hostAddresses = () => [...new Set(Object.values(networkInterfaces()).flat()
@@ -275,6 +280,7 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
   });
 
   it("leaves no namespace, interface or nftables table of its prefix once stopped; a killed runner's are removed at the next start", async () => {
+    const before = forwarding();
     const runner = await startRunner();
     const made = networkThingsOf(prefix);
     expect(made.filter((t) => t.startsWith("netns"))).toHaveLength(4); // one per step slot (concurrency 4)
@@ -300,10 +306,14 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
       await new Promise((r) => (crashed.exitCode !== null || crashed.signalCode !== null ? r(null) : crashed.once("exit", r)));
       expect(networkThingsOf(prefix)).toEqual(left);
 
-      await startRunner();
+      const again = await startRunner();
       const now = networkThingsOf(prefix);
       expect(now.filter((t) => left.includes(t))).toEqual([]);
       expect(now.filter((t) => t.startsWith("netns"))).toHaveLength(4);
+      // The uplinks the killed runner turned forwarding on for are turned off by the one that removed its leftovers.
+      await again.stop();
+      expect(networkThingsOf(prefix)).toEqual([]);
+      expect(forwarding()).toEqual(before);
     } finally {
       crashed.kill("SIGKILL");
     }

@@ -69,18 +69,20 @@ export async function openStepNetwork(o: StepNetworkOptions): Promise<StepNetwor
       `no network namespace can be made here (${o.isolation.netNamespaceError ?? "unknown"}); a step reaches every service of this machine`);
     return fixed("host", []);
   }
-  if (process.getuid?.() === 0) await removeLeftovers(o.prefix, logger);
+  const inherited = process.getuid?.() === 0 ? await removeLeftovers(o.prefix, logger) : [];
   if (o.mode === "none") {
+    await restoreUplinks(inherited, logger);
     logger.info("steps get a network of their own with loopback only (EPHEMERA_STEP_NETWORK=none)");
     return fixed("none", ["--newnet"]);
   }
   try {
-    const pool = await NatPool.open(o);
+    const pool = await NatPool.open(o, inherited);
     logger.info({ subnet: pool.subnet, bridge: pool.names.bridge, slots: o.slots, dns: pool.dns.nameservers, dnsFrom: pool.dns.source },
       "steps get a network of their own, out through this machine's NAT (EPHEMERA_STEP_NETWORK=outside)");
     if (!pool.dns.nameservers.length) logger.warn("steps have no DNS resolver they can reach: set EPHEMERA_STEP_DNS");
     return pool;
   } catch (err) {
+    await restoreUplinks(inherited, logger);
     logger.warn({ err: errorMessage(err) }, "steps get loopback only (as EPHEMERA_STEP_NETWORK=none), not outside: " +
       `the NAT to the outside cannot be set up here (${errorMessage(err)})`);
     return fixed("none", ["--newnet"]);
@@ -101,7 +103,8 @@ class NatPool implements StepNetwork {
     this.free = Array.from({ length: slots }, (_, i) => i);
   }
 
-  static async open(o: StepNetworkOptions): Promise<NatPool> {
+  /** `inherited`: uplinks a dead runner of the prefix turned forwarding on for, now this one's to turn off. */
+  static async open(o: StepNetworkOptions, inherited: string[]): Promise<NatPool> {
     if (process.getuid?.() !== 0) throw new Error("it needs the runner to run as root");
     if (o.slots > MAX_SLOTS) throw new Error(`at most ${MAX_SLOTS} steps at once have a slot (EPHEMERA_RUNNER_CONCURRENCY is ${o.slots})`);
     const resolvers = stepResolvers(
@@ -116,18 +119,18 @@ class NatPool implements StepNetwork {
       const names = networkNames(o.prefix, o.pid ?? process.pid, randomBytes(3).toString("hex"));
       const subnet = pickSubnet(o.subnets, await hostNetworks(), randomInt(2 ** (24 - o.subnets.bits)));
       if (!subnet) throw new Error(`every /24 of EPHEMERA_STEP_SUBNETS (${cidrText(o.subnets)}) is in use on this machine`);
+      const forwarded = [...new Set([...inherited, ...await forwardUplinks()])];
       try {
-        await build(names, subnet, o.slots);
+        await build(names, subnet, o.slots, forwarded);
       } catch (err) {
         await teardown(names);
+        await restoreUplinks(forwarded, o.logger);
         throw err;
       }
       const clash = (await hostNetworks(names.bridge)).some((n) => n.base === subnet.base && n.bits <= 24);
-      if (!clash) {
-        const forwarded = await forwardUplinks();
-        return new NatPool(names, cidrText(subnet), resolvers, resolvFile, o.slots, forwarded, o.logger);
-      }
+      if (!clash) return new NatPool(names, cidrText(subnet), resolvers, resolvFile, o.slots, forwarded, o.logger);
       await teardown(names);
+      await restoreUplinks(forwarded, o.logger);
       if (attempt === 4) throw new Error(`no free /24 of ${cidrText(o.subnets)} after ${attempt + 1} tries`);
     }
   }
@@ -156,8 +159,8 @@ class NatPool implements StepNetwork {
   }
 }
 
-async function build(names: NetworkNames, subnet: Cidr, slots: number): Promise<void> {
-  await ipBatch([], ipSetupBatch(names, subnet, slots));
+async function build(names: NetworkNames, subnet: Cidr, slots: number, forwarded: string[]): Promise<void> {
+  await ipBatch([], ipSetupBatch(names, subnet, slots, forwarded));
   await Promise.all([
     ...Array.from({ length: slots }, (_, i) => ipBatch(["-n", names.netns(i)], slotBatch(subnet, i))),
     // Forwarded from the bridge (the steps' traffic out); per interface, not the whole host.
@@ -186,8 +189,11 @@ const alive = (pid: number) => {
   }
 };
 
-/** A killed runner's namespaces, bridge and table of this prefix: removed before new ones are made. */
-async function removeLeftovers(prefix: string, logger: Logger): Promise<void> {
+/**
+ * A killed runner's namespaces, bridge and table of this prefix: removed before new ones are
+ * made. Returns the uplinks it had turned forwarding on for.
+ */
+async function removeLeftovers(prefix: string, logger: Logger): Promise<string[]> {
   const tag = networkNames(prefix, 0, "000000").tag;
   const tables = await run("nft", ["list", "tables"], { timeout: COMMAND_TIMEOUT_MS }).then((r) => r.stdout, () => "");
   const named = [
@@ -201,6 +207,7 @@ async function removeLeftovers(prefix: string, logger: Logger): Promise<void> {
     await teardown(names);
     logger.info({ pid: n.pid, bridge: names.bridge }, "removed the step network a stopped runner left");
   }
+  return [...new Set(named.flatMap((n) => n.forwarded))];
 }
 
 interface Link { ifname: string; ifalias?: string }
