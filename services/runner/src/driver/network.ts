@@ -231,17 +231,22 @@ async function hostNetworks(except?: string): Promise<Cidr[]> {
 
 /**
  * Replies to the steps come in on the host's uplinks (its default routes' interfaces), and
- * are forwarded only where forwarding is on. Turned on there when off, and off again at stop
- * when no other runner's bridge is left.
+ * are forwarded only where forwarding is on. Turned on there when off, and off again by the
+ * last runner to stop (a runner's bridge alias names the uplinks it counts as turned on).
  */
 async function forwardUplinks(): Promise<string[]> {
   if ((await readFile("/proc/sys/net/ipv4/ip_forward", "utf8")).trim() === "1") return [];
   const routes = await run("ip", ["-j", "-4", "route", "show", "default"], { timeout: COMMAND_TIMEOUT_MS })
     .then((r) => JSON.parse(r.stdout) as Array<{ dev?: string }>);
+  // On because another runner turned it on: this one turns it off too, if it is the last to stop.
+  const byRunners = new Set((await linkList()).flatMap((l) => parseNetworkName(l.ifalias ?? "")?.forwarded ?? []));
   const turned: string[] = [];
   for (const dev of new Set(routes.flatMap((r) => (r.dev ? [r.dev] : [])))) {
     const file = `/proc/sys/net/ipv4/conf/${dev}/forwarding`;
-    if ((await readFile(file, "utf8")).trim() === "1") continue;
+    if ((await readFile(file, "utf8")).trim() === "1") {
+      if (byRunners.has(dev)) turned.push(dev);
+      continue;
+    }
     await writeFile(file, "1");
     turned.push(dev);
   }
