@@ -28,7 +28,10 @@ describe("NATS and Redis with credentials (own servers, services as processes)",
       natsFlags: () => ["--user", "ephemera", "--pass", NATS_PASSWORD],
       // The default user is off: only ephemera's ACL user gets in.
       redisFlags: ["--user", "default", "off", "--user", "ephemera", "on", `>${REDIS_PASSWORD}`, "~*", "&*", "+@all"],
-      env: { NATS_USER: "ephemera", NATS_PASSWORD, REDIS_USERNAME: "ephemera", REDIS_PASSWORD, LOG_LEVEL: "debug" },
+      // The step shares the host's network here, chosen knowingly: the credentials are what is tested.
+      env: {
+        NATS_USER: "ephemera", NATS_PASSWORD, REDIS_USERNAME: "ephemera", REDIS_PASSWORD, LOG_LEVEL: "debug", EPHEMERA_STEP_NETWORK: "host",
+      },
     });
     ({ nats, redis, services, eph, env } = stack);
   }, 90_000);

@@ -5,8 +5,13 @@
  * it does its mounts itself: no process per view.
  *
  *   ephemera-launch --rundir DIR [--pidns] [--userns] [--nice N] [--uid U --gid G]
+ *                   [--netns PATH [--resolv FILE] | --newnet]
  *                   [--tmpfs-size BYTES] [--readonly-host] [--limit BYTES]
  *                   [--view DIR]... [--file N:DEST]... [--output PATH]...
+ *
+ * The step's network: --netns joins a namespace the runner prepared (one of its pool, wired
+ * to the runner's bridge; FILE is bind-mounted over /etc/resolv.conf), --newnet makes an
+ * empty one (loopback only, brought up here); neither: the runner's own.
  *
  * DIR (made by the runner, mode 0700) holds `script`, the input files `in/N`, and, with no
  * tmpfs size, the bind sources `view-I`. The views are mounted in order (ancestors first,
@@ -35,9 +40,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -52,7 +60,8 @@
 #define SCRIPT_PATH "/tmp/.ephemera/script"
 
 static const char *rundir;
-static int pidns, userns, readonly_host, nice_level;
+static int pidns, userns, newnet, readonly_host, nice_level;
+static const char *netns_path, *resolv_path;
 static long uid = -1, gid = -1;
 static unsigned long long tmpfs_size, limit = 1024 * 1024;
 static const char *views[MAX_ITEMS];
@@ -221,7 +230,8 @@ static void make_host_readonly(void) {
     if (n < 7) continue;
     char *path = fields[4];
     unescape(path);
-    int keep = within(path, rundir);
+    /* The runners' namespace handles (nsfs): not files a script can write, and many. */
+    int keep = within(path, rundir) || strncmp(path, "/run/netns/", 11) == 0;
     for (int i = 0; i < nviews && !keep; i++) keep = within(path, views[i]);
     if (keep) continue;
     unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
@@ -334,6 +344,9 @@ static int step(char **envp) {
   sigaction(SIGTERM, &sa, NULL);
   if (pidns && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
     fail("cannot prepare the step: cannot mount /proc: %s", strerror(errno));
+  /* Before the views: the file may lie under /tmp (the runner's workdir). */
+  if (resolv_path && mount(resolv_path, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0)
+    fail("cannot prepare the step: cannot mount its resolver configuration over /etc/resolv.conf: %s", strerror(errno));
   mount_views();
   for (int i = 0; i < nfiles; i++) {
     char src[64];
@@ -372,6 +385,18 @@ static int step(char **envp) {
   return 0;
 }
 
+/* A new network namespace starts with loopback down. */
+static void loopback_up(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  strcpy(ifr.ifr_name, "lo");
+  if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0) fail("cannot isolate the step (loopback: %s)", strerror(errno));
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) fail("cannot isolate the step (loopback up: %s)", strerror(errno));
+  close(s);
+}
+
 static void write_file(const char *path, const char *text) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0 || write(fd, text, strlen(text)) < 0) fail("cannot set up the user namespace (%s): %s", path, strerror(errno));
@@ -387,6 +412,9 @@ int main(int argc, char **argv, char **envp) {
     else if (!strcmp(a, "--pidns")) pidns = 1;
     else if (!strcmp(a, "--userns")) userns = 1;
     else if (!strcmp(a, "--readonly-host")) readonly_host = 1;
+    else if (!strcmp(a, "--newnet")) newnet = 1;
+    else if (!strcmp(a, "--netns")) { NEED(); netns_path = v; }
+    else if (!strcmp(a, "--resolv")) { NEED(); resolv_path = v; }
     else if (!strcmp(a, "--nice")) { NEED(); nice_level = atoi(v); }
     else if (!strcmp(a, "--uid")) { NEED(); uid = atol(v); }
     else if (!strcmp(a, "--gid")) { NEED(); gid = atol(v); }
@@ -403,6 +431,7 @@ int main(int argc, char **argv, char **envp) {
   for (int i = 0; i < nviews; i++) private_tmp |= strcmp(views[i], "/tmp") == 0;
   if (!private_tmp) usage("a step needs a private /tmp (--view /tmp)");
   if (uid >= 0 && gid < 0) gid = uid;
+  if (newnet && netns_path) usage("--newnet and --netns exclude each other");
 
   /* Dies with the runner; and a runner already gone leaves nothing to run for. */
   pid_t parent = getppid();
@@ -416,7 +445,13 @@ int main(int argc, char **argv, char **envp) {
   if (dirfd_run < 0) usage("cannot open the run directory");
   uid_t outer_uid = getuid();
   gid_t outer_gid = getgid();
-  int flags = CLONE_NEWNS | (pidns ? CLONE_NEWPID : 0) | (userns ? CLONE_NEWUSER : 0);
+  /* Joined first: inside a new user namespace this program could not join it any more. */
+  if (netns_path) {
+    int fd = open(netns_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) fail("cannot isolate the step (network namespace %s: %s)", netns_path, strerror(errno));
+    close(fd);
+  }
+  int flags = CLONE_NEWNS | (pidns ? CLONE_NEWPID : 0) | (userns ? CLONE_NEWUSER : 0) | (newnet ? CLONE_NEWNET : 0);
   if (unshare(flags) < 0) fail("cannot isolate the step (unshare: %s)", strerror(errno));
   if (userns) {
     char map[64];
@@ -427,6 +462,7 @@ int main(int argc, char **argv, char **envp) {
     snprintf(map, sizeof map, "0 %u 1", (unsigned)outer_gid);
     write_file("/proc/self/gid_map", map);
   }
+  if (newnet) loopback_up();
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) fail("cannot isolate the step (private mounts: %s)", strerror(errno));
   /* The run directory stays writable for the status (a mount of its own, kept out of the read-only remounts). */
   if (mount(rundir, rundir, NULL, MS_BIND, NULL) < 0) fail("cannot isolate the step (bind %s: %s)", rundir, strerror(errno));

@@ -5,6 +5,9 @@ import {
   DEFAULT_IOCONTEXT_LISTEN, clientTlsFromEnv, commonConfig, envBool, envInt, envString, type ClientTls, type Env, type NatsAuth,
 } from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
+import {
+  DEFAULT_STEP_SUBNETS, STEP_NETWORK_MODES, stepDns, stepSubnets, type Cidr, type StepNetworkMode,
+} from "./driver/network-plan.js";
 
 export const DEFAULT_RUNNER_LISTEN = "127.0.0.1:7403";
 
@@ -41,6 +44,16 @@ export interface RunnerConfig {
    * read-only when the script changes user (EPHEMERA_STEP_HOST_READONLY, default true). Absent: as the runner, no quota.
    */
   stepSandbox?: StepSandbox;
+  /**
+   * The steps' network (EPHEMERA_STEP_NETWORK, default outside; see driver/network.ts):
+   * outside = a namespace of its own, out through the host's NAT, the host unreachable;
+   * none = loopback only; host = the runner's own network. Absent: outside.
+   */
+  stepNetwork?: StepNetworkMode;
+  /** EPHEMERA_STEP_SUBNETS: where each runner's /24 for its steps is taken from (default 10.237.0.0/16). */
+  stepSubnets?: Cidr;
+  /** EPHEMERA_STEP_DNS: the steps' resolvers (default: the host's that a step can reach). */
+  stepDns?: string[];
   /** Steps run at this nice level (EPHEMERA_STEP_NICE, default 10; 0 leaves it alone). */
   stepNiceness?: number;
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
@@ -132,8 +145,23 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     launcher: defaults.launcher,
     hostEnv,
     stepSandbox: stepSandboxConfig(env, defaults.uid ?? process.getuid?.()),
+    ...stepNetworkConfig(env),
     shutdownGraceMs: envInt(env, "EPHEMERA_RUNNER_SHUTDOWN_GRACE_MS", 30_000),
     logRetentionMs: logRetention(env),
+  };
+}
+
+/** EPHEMERA_STEP_NETWORK, EPHEMERA_STEP_SUBNETS and EPHEMERA_STEP_DNS. */
+export function stepNetworkConfig(env: Env): Pick<RunnerConfig, "stepNetwork" | "stepSubnets" | "stepDns"> {
+  const mode = envString(env, "EPHEMERA_STEP_NETWORK", "outside");
+  if (!(STEP_NETWORK_MODES as readonly string[]).includes(mode)) {
+    throw new Error(`EPHEMERA_STEP_NETWORK must be one of ${STEP_NETWORK_MODES.join(", ")}, got "${mode}"`);
+  }
+  const dns = stepDns(env["EPHEMERA_STEP_DNS"]);
+  return {
+    stepNetwork: mode as StepNetworkMode,
+    stepSubnets: stepSubnets(envString(env, "EPHEMERA_STEP_SUBNETS", DEFAULT_STEP_SUBNETS)),
+    ...(dns ? { stepDns: dns } : {}),
   };
 }
 

@@ -418,6 +418,8 @@ describe("runner with the process driver, against NATS and Redis", () => {
         EPHEMERA_RUNNER_WORKDIR: join(workdir, "crash"),
         // Its step writes a marker to the shared scratch directory on the host.
         EPHEMERA_STEP_HOST_READONLY: "false",
+        // Killed below, with no runner of its prefix started after it: a network pool would be left behind.
+        EPHEMERA_STEP_NETWORK: "none",
         EPHEMERA_SIGNING_KEY: TEST_KEY_SECRET,
       },
     });

@@ -11,6 +11,8 @@ import type { RunnerConfig } from "./config.js";
 import { detectIsolation } from "./driver/isolation.js";
 import { cleanupLeftovers } from "./driver/leftovers.js";
 import { ProcessDriver } from "./driver/process.js";
+import { openStepNetwork } from "./driver/network.js";
+import { DEFAULT_STEP_SUBNETS, stepSubnets } from "./driver/network-plan.js";
 import type { StepDriver } from "./driver/driver.js";
 // Types only: client-node is loaded when the Kubernetes driver is chosen, not by every runner.
 import type { KubeDriver } from "./driver/kube/driver.js";
@@ -46,9 +48,10 @@ const API_CALLS_LOG_MS = 60_000;
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
   const registry = deps.metrics;
-  const { driver, forkCluster } = config.driver === "kubernetes"
-    ? await kubeDriver(config, deps)
-    : { driver: await processDriver(config, logger, registry), forkCluster: new NoWorkloads(config.cluster) };
+  const processes = config.driver === "kubernetes" ? undefined : await processDriver(config, logger, registry);
+  const { driver, forkCluster } = processes
+    ? { driver: processes, forkCluster: new NoWorkloads(config.cluster) }
+    : await kubeDriver(config, deps);
   const runner = new Runner({
     cluster: config.cluster,
     concurrency: config.concurrency,
@@ -87,6 +90,8 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
       server.health.setStatus("", "NOT_SERVING");
       await forks.stop();
       await runner.stop(config.shutdownGraceMs ?? 30_000);
+      // The steps' network goes once no step runs.
+      await processes?.stop();
       logCalls?.();
       await server.shutdown();
     })()),
@@ -141,7 +146,7 @@ async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ dri
   return { driver, forkCluster };
 }
 
-async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined): Promise<StepDriver> {
+async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined): Promise<ProcessDriver> {
   await access(config.launcher).catch((err: unknown) => {
     throw new Error(`the step launcher is missing at ${config.launcher} (build it: pnpm build, which needs a C compiler)`, { cause: err });
   });
@@ -152,7 +157,12 @@ async function processDriver(config: RunnerConfig, logger: Logger, registry: Reg
   const isolation = await detectIsolation(config.workdir, config.launcher);
   logger.info({ isolation: isolation.flags.join(" "), workdir: config.workdir }, "process driver ready");
   if (!isolation.pidNamespace) logger.warn(isolation, "steps may leave processes behind: no pid namespace here");
+  const network = await openStepNetwork({
+    mode: config.stepNetwork ?? "outside", prefix: config.prefix, workdir: config.workdir, slots: config.concurrency, isolation,
+    subnets: config.stepSubnets ?? stepSubnets(DEFAULT_STEP_SUBNETS), ...(config.stepDns ? { dns: config.stepDns } : {}), logger,
+  });
   return new ProcessDriver({
+    network,
     ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}),
     workdir: config.workdir, iocontext: config.iocontextAddr, launcher: config.launcher, isolation, hostEnv: config.hostEnv, logger,
     // Its calls to the IO context (a step's inputs, a success's outputs), by method and code.

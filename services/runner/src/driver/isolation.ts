@@ -2,7 +2,8 @@
 // it in its own mount namespace (private views) and, where possible, its own pid
 // namespace whose init is the launcher, so every process of the step ends with it. The
 // launcher dies with the runner (a parent-death signal), and the step with it. Probed
-// once at start: the best set of flags this machine allows.
+// once at start: the best set of flags this machine allows, and whether with them a step
+// can have a network namespace of its own (network.ts decides which).
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -19,6 +20,10 @@ export interface Isolation {
   flags: string[];
   /** Every process of a step ends when the step does. */
   pidNamespace: boolean;
+  /** A step can be given a network namespace of its own (ephemera-launch --newnet works with these flags). */
+  netNamespace: boolean;
+  /** Why not, when not. */
+  netNamespaceError?: string;
 }
 
 const CANDIDATES = [
@@ -37,7 +42,10 @@ export async function detectIsolation(workdir: string, launcher: string): Promis
     for (const c of CANDIDATES) {
       // A private /tmp, as every step has: the probe's script never lands in the host's.
       const status = await launched([launcher, "--rundir", probe, ...c.flags, "--view", "/tmp"], join(probe, "status"));
-      if (status === "exit 0") return { flags: c.flags, pidNamespace: c.pidNamespace };
+      if (status === "exit 0") {
+        const net = await launched([launcher, "--rundir", probe, ...c.flags, "--newnet", "--view", "/tmp"], join(probe, "status"));
+        return { flags: c.flags, pidNamespace: c.pidNamespace, netNamespace: net === "exit 0", ...(net === "exit 0" ? {} : { netNamespaceError: net }) };
+      }
       failures.push(`ephemera-launch ${c.flags.join(" ")}: ${status}`);
     }
   } finally {

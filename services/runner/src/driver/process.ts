@@ -17,6 +17,7 @@ import { errorMessage, isRetryable, type ClientTls, type Logger, type grpc } fro
 import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
+import type { StepNetwork, StepNetworkLease } from "./network.js";
 import { stepEnv, type StepSandbox } from "./step-env.js";
 
 export interface ProcessDriverOptions {
@@ -32,6 +33,8 @@ export interface ProcessDriverOptions {
   launcher: string;
   /** From detectIsolation(). */
   isolation: Isolation;
+  /** The steps' network (openStepNetwork); absent: the runner's own. */
+  network?: StepNetwork;
   /** Of it, PATH and LANG only reach the script. */
   hostEnv: Record<string, string>;
   /** The script's user and quota (runnerConfig's stepSandbox); absent = as the runner, no quota. */
@@ -73,6 +76,11 @@ export class ProcessDriver implements StepDriver {
   close(): void {
     this.client?.close();
     this.client = undefined;
+  }
+
+  /** Removes the steps' network (the runner's stop, once no step runs). */
+  async stop(): Promise<void> {
+    await this.options.network?.close();
   }
 
   async recover(runId: string): Promise<StepReport | undefined> {
@@ -123,7 +131,8 @@ export class ProcessDriver implements StepDriver {
         return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
       }
       if (stopping.signal.aborted) return cancelled();
-      const child = spawn(this.options.launcher, argv, {
+      const lease: StepNetworkLease = (await this.options.network?.acquire()) ?? { args: [], release: () => undefined };
+      const child = spawn(this.options.launcher, [...lease.args, ...argv], {
         detached: true, // its own process group: stopping the step reaches every process of it
         stdio: ["ignore", "pipe", "pipe"],
         env: { ...stepEnv(this.options.hostEnv, request.env), HOME: STEP_HOME, ...plan.env },
@@ -141,6 +150,8 @@ export class ProcessDriver implements StepDriver {
       clearTimeout(force);
       // Without a pid namespace, whatever the step left in its group goes with it.
       signalGroup("SIGKILL");
+      // Every process of the step is gone (its pid namespace, or its group): the next step may have the namespace.
+      lease.release();
       await Promise.race([streamsClosed, new Promise((r) => setTimeout(r, 2000).unref())]);
       child.stdout.destroy();
       child.stderr.destroy();

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Makes sure the tools the process driver's step networks need are here (ip, nft): without
+# nft a root runner gives its steps loopback only (docs/security.md, "Network").
+set -euo pipefail
+command -v ip >/dev/null && command -v nft >/dev/null && exit 0
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+echo "installing iproute2 and nftables" >&2
+as_root apt-get update -qq && as_root apt-get install -y -qq iproute2 nftables >/dev/null

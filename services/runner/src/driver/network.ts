@@ -1,0 +1,283 @@
+// A process-driver step's network, never the host's (EPHEMERA_STEP_NETWORK):
+// - outside (default): at start the runner makes a bridge with a /24 of its own, a pool of
+//   network namespaces (one per step slot, each with a veth on the bridge) and one nftables
+//   table (the host refused to the steps, their traffic out masqueraded). A step joins a
+//   free namespace (ephemera-launch --netns: one setns, no process per step).
+// - none: a new, empty namespace per step (ephemera-launch --newnet): loopback only.
+// - host: the runner's own network, chosen knowingly.
+// What cannot be had here falls back (outside → none → host), said in one log line.
+import { execFile, spawn } from "node:child_process";
+import { randomBytes, randomInt } from "node:crypto";
+import { readFile, readdir, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { errorMessage, type Logger } from "@ephemera/kit";
+import type { Isolation } from "./isolation.js";
+import {
+  MAX_SLOTS, formatIPv4, ipSetupBatch, networkNames, nftRuleset, parseCidr, parseNetworkName, pickSubnet, slotBatch, stepResolvers,
+  type Cidr, type NetworkNames, type StepNetworkMode,
+} from "./network-plan.js";
+
+const run = promisify(execFile);
+const NETNS_DIR = "/run/netns";
+const COMMAND_TIMEOUT_MS = 10_000;
+
+export interface StepNetworkLease {
+  /** The launcher's network flags for this step. */
+  args: string[];
+  release(): void;
+}
+
+export interface StepNetwork {
+  /** What the steps actually get (after any fallback). */
+  readonly mode: StepNetworkMode;
+  /** A step's network; with a pool, waits for a free slot. */
+  acquire(): Promise<StepNetworkLease>;
+  /** Removes what the runner made (graceful stop). */
+  close(): Promise<void>;
+}
+
+export interface StepNetworkOptions {
+  mode: StepNetworkMode;
+  prefix: string;
+  /** The steps' resolv.conf is written here. */
+  workdir: string;
+  /** Steps at once: the pool's size. */
+  slots: number;
+  isolation: Isolation;
+  subnets: Cidr;
+  /** EPHEMERA_STEP_DNS. */
+  dns?: string[];
+  logger: Logger;
+  /** The runner's pid (names carry it); a test passes another. */
+  pid?: number;
+}
+
+const fixed = (mode: StepNetworkMode, args: string[]): StepNetwork => ({
+  mode, acquire: async () => ({ args, release: () => undefined }), close: async () => undefined,
+});
+
+export async function openStepNetwork(o: StepNetworkOptions): Promise<StepNetwork> {
+  const { logger } = o;
+  if (o.mode === "host") {
+    logger.warn("steps share the runner's network (EPHEMERA_STEP_NETWORK=host): a step reaches NATS, Redis, the IO context, " +
+      "the API and everything else listening on this machine");
+    return fixed("host", []);
+  }
+  if (!o.isolation.netNamespace) {
+    logger.warn({ why: o.isolation.netNamespaceError }, `steps share the runner's network (as EPHEMERA_STEP_NETWORK=host), not ${o.mode}: ` +
+      `no network namespace can be made here (${o.isolation.netNamespaceError ?? "unknown"}); a step reaches every service of this machine`);
+    return fixed("host", []);
+  }
+  const inherited = process.getuid?.() === 0 ? await removeLeftovers(o.prefix, logger) : [];
+  if (o.mode === "none") {
+    await restoreUplinks(inherited, logger);
+    logger.info("steps get a network of their own with loopback only (EPHEMERA_STEP_NETWORK=none)");
+    return fixed("none", ["--newnet"]);
+  }
+  try {
+    const pool = await NatPool.open(o, inherited);
+    logger.info({ subnet: pool.subnet, bridge: pool.names.bridge, slots: o.slots, dns: pool.dns.nameservers, dnsFrom: pool.dns.source },
+      "steps get a network of their own, out through this machine's NAT (EPHEMERA_STEP_NETWORK=outside)");
+    if (!pool.dns.nameservers.length) logger.warn("steps have no DNS resolver they can reach: set EPHEMERA_STEP_DNS");
+    return pool;
+  } catch (err) {
+    await restoreUplinks(inherited, logger);
+    logger.warn({ err: errorMessage(err) }, "steps get loopback only (as EPHEMERA_STEP_NETWORK=none), not outside: " +
+      `the NAT to the outside cannot be set up here (${errorMessage(err)})`);
+    return fixed("none", ["--newnet"]);
+  }
+}
+
+/** The pool of namespaces behind the runner's bridge. */
+class NatPool implements StepNetwork {
+  readonly mode = "outside";
+  private readonly free: number[];
+  private readonly waiting: Array<(slot: number) => void> = [];
+  private closed?: Promise<void>;
+
+  private constructor(
+    readonly names: NetworkNames, readonly subnet: string, readonly dns: { nameservers: string[]; source: string },
+    private readonly resolvFile: string, slots: number, private readonly forwarded: string[], private readonly logger: Logger,
+  ) {
+    this.free = Array.from({ length: slots }, (_, i) => i);
+  }
+
+  /** `inherited`: uplinks a dead runner of the prefix turned forwarding on for, now this one's to turn off. */
+  static async open(o: StepNetworkOptions, inherited: string[]): Promise<NatPool> {
+    if (process.getuid?.() !== 0) throw new Error("it needs the runner to run as root");
+    if (o.slots > MAX_SLOTS) throw new Error(`at most ${MAX_SLOTS} steps at once have a slot (EPHEMERA_RUNNER_CONCURRENCY is ${o.slots})`);
+    const resolvers = stepResolvers(
+      await readFile("/etc/resolv.conf", "utf8").catch(() => ""),
+      await readFile("/run/systemd/resolve/resolv.conf", "utf8").catch(() => undefined), o.dns,
+    );
+    const resolvFile = join(o.workdir, "resolv.conf");
+    await writeFile(`${resolvFile}.tmp`, resolvers.text, { mode: 0o644 });
+    await rename(`${resolvFile}.tmp`, resolvFile);
+    // Another runner may take the same /24 at the same moment: it is checked after, and taken again.
+    for (let attempt = 0; ; attempt++) {
+      const names = networkNames(o.prefix, o.pid ?? process.pid, randomBytes(3).toString("hex"));
+      const subnet = pickSubnet(o.subnets, await hostNetworks(), randomInt(2 ** (24 - o.subnets.bits)));
+      if (!subnet) throw new Error(`every /24 of EPHEMERA_STEP_SUBNETS (${cidrText(o.subnets)}) is in use on this machine`);
+      const forwarded = [...new Set([...inherited, ...await forwardUplinks()])];
+      try {
+        await build(names, subnet, o.slots, forwarded);
+      } catch (err) {
+        await teardown(names);
+        await restoreUplinks(forwarded, o.logger);
+        throw err;
+      }
+      const clash = (await hostNetworks(names.bridge)).some((n) => n.base === subnet.base && n.bits <= 24);
+      if (!clash) return new NatPool(names, cidrText(subnet), resolvers, resolvFile, o.slots, forwarded, o.logger);
+      await teardown(names);
+      await restoreUplinks(forwarded, o.logger);
+      if (attempt === 4) throw new Error(`no free /24 of ${cidrText(o.subnets)} after ${attempt + 1} tries`);
+    }
+  }
+
+  async acquire(): Promise<StepNetworkLease> {
+    if (this.closed) throw new Error("the step network is closed");
+    const slot = this.free.pop() ?? (await new Promise<number>((resolve) => this.waiting.push(resolve)));
+    let released = false;
+    return {
+      args: ["--netns", join(NETNS_DIR, this.names.netns(slot)), "--resolv", this.resolvFile],
+      release: () => {
+        if (released) return;
+        released = true;
+        const next = this.waiting.shift();
+        if (next) next(slot);
+        else this.free.push(slot);
+      },
+    };
+  }
+
+  close(): Promise<void> {
+    return (this.closed ??= (async () => {
+      await teardown(this.names);
+      await restoreUplinks(this.forwarded, this.logger);
+    })());
+  }
+}
+
+async function build(names: NetworkNames, subnet: Cidr, slots: number, forwarded: string[]): Promise<void> {
+  await ipBatch([], ipSetupBatch(names, subnet, slots, forwarded));
+  await Promise.all([
+    ...Array.from({ length: slots }, (_, i) => ipBatch(["-n", names.netns(i)], slotBatch(subnet, i))),
+    // Forwarded from the bridge (the steps' traffic out); per interface, not the whole host.
+    writeFile(`/proc/sys/net/ipv4/conf/${names.bridge}/forwarding`, "1"),
+    nft(nftRuleset(names, subnet)),
+  ]);
+}
+
+/** Everything a runner of these names made; what is already gone is skipped. */
+async function teardown(names: Pick<NetworkNames, "bridge" | "table" | "tag" | "pid" | "id">): Promise<void> {
+  const netns = (await readdir(NETNS_DIR).catch(() => [] as string[]))
+    .filter((n) => n.startsWith(`ephemera-${names.tag}-${names.pid}-${names.id}-`));
+  const links = (await linkList()).map((l) => l.ifname).filter((n) => n === names.bridge || n.startsWith(`ephv${names.id}`));
+  // Links first: deleting a veth takes its peer at once; a namespace's own go only later, asynchronously.
+  const lines = [...links.map((l) => `link del ${l}`), ...netns.map((n) => `netns del ${n}`)];
+  if (lines.length) await ipBatch(["-force"], lines.join("\n") + "\n").catch(() => undefined);
+  await run("nft", ["delete", "table", "inet", names.table], { timeout: COMMAND_TIMEOUT_MS }).catch(() => undefined);
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+};
+
+/**
+ * A killed runner's namespaces, bridge and table of this prefix: removed before new ones are
+ * made. Returns the uplinks it had turned forwarding on for.
+ */
+async function removeLeftovers(prefix: string, logger: Logger): Promise<string[]> {
+  const tag = networkNames(prefix, 0, "000000").tag;
+  const tables = await run("nft", ["list", "tables"], { timeout: COMMAND_TIMEOUT_MS }).then((r) => r.stdout, () => "");
+  const named = [
+    ...(await readdir(NETNS_DIR).catch(() => [] as string[])),
+    ...tables.split("\n").map((l) => l.split(" ")[2] ?? ""),
+    ...(await linkList()).map((l) => l.ifalias ?? ""),
+  ].map(parseNetworkName).filter((n): n is NonNullable<typeof n> => !!n && n.tag === tag && n.pid !== process.pid && !alive(n.pid));
+  const dead = new Map(named.map((n) => [`${n.pid}-${n.id}`, n]));
+  for (const n of dead.values()) {
+    const names = networkNames(prefix, n.pid, n.id);
+    await teardown(names);
+    logger.info({ pid: n.pid, bridge: names.bridge }, "removed the step network a stopped runner left");
+  }
+  return [...new Set(named.flatMap((n) => n.forwarded))];
+}
+
+interface Link { ifname: string; ifalias?: string }
+
+const linkList = async (): Promise<Link[]> =>
+  run("ip", ["-j", "link", "show"], { timeout: COMMAND_TIMEOUT_MS }).then((r) => JSON.parse(r.stdout) as Link[], () => []);
+
+interface AddrInfo { ifname: string; addr_info?: Array<{ local: string; prefixlen: number }> }
+
+/** The IPv4 networks of the host's addresses and routes (but those of `except`). */
+async function hostNetworks(except?: string): Promise<Cidr[]> {
+  const [addrs, routes] = await Promise.all([
+    run("ip", ["-j", "-4", "addr", "show"], { timeout: COMMAND_TIMEOUT_MS }).then((r) => JSON.parse(r.stdout) as AddrInfo[]),
+    run("ip", ["-j", "-4", "route", "show"], { timeout: COMMAND_TIMEOUT_MS }).then((r) => JSON.parse(r.stdout) as Array<{ dst: string; dev?: string }>),
+  ]);
+  return [
+    ...addrs.filter((a) => a.ifname !== except).flatMap((a) => (a.addr_info ?? []).map((i) => parseCidr(`${i.local}/${i.prefixlen}`))),
+    ...routes.filter((r) => r.dst !== "default" && r.dev !== except).map((r) => parseCidr(r.dst.includes("/") ? r.dst : `${r.dst}/32`)),
+  ].filter((c): c is Cidr => !!c);
+}
+
+/**
+ * Replies to the steps come in on the host's uplinks (its default routes' interfaces), and
+ * are forwarded only where forwarding is on. Turned on there when off, and off again by the
+ * last runner to stop (a runner's bridge alias names the uplinks it counts as turned on).
+ */
+async function forwardUplinks(): Promise<string[]> {
+  if ((await readFile("/proc/sys/net/ipv4/ip_forward", "utf8")).trim() === "1") return [];
+  const routes = await run("ip", ["-j", "-4", "route", "show", "default"], { timeout: COMMAND_TIMEOUT_MS })
+    .then((r) => JSON.parse(r.stdout) as Array<{ dev?: string }>);
+  // On because another runner turned it on: this one turns it off too, if it is the last to stop.
+  const byRunners = new Set((await linkList()).flatMap((l) => parseNetworkName(l.ifalias ?? "")?.forwarded ?? []));
+  const turned: string[] = [];
+  for (const dev of new Set(routes.flatMap((r) => (r.dev ? [r.dev] : [])))) {
+    const file = `/proc/sys/net/ipv4/conf/${dev}/forwarding`;
+    if ((await readFile(file, "utf8")).trim() === "1") {
+      if (byRunners.has(dev)) turned.push(dev);
+      continue;
+    }
+    await writeFile(file, "1");
+    turned.push(dev);
+  }
+  return turned;
+}
+
+async function restoreUplinks(devs: string[], logger: Logger): Promise<void> {
+  if (!devs.length) return;
+  if ((await linkList()).some((l) => l.ifalias?.startsWith("ephemera "))) return;
+  for (const dev of devs) {
+    await writeFile(`/proc/sys/net/ipv4/conf/${dev}/forwarding`, "0").catch((err: unknown) =>
+      logger.warn({ dev, err: errorMessage(err) }, "cannot turn forwarding off again"));
+  }
+}
+
+async function ipBatch(options: string[], lines: string): Promise<void> {
+  await piped("ip", [...options, "-batch", "-"], lines);
+}
+
+const nft = (ruleset: string) => piped("nft", ["-f", "-"], ruleset);
+
+/** Runs a command with `input` on its stdin; its stderr names what failed. */
+function piped(command: string, args: string[], input: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ["pipe", "ignore", "pipe"], timeout: COMMAND_TIMEOUT_MS });
+    let stderr = "";
+    child.stderr.on("data", (c: Buffer) => { stderr += c.toString(); });
+    child.once("error", (err) => reject(new Error(`${command}: ${err.message}`)));
+    child.once("close", (code) => (code === 0 ? resolve() : reject(new Error(`${command} ${args.join(" ")}: ${stderr.trim() || `exit ${code}`}`))));
+    child.stdin.end(input);
+  });
+}
+
+const cidrText = (c: Cidr) => `${formatIPv4(c.base)}/${c.bits}`;
