@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure NATS (JetStream, 127.0.0.1:4222) and Redis (127.0.0.1:6379) are up, starting
-# them as this kind of machine does when they are not (installing them if missing).
+# them as this kind of machine does when they are not (installing them if missing), and
+# that the tools of the steps' networks are here.
 set -euo pipefail
+# The process driver's step networks need ip and nft (without them steps get loopback only).
+bash "$(dirname "$0")/ensure-step-network.sh" || echo "could not install iproute2 and nftables: steps will have loopback only" >&2
 nats_up() { (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; }
 # A Redis that asks for credentials (-NOAUTH) is up all the same: the services bring theirs.
 redis_up() { (exec 3<>/dev/tcp/127.0.0.1/6379 && printf 'PING\r\n' >&3 && read -r -t 2 reply <&3 && [[ $reply == +PONG* || $reply == -NOAUTH* ]]) 2>/dev/null; }
