@@ -4,7 +4,8 @@ import { Option, type Command } from "commander";
 import { UnavailableError } from "@ephemera/kit/errors";
 import type * as pb from "@ephemera/proto";
 import type { Context } from "./context.js";
-import { parseDuration } from "./duration.js";
+import { MAX_DURATION_MS } from "@ephemera/spec/names";
+import { durationFlag } from "./duration.js";
 import { UsageError } from "./errors.js";
 
 /** Reading a resource's logs is a bounded read; the deadline only guards against a stuck stream. */
@@ -34,8 +35,7 @@ export function registerLogs(program: Command, ctx: Context): void {
       if (!Number.isInteger(attempt) || (opts.attempt !== undefined && attempt < 1)) {
         throw new UsageError(`--attempt must be a positive whole number, not "${opts.attempt}"`);
       }
-      const sinceMs = opts.since === undefined ? 0 : parseDuration(opts.since);
-      if (sinceMs === undefined) throw new UsageError(`--since must be a duration such as 90s, 10m or 1h, not "${opts.since}"`);
+      const sinceMs = opts.since === undefined ? 0 : durationFlag("--since", opts.since, MAX_DURATION_MS.logsSince);
       const print = opts.output === "json" ? jsonLines(ctx, opts) : text(ctx, opts);
       const request: pb.GetLogsRequest = {
         sandbox: opts.sandbox, resource: opts.resource, step: opts.step ?? "", phase: opts.phase ?? "", attempt,

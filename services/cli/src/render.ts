@@ -54,7 +54,23 @@ export function sandboxDoc(v: pb.SandboxView, showOutputs: boolean): Record<stri
     } : {}),
     createdAt: v.createdAt,
     updatedAt: v.updatedAt,
+    ...(v.renderError ? { renderError: v.renderError } : {}),
   };
+}
+
+/**
+ * The entries of `eph sandbox list -o json|yaml`, each rendered on its own: one that
+ * cannot be (a server's answer this client does not understand) is listed with its name
+ * and what is wrong, and the others as usual.
+ */
+export function sandboxDocs(views: pb.SandboxView[]): Record<string, unknown>[] {
+  return views.map((v) => {
+    try {
+      return sandboxDoc(v, false);
+    } catch (err) {
+      return { name: v.name, renderError: `cannot be shown: ${err instanceof Error ? err.message : String(err)}` };
+    }
+  });
 }
 
 /** The document of `eph plugin get`: the version's identity, who uses it, and its file-shaped spec. */

@@ -16,7 +16,7 @@ import semver from "semver";
 import { decidePlugin } from "./plugin/decide.js";
 import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandbox/decide.js";
 import { KeyedLock } from "@ephemera/kit";
-import { buildView } from "./sandbox/view.js";
+import { buildView, safeView } from "./sandbox/view.js";
 import { foldForkFacts, noForkFacts, type ForkFacts } from "./sandbox/forks.js";
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
 
@@ -270,8 +270,10 @@ export class SandboxCore {
     return this.buildView(state, undefined);
   }
 
+  /** Every view the API answers with is built here, one sandbox at a time, and cannot throw (see safeView). */
   private buildView(state: SandboxRecord, values: Map<string, Buffer> | undefined): pb.SandboxView {
-    return buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state);
+    return safeView(state, () => buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state),
+      (err) => this.deps.logger.warn({ err, sandbox: state.name }, "a stored sandbox cannot be shown in full; answering with what can be"));
   }
 
   /**
