@@ -1,6 +1,7 @@
 // Timers longer than setTimeout can hold (2^31-1 ms, about 24.8 days) are chained, not
 // overflowed: Node fires an overflowed timer after 1 ms.
 import { MAX_TIMER_MS, longTimeout } from "./timers.js";
+import { delay } from "./wait.js";
 
 const DAY_MS = 86_400_000;
 
@@ -52,5 +53,20 @@ describe("longTimeout", () => {
     longTimeout(() => fired++, -5);
     jest.advanceTimersByTime(0);
     expect(fired).toBe(1);
+  });
+});
+
+describe("delay", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it("waits past the limit of one setTimeout instead of resolving at once", async () => {
+    let done = false;
+    const waiting = delay(30 * DAY_MS).then(() => { done = true; });
+    await jest.advanceTimersByTimeAsync(MAX_TIMER_MS);
+    expect(done).toBe(false);
+    await jest.advanceTimersByTimeAsync(30 * DAY_MS - MAX_TIMER_MS);
+    await waiting;
+    expect(done).toBe(true);
   });
 });
