@@ -36,6 +36,9 @@ describe("a TTL past its limit", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`spec.ttl.duration: duration "${HUGE_TTL}" is longer than the 365-day limit`);
     expect(r.stderr).not.toMatch(/at .*\.(js|ts):\d+/);
+    const dry = await eph(core().address, ["sandbox", "apply", "--dry-run", "-f", core().file("huge.yaml", sandboxFile("huge", HUGE_TTL))]);
+    expect(dry.code).toBe(2);
+    expect(dry.stderr).toContain("spec.ttl.duration");
     expect(await core().events()).toEqual([]);
     expect((await eph(core().address, ["sandbox", "list", "-o", "json"])).stdout).toBe("[]\n");
   });
