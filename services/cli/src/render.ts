@@ -1,6 +1,7 @@
 // What `get` and `list` print: the JSON/YAML documents scripts depend on, and the tables.
 import * as pb from "@ephemera/proto";
 import { stringify } from "yaml";
+import { errorMessage } from "@ephemera/kit/errors";
 
 export type OutputFormat = "json" | "yaml";
 
@@ -68,7 +69,7 @@ export function sandboxDocs(views: pb.SandboxView[]): Record<string, unknown>[] 
     try {
       return sandboxDoc(v, false);
     } catch (err) {
-      return { name: v.name, renderError: `cannot be shown: ${err instanceof Error ? err.message : String(err)}` };
+      return { name: v.name, renderError: `cannot be shown: ${errorMessage(err)}` };
     }
   });
 }

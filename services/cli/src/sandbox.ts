@@ -2,6 +2,7 @@
 import type * as pb from "@ephemera/proto";
 import type { Command } from "commander";
 import type { Context } from "./context.js";
+import { errorMessage } from "@ephemera/kit/errors";
 import { OperationFailed, UsageError } from "./errors.js";
 import { readName, readSandbox } from "./files.js";
 import { fileOptions, nameOrFile, outputOption, timeoutMs, waitOptions } from "./options.js";
@@ -178,10 +179,12 @@ function summary(view: pb.SandboxView): string {
 function listRow(v: pb.SandboxView): { cells: string[]; problem?: string } {
   try {
     const ready = v.resources.filter((r) => r.status === "Ready").length;
-    const cells = [v.name, v.status?.ready ? "true" : "false", v.status?.reason ?? "", `${ready}/${v.resources.length}`, shortTime(v.createdAt)];
+    const cells = [
+      v.name, v.status?.ready ? "true" : "false", v.status?.reason ?? "", `${ready}/${v.resources.length}`, shortTime(v.createdAt),
+    ];
     return v.renderError ? { cells, problem: `${v.name}: cannot be shown: ${v.renderError}` } : { cells };
   } catch (err) {
-    return { cells: [v.name, "false", "RenderError", "?", ""], problem: `${v.name}: cannot be shown: ${err instanceof Error ? err.message : String(err)}` };
+    return { cells: [v.name, "false", "RenderError", "?", ""], problem: `${v.name}: cannot be shown: ${errorMessage(err)}` };
   }
 }
 
