@@ -4,7 +4,7 @@
 import * as z from "zod";
 import {
   byteLength, CLUSTER_NAME, ENV_NAME, ENV_OPERATIONS, isReservedEnv, LABEL_NAME, MAX_BYTES, MAX_COUNT, MAX_RETRIES, STEP_NAME,
-  STEP_TIMEOUT, TTL_DURATION, PATCH_TYPES, TTL_OFFSETS, WORKLOAD_ENV_NAME, MAX_DURATION_MS, durationLimitText,
+  STEP_TIMEOUT, TTL_DURATION, PATCH_TYPES, TTL_OFFSETS, WORKLOAD_ENV_NAME, MAX_DURATION_MS, durationLimitText, durationLimitWords,
 } from "./names.js";
 import { durationMs } from "./duration.js";
 import { checkPath } from "./paths.js";
@@ -118,7 +118,7 @@ const Step = z.strictObject({
     .refine((v) => v === "" || v.startsWith("#!"),
       broken("script-shebang", () => "script must start with a '#!' line naming its interpreter (e.g. #!/usr/bin/env bash)")), MAX_BYTES.script, "script")
     .meta({ pattern: "^#!" }),
-  timeout: text(`${OURS} How long one attempt may run, e.g. "90s", "10m", "1h"; at most 365 days (8760h). Empty: the runner's default.`, false)
+  timeout: text(`${OURS} How long one attempt may run, e.g. "90s", "10m", "1h"; ${durationLimitWords(MAX_DURATION_MS.stepTimeout, "h")}. Empty: the runner's default.`, false)
     .refine((v) => v === "" || STEP_TIMEOUT.test(v),
       broken("timeout-format", (v) => `timeout "${v}" must be a positive number followed by s, m or h (e.g. 90s, 10m)`))
     .refine(...withinLimit(STEP_TIMEOUT, MAX_DURATION_MS.stepTimeout, "timeout-range", "timeout"))
@@ -268,7 +268,7 @@ const SandboxSpec = z.strictObject({
   ), MAX_COUNT.labels, "labels").optional()
     .meta({ description: `Free-form labels (values given as numbers or booleans are turned into strings); at most ${MAX_COUNT.labels}, keys ${MAX_BYTES.labelKey} bytes, values ${MAX_BYTES.labelValue} bytes.` }),
   ttl: z.strictObject({
-    duration: text(`How long the sandbox lives: a positive number and a unit m, h, d, w (and s, ${OURS}); at most 365 days (365d, 52w).`, true)
+    duration: text(`How long the sandbox lives: a positive number and a unit m, h, d, w (and s, ${OURS}); ${durationLimitWords(MAX_DURATION_MS.ttl, "d")}.`, true)
       .refine((v) => v === "" || TTL_DURATION.test(v), broken("ttl-duration", (v) => `duration "${v}" must be a positive number followed by s, m, h, d or w (e.g. 2d)`))
       .refine(...withinLimit(TTL_DURATION, MAX_DURATION_MS.ttl, "ttl-duration", "duration"))
       .meta({ pattern: TTL_DURATION.source }),

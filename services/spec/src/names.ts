@@ -37,9 +37,14 @@ export const MAX_DURATION_MS = {
   logsSince: 365 * DAY_MS,
 } as const;
 
-/** A limit as authors read it: `365-day`, `12-hour`. */
+/** A limit as an error message names it: `365-day`. */
 export function durationLimitText(maxMs: number): string {
   return maxMs % DAY_MS === 0 ? `${maxMs / DAY_MS}-day` : `${maxMs / 1000}-second`;
+}
+
+/** A limit as a description gives it, with the longest value in `unit`: `at most 365 days (8760h)`. */
+export function durationLimitWords(maxMs: number, unit: "h" | "d"): string {
+  return `at most ${maxMs / DAY_MS} days (${maxMs / (unit === "h" ? 3_600_000 : DAY_MS)}${unit})`;
 }
 
 export const MAX_BYTES = {
