@@ -167,7 +167,7 @@ describe("eph logs while steps run", () => {
     expect((await eph(core().address, [...LOGS, "--step", "gated", "--since", "1h"])).stdout).toBe("waiting for the gate\nthrough the gate\n");
     const bad = await eph(core().address, [...LOGS, "--since", "yesterday"]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--since must be a duration such as 90s, 10m or 1h, not "yesterday"');
+    expect(bad.stderr).toContain('--since: "yesterday" is not a duration such as 90s, 3m or 1h');
   });
 
   it("keeps a step's log within its bound, marking where it was cut, with its end", async () => {

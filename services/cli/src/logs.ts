@@ -4,7 +4,8 @@ import { Option, type Command } from "commander";
 import { UnavailableError } from "@ephemera/kit/errors";
 import type * as pb from "@ephemera/proto";
 import type { Context } from "./context.js";
-import { parseDuration } from "./duration.js";
+import { MAX_DURATION_MS } from "@ephemera/spec/names";
+import { durationFlag } from "./duration.js";
 import { UsageError } from "./errors.js";
 
 /** Reading a resource's logs is a bounded read; the deadline only guards against a stuck stream. */
@@ -27,15 +28,14 @@ export function registerLogs(program: Command, ctx: Context): void {
     .addOption(new Option("--phase <phase>", "only this workflow").choices(["create", "delete"]))
     .option("--attempt <n>", "this attempt of each step (default: the latest)")
     .option("--follow", "print lines as the steps write them; exit once they have ended")
-    .option("--since <duration>", "only what was written in the last DURATION (e.g. 90s, 10m, 1h)")
+    .option("--since <duration>", "only what was written in the last DURATION (e.g. 90s, 10m, 1h; at most 365 days)")
     .addOption(new Option("-o, --output <format>", "one JSON object per line of log").choices(["json"]))
     .action(async (opts: LogsOpts) => {
       const attempt = opts.attempt === undefined ? 0 : Number(opts.attempt);
       if (!Number.isInteger(attempt) || (opts.attempt !== undefined && attempt < 1)) {
         throw new UsageError(`--attempt must be a positive whole number, not "${opts.attempt}"`);
       }
-      const sinceMs = opts.since === undefined ? 0 : parseDuration(opts.since);
-      if (sinceMs === undefined) throw new UsageError(`--since must be a duration such as 90s, 10m or 1h, not "${opts.since}"`);
+      const sinceMs = opts.since === undefined ? 0 : durationFlag("--since", opts.since, MAX_DURATION_MS.logsSince);
       const print = opts.output === "json" ? jsonLines(ctx, opts) : text(ctx, opts);
       const request: pb.GetLogsRequest = {
         sandbox: opts.sandbox, resource: opts.resource, step: opts.step ?? "", phase: opts.phase ?? "", attempt,

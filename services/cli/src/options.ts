@@ -1,6 +1,7 @@
 // Options several commands share, declared once so they read and behave the same everywhere.
 import { Option, type Command } from "commander";
-import { parseDuration } from "./duration.js";
+import { MAX_DURATION_MS } from "@ephemera/spec/names";
+import { durationFlag } from "./duration.js";
 import { UsageError } from "./errors.js";
 import type { OutputFormat } from "./render.js";
 
@@ -17,13 +18,11 @@ export function outputOption(cmd: Command, formats: OutputFormat[] = ["json", "y
 export function waitOptions(cmd: Command, what: string, defaultTimeout: string): Command {
   return cmd
     .option("--wait", `wait until the sandbox is ${what}`)
-    .option("--wait-timeout <duration>", "how long --wait waits (e.g. 90s, 3m, 1h)", defaultTimeout);
+    .option("--wait-timeout <duration>", "how long --wait waits (e.g. 90s, 3m, 1h; at most 365 days)", defaultTimeout);
 }
 
 export function timeoutMs(text: string): number {
-  const ms = parseDuration(text);
-  if (ms === undefined) throw new UsageError(`--wait-timeout: "${text}" is not a duration such as 90s, 3m or 1h`);
-  return ms;
+  return durationFlag("--wait-timeout", text, MAX_DURATION_MS.wait);
 }
 
 /** NAME or `-f FILE`, exactly one of them. */

@@ -1,6 +1,7 @@
 // What `get` and `list` print: the JSON/YAML documents scripts depend on, and the tables.
 import * as pb from "@ephemera/proto";
 import { stringify } from "yaml";
+import { errorMessage } from "@ephemera/kit/errors";
 
 export type OutputFormat = "json" | "yaml";
 
@@ -54,7 +55,23 @@ export function sandboxDoc(v: pb.SandboxView, showOutputs: boolean): Record<stri
     } : {}),
     createdAt: v.createdAt,
     updatedAt: v.updatedAt,
+    ...(v.renderError ? { renderError: v.renderError } : {}),
   };
+}
+
+/**
+ * The entries of `eph sandbox list -o json|yaml`, each rendered on its own: one that
+ * cannot be (a server's answer this client does not understand) is listed with its name
+ * and what is wrong, and the others as usual.
+ */
+export function sandboxDocs(views: pb.SandboxView[]): Record<string, unknown>[] {
+  return views.map((v) => {
+    try {
+      return sandboxDoc(v, false);
+    } catch (err) {
+      return { name: v.name, renderError: `cannot be shown: ${errorMessage(err)}` };
+    }
+  });
 }
 
 /** The document of `eph plugin get`: the version's identity, who uses it, and its file-shaped spec. */

@@ -2,6 +2,7 @@
 import type * as pb from "@ephemera/proto";
 import type { Command } from "commander";
 import type { Context } from "./context.js";
+import { errorMessage } from "@ephemera/kit/errors";
 import { OperationFailed, UsageError } from "./errors.js";
 import { readName, readSandbox } from "./files.js";
 import { fileOptions, nameOrFile, outputOption, timeoutMs, waitOptions } from "./options.js";
@@ -77,10 +78,13 @@ export function registerSandbox(program: Command, ctx: Context): void {
     .action(async (opts: { output?: OutputFormat }) => {
       const views = [...(await (await ctx.api()).listSandboxes())].sort((a, b) => a.name.localeCompare(b.name));
       if (opts.output) {
-        const { formatDoc, sandboxDoc } = await render();
-        return ctx.out(formatDoc(views.map((v) => sandboxDoc(v, false)), opts.output));
+        const { formatDoc, sandboxDocs } = await render();
+        return ctx.out(formatDoc(sandboxDocs(views), opts.output));
       }
-      ctx.out(table(["NAME", "READY", "STATUS", "RESOURCES", "CREATED"], views.map(listRow)));
+      const rows = views.map(listRow);
+      ctx.out(table(["NAME", "READY", "STATUS", "RESOURCES", "CREATED"], rows.map((r) => r.cells)));
+      // What is wrong with a sandbox that cannot be shown, under the table (a cell would be too narrow).
+      for (const { problem } of rows) if (problem) ctx.out(`${problem}\n`);
     });
 
   waitOptions(
@@ -171,9 +175,17 @@ function summary(view: pb.SandboxView): string {
   return view.status?.message ? `: ${view.status.message}` : "";
 }
 
-function listRow(v: pb.SandboxView): string[] {
-  const ready = v.resources.filter((r) => r.status === "Ready").length;
-  return [v.name, v.status?.ready ? "true" : "false", v.status?.reason ?? "", `${ready}/${v.resources.length}`, shortTime(v.createdAt)];
+/** One sandbox's row, rendered on its own: one that cannot be shown is a row saying so, and a line saying why. */
+function listRow(v: pb.SandboxView): { cells: string[]; problem?: string } {
+  try {
+    const ready = v.resources.filter((r) => r.status === "Ready").length;
+    const cells = [
+      v.name, v.status?.ready ? "true" : "false", v.status?.reason ?? "", `${ready}/${v.resources.length}`, shortTime(v.createdAt),
+    ];
+    return v.renderError ? { cells, problem: `${v.name}: cannot be shown: ${v.renderError}` } : { cells };
+  } catch (err) {
+    return { cells: [v.name, "false", "RenderError", "?", ""], problem: `${v.name}: cannot be shown: ${errorMessage(err)}` };
+  }
 }
 
 /** The plan of `sandbox apply --dry-run -o json|yaml` (a contract: scripts read it). */

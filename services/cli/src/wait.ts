@@ -4,7 +4,7 @@
 // stream that never closes cannot make the wait outlive what it waits for.
 import {
   NotFoundError, PermissionDeniedError, UnauthenticatedError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError,
-  isValidationError,
+  isValidationError, longTimeout,
 } from "@ephemera/kit/client";
 import type * as pb from "@ephemera/proto";
 import type { Api } from "./api.js";
@@ -91,7 +91,8 @@ export async function waitForSandbox(
   const { timeoutMs, log, maxReconnects = 5, backoffMs = 250, probeMs = 1_000 } = opts;
   const deadline = Date.now() + timeoutMs;
   const timer = new AbortController();
-  const timeout = setTimeout(() => timer.abort(), timeoutMs);
+  // --wait-timeout may be longer than one setTimeout holds (24.8 days).
+  const timeout = longTimeout(() => timer.abort(), timeoutMs);
   const signal = opts.signal ? AbortSignal.any([opts.signal, timer.signal]) : timer.signal;
   const tracker = new Tracker(name, goal, log);
   const stopped = (): WaitResult => {
@@ -141,7 +142,7 @@ export async function waitForSandbox(
       if (signal.aborted) return stopped();
     }
   } finally {
-    clearTimeout(timeout);
+    timeout.clear();
   }
 }
 

@@ -1,4 +1,5 @@
-import { EVENT_TYPES, decode, encode, ev, parseRunId, redact, runId, workflowId, type DomainEvent, type StoredEvent } from "./index.js";
+import * as pb from "@ephemera/proto";
+import { EVENT_TYPES, decode, dispatchCodec, encode, ev, parseRunId, redact, runId, workflowId, type DomainEvent, type StoredEvent } from "./index.js";
 
 const recorded = (e: DomainEvent, time = "2026-01-01T00:00:00.000Z"): StoredEvent => ({ ...encode(e), time });
 
@@ -16,6 +17,14 @@ describe("events", () => {
   it("stores payloads as canonical proto3 JSON: camelCase, defaults omitted, bytes base64", () => {
     const e = encode(ev("ephemera.steprun.succeeded.v1", { runId: "r", workflowId: "", outputs: [{ name: "host", value: Buffer.from("db-1") }] }));
     expect(e.data).toEqual({ runId: "r", outputs: [{ name: "host", value: Buffer.from("db-1").toString("base64") }] });
+  });
+
+  it("keeps a step timeout of 365 days whole in events and dispatches (JSON, not the uint32 binary form, which would wrap past 49.7 days)", () => {
+    const timeoutMs = 365 * 86_400_000;
+    const started = ev("ephemera.workflow.started.v1", { steps: [{ name: "s", dependsOn: [], timeoutMs, retries: 0 }] });
+    const back = decode(JSON.parse(JSON.stringify(recorded(started))) as StoredEvent);
+    expect(back?.type === "ephemera.workflow.started.v1" && back.data.steps[0]?.timeoutMs).toBe(timeoutMs);
+    expect(dispatchCodec.decode(dispatchCodec.encode(pb.StepDispatch.fromPartial({ timeoutMs }))).timeoutMs).toBe(timeoutMs);
   });
 
   it("ignores event types it does not know", () => {

@@ -1,6 +1,38 @@
-// The due-time index: when each aggregate's next timer fires. The times themselves live in
-// events (a retry's `retryAt`, a run's start and deadline), so the index is rebuilt from the
-// projections at start; the one setTimeout here only wakes the service up.
+// Timers: one that may be longer than setTimeout holds, and the due-time index: when each
+// aggregate's next timer fires. The index's times live in events (a retry's `retryAt`, a
+// run's start and deadline), so it is rebuilt from the projections at start; its one
+// setTimeout only wakes the service up.
+
+/** The longest delay one setTimeout holds (2^31-1 ms, 24.8 days); past it Node fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export interface LongTimeout {
+  /** Cancels it; nothing fires afterwards. */
+  clear(): void;
+  /** Lets the process exit while it waits (as Timeout.unref). */
+  unref(): LongTimeout;
+}
+
+/**
+ * setTimeout for any delay: past MAX_TIMER_MS it waits in links of at most that long, so a
+ * 1000 h step deadline fires after 1000 h. An infinite delay never fires; a negative or
+ * NaN one fires on the next turn, as setTimeout's does.
+ */
+export function longTimeout(fire: () => void, ms: number): LongTimeout {
+  let timer: NodeJS.Timeout | undefined;
+  let unref = false;
+  const wait = (left: number) => {
+    const link = Math.min(left, MAX_TIMER_MS);
+    timer = setTimeout(() => (left > link ? wait(left - link) : fire()), link);
+    if (unref) timer.unref();
+  };
+  wait(Number.isNaN(ms) ? 0 : Math.max(0, ms));
+  const handle: LongTimeout = {
+    clear: () => { clearTimeout(timer); timer = undefined; },
+    unref: () => { unref = true; timer?.unref(); return handle; },
+  };
+  return handle;
+}
 
 export class DueIndex {
   private readonly due = new Map<string, number>();

@@ -1,4 +1,5 @@
 // Waiting for a condition with a deadline, instead of sleeping and hoping.
+import { longTimeout } from "./timers.js";
 
 export class DeadlineError extends Error {
   override readonly name = "DeadlineError";
@@ -31,10 +32,11 @@ export async function waitFor<T>(
   }
 }
 
+/** Resolves after `ms` (any length: see longTimeout), or at once when `signal` aborts. */
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+    const t = longTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => { t.clear(); resolve(); }, { once: true });
   });
 }
 

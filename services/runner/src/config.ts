@@ -167,12 +167,17 @@ export function stepNetworkConfig(env: Env): Pick<RunnerConfig, "stepNetwork" | 
 
 const RETENTION_UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 export const DEFAULT_LOG_RETENTION = "7d";
+/** The stream's max age is in nanoseconds (an int64 at JetStream, 292 years): ten years is far inside it. */
+const MAX_LOG_RETENTION_DAYS = 3650;
 
-/** EPHEMERA_LOG_RETENTION: a duration such as 7d, 36h, 1d12h or 90m (at least 1 s). */
+/** EPHEMERA_LOG_RETENTION: a duration such as 7d, 36h, 1d12h or 90m (at least 1 s, at most 3650 days). */
 export function logRetention(env: Env): number {
   const text = envString(env, "EPHEMERA_LOG_RETENTION", DEFAULT_LOG_RETENTION).trim();
   const parts = /^(\d+(s|m|h|d))+$/.test(text) ? [...text.matchAll(/(\d+)(s|m|h|d)/g)] : [];
   const ms = parts.reduce((n, [, amount, unit]) => n + Number(amount) * RETENTION_UNIT_MS[unit!]!, 0);
   if (ms < 1000) throw new Error(`EPHEMERA_LOG_RETENTION must be a duration such as 7d, 36h or 90m (at least 1s), got "${env["EPHEMERA_LOG_RETENTION"]}"`);
+  if (ms > MAX_LOG_RETENTION_DAYS * RETENTION_UNIT_MS["d"]!) {
+    throw new Error(`EPHEMERA_LOG_RETENTION must be at most ${MAX_LOG_RETENTION_DAYS}d (10 years), got "${env["EPHEMERA_LOG_RETENTION"]}"`);
+  }
   return ms;
 }

@@ -311,6 +311,17 @@ describe("runner with the process driver, against NATS and Redis", () => {
     expect(processesOf(d.runId)).toEqual([]);
   });
 
+  it("runs a step with a 1000h timeout to its end (a deadline past setTimeout's 24.8 days is not an instant one)", async () => {
+    const d = await dispatch("rkt", "share", {}, "local", { timeoutMs: 1000 * 3_600_000 });
+    // Seen running (or ended): an overflowed deadline (fired after 1 ms) would have stopped it by now.
+    await waitFor(async () => existsSync(join(scratchDir, "rkt.ready")) || (await stepRunEvents(d.runId)).length > 1,
+      { timeoutMs: 30_000, what: "the step to be running" });
+    await writeFile(join(scratchDir, "go"), "");
+    const e = await result(d.runId);
+    expect(e.type === "ephemera.steprun.failed.v1" ? e.data.failure : undefined).toBeUndefined();
+    expect(await outputsOf(e)).toEqual({ value: "rkt", listing: "value .ephemera mine" });
+  });
+
   it("records the result a runner that died left on disk, without running the step again", async () => {
     const wf = workflowId("rkl", "db", "create");
     const run = makeRunId(wf, "provision", 1);

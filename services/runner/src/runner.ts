@@ -5,7 +5,7 @@ import * as pb from "@ephemera/proto";
 import { recordDeadLetter, deadLetter, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer } from "@ephemera/eventstore";
 import { journalOutputs, type ValueJournal } from "@ephemera/events";
 import { FailureReason, type StepReport } from "@ephemera/io-agent";
-import { errorMessage, isRetryable, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
+import { errorMessage, isRetryable, longTimeout, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { LiveLog, StepLog } from "./log.js";
 import type { StepMetrics } from "./metrics.js";
@@ -88,7 +88,7 @@ export class Runner {
 
   /** Stops taking work; running steps get `graceMs` to finish, then are stopped and recorded as lost. */
   async stop(graceMs: number): Promise<void> {
-    const deadline = setTimeout(() => {
+    const deadline = longTimeout(() => {
       for (const run of this.active.values()) {
         this.stopRun(run, { reason: FailureReason.RunnerLost, message: "the runner shut down before the step finished" });
       }
@@ -96,7 +96,7 @@ export class Runner {
     try {
       await this.consumer?.stop();
     } finally {
-      clearTimeout(deadline);
+      deadline.clear();
       await this.cancels?.stop();
       this.o.driver.close?.();
     }
@@ -214,7 +214,8 @@ export class Runner {
     run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c), ...(skipLogBytes ? { skipLogBytes } : {}) });
     this.o.metrics?.started();
     if (run.stopped) run.step.stop(this.o.cancelGraceMs);
-    const deadline = d.timeoutMs > 0 ? setTimeout(() => {
+    // A timeout may be longer than one setTimeout holds (24.8 days): longTimeout chains it.
+    const deadline = d.timeoutMs > 0 ? longTimeout(() => {
       log.warn({ timeoutMs: d.timeoutMs }, "step ran past its timeout; stopping it");
       this.stopRun(run, { reason: "DeadlineExceeded", message: `the step ran longer than its timeout of ${formatMs(d.timeoutMs)}` });
     }, d.timeoutMs) : undefined;
@@ -222,7 +223,7 @@ export class Runner {
     try {
       report = await run.step.result;
     } finally {
-      clearTimeout(deadline);
+      deadline?.clear();
       this.o.metrics?.stopped();
     }
     const durationMs = Math.round(this.o.now() - started);

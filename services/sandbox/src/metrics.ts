@@ -6,7 +6,16 @@ import { sandboxStatus } from "./sandbox/status.js";
 import { workflowsOf } from "./sandbox/view.js";
 
 /** Reported even when no sandbox has them, so a panel shows 0 rather than nothing. */
-const REASONS = ["Creating", "Ready", "ResourceFailed", "NoRunner", "Deleting", "DeprovisionFailed"];
+const REASONS = ["Creating", "Ready", "ResourceFailed", "NoRunner", "Deleting", "DeprovisionFailed", "RenderError"];
+
+/** One sandbox that cannot be rendered (see safeView) is counted as such; it never fails the scrape. */
+function reasonOf(status: () => string): string {
+  try {
+    return status();
+  } catch {
+    return "RenderError";
+  }
+}
 
 export function sandboxMetrics(registry: Registry, core: Pick<SandboxCore, "sandboxes" | "workflows">): void {
   new Gauge({
@@ -16,7 +25,7 @@ export function sandboxMetrics(registry: Registry, core: Pick<SandboxCore, "sand
       const counts = new Map(REASONS.map((r) => [r, 0]));
       for (const [, { state }] of core.sandboxes.entries()) {
         if (state.status === "none" || state.status === "deleted") continue;
-        const { reason } = sandboxStatus(state, workflowsOf(state, core.workflows));
+        const reason = reasonOf(() => sandboxStatus(state, workflowsOf(state, core.workflows)).reason);
         counts.set(reason, (counts.get(reason) ?? 0) + 1);
       }
       this.reset();

@@ -8,7 +8,7 @@ import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } 
 import {
   Feed, Projection, execute, type Commit, type EventStore, type LogEntry, type LogFollower, type LogStore, type ReadOptions, type Subscription,
 } from "@ephemera/eventstore";
-import { DueIndex, NotFoundError, ValidationError, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
+import { DueIndex, NotFoundError, ValidationError, errorMessage, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
 import {
   checkSandboxAgainstPlugins, parsePluginRef, pluginDigest, pluginToDoc, sandboxToDoc, validatePlugin, validateSandbox,
 } from "@ephemera/spec";
@@ -16,7 +16,7 @@ import semver from "semver";
 import { decidePlugin } from "./plugin/decide.js";
 import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandbox/decide.js";
 import { KeyedLock } from "@ephemera/kit";
-import { buildView } from "./sandbox/view.js";
+import { buildView, safeView } from "./sandbox/view.js";
 import { foldForkFacts, noForkFacts, type ForkFacts } from "./sandbox/forks.js";
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
 
@@ -59,6 +59,8 @@ export class SandboxCore {
   private readonly ttl: DueIndex;
   private readonly now: () => number;
   private readonly newId = ulidGen();
+  /** Sandboxes whose view could not be built, by name and problem, already logged. */
+  private readonly unrenderable = new Set<string>();
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
@@ -270,8 +272,15 @@ export class SandboxCore {
     return this.buildView(state, undefined);
   }
 
+  /** Every view the API answers with is built here, one sandbox at a time, and cannot throw (see safeView). */
   private buildView(state: SandboxRecord, values: Map<string, Buffer> | undefined): pb.SandboxView {
-    return buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state);
+    return safeView(state, () => buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state), (err) => {
+      // Once per sandbox and problem: a client polling the list would repeat it every time.
+      const key = `${state.name}\u0000${errorMessage(err)}`;
+      if (this.unrenderable.has(key)) return;
+      this.unrenderable.add(key);
+      this.deps.logger.warn({ err, sandbox: state.name }, "a stored sandbox cannot be shown in full; answering with what can be");
+    });
   }
 
   /**

@@ -43,6 +43,10 @@ describe("accepted variants", () => {
   it.each([
     ["ttl in seconds (ours)", (d: Doc) => { d.spec.ttl.duration = "90s"; }],
     ["ttl in weeks, default offset", (d: Doc) => { d.spec.ttl = { duration: "1w" }; }],
+    ["ttl of exactly 365 days", (d: Doc) => { d.spec.ttl.duration = "365d"; }],
+    ["ttl of 365 days in seconds", (d: Doc) => { d.spec.ttl.duration = "31536000s"; }],
+    ["ttl of 365 days in hours", (d: Doc) => { d.spec.ttl.duration = "8760h"; }],
+    ["ttl of 52 weeks", (d: Doc) => { d.spec.ttl.duration = "52w"; }],
     ["params and labels as numbers and booleans", (d: Doc) => { d.spec.resources[0].params = { port: 5432, tls: false }; d.spec.labels = { pr: 12 }; }],
     ["a bare plugin name and @latest", (d: Doc) => { d.spec.resources.push({ name: "q", plugin: "queue" }, { name: "r", plugin: "queue@latest" }); }],
     ["env removed by operation delete", (d: Doc) => { d.spec.forks[0].customizations.env.push({ name: "OLD", operation: "delete" }); }],
@@ -60,6 +64,9 @@ describe("accepted variants", () => {
     ["an empty overlay", overlay("# nothing yet\n")],
     ["no delete phase", (d: Doc) => { delete d.spec.delete; }],
     ["timeout and retries (ours)", (d: Doc) => { create(0)(d).timeout = "90s"; create(0)(d).retries = 0; }],
+    ["a 1000h timeout", (d: Doc) => { create(0)(d).timeout = "1000h"; }],
+    ["a timeout of exactly 365 days in hours", (d: Doc) => { create(0)(d).timeout = "8760h"; }],
+    ["a timeout of 365 days in seconds", (d: Doc) => { create(0)(d).timeout = "31536000s"; }],
     ["an output description (upstream)", (d: Doc) => { create(0)(d).outputs[0].description = "the host"; }],
     ["a version given as v1.2", (d: Doc) => { d.name = "hello-db@v1.2"; }],
   ])("plugin: %s", (_what, edit) => {

@@ -18,6 +18,35 @@ export const TTL_DURATION = /^[1-9][0-9]*[smhdw]$/;
 /** Step timeout (an ephemera addition). */
 export const STEP_TIMEOUT = /^[1-9][0-9]*[smh]$/;
 
+const DAY_MS = 86_400_000;
+
+/**
+ * The longest durations a file or a command line may give, in milliseconds. Timers chain
+ * past setTimeout's 24.8 days, but what a duration ends in must still be a time (a TTL's
+ * deletion time, a run's deadline and its token's expiry), and no sandbox, step or wait
+ * should outlive a year.
+ */
+export const MAX_DURATION_MS = {
+  /** `spec.ttl.duration` of a sandbox. */
+  ttl: 365 * DAY_MS,
+  /** A step's `timeout`. */
+  stepTimeout: 365 * DAY_MS,
+  /** `eph … --wait-timeout`. */
+  wait: 365 * DAY_MS,
+  /** `eph logs --since`. */
+  logsSince: 365 * DAY_MS,
+} as const;
+
+/** A limit as an error message names it: `365-day`. */
+export function durationLimitText(maxMs: number): string {
+  return maxMs % DAY_MS === 0 ? `${maxMs / DAY_MS}-day` : `${maxMs / 1000}-second`;
+}
+
+/** A limit as a description gives it, with the longest value in `unit`: `at most 365 days (8760h)`. */
+export function durationLimitWords(maxMs: number, unit: "h" | "d"): string {
+  return `at most ${maxMs / DAY_MS} days (${maxMs / (unit === "h" ? 3_600_000 : DAY_MS)}${unit})`;
+}
+
 export const MAX_BYTES = {
   pluginName: 253,
   sandboxName: 30,

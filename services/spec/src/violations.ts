@@ -10,7 +10,7 @@ export const RULES = [
   "duplicate-step", "duplicate-input", "duplicate-output", "input-source", "unknown-step",
   "undeclared-output", "cycle", "create-refers-to-delete", "as-empty", "env-name", "reserved-env",
   "duplicate-env", "path-format", "duplicate-path", "script-shebang", "timeout-format",
-  "retries-range", "overlay-yaml", "overlay-shape", "overlay-restart-policy", "overlay-image",
+  "timeout-range", "retries-range", "overlay-yaml", "overlay-shape", "overlay-restart-policy", "overlay-image",
   "overlay-namespace", "overlay-reserved-container", "duplicate-resource", "duplicate-local",
   "duplicate-endpoint", "duplicate-baseline", "duplicate-container", "env-value-conflict",
   "env-operation", "unknown-resource", "output-key-format", "ttl-duration", "ttl-offset-from",

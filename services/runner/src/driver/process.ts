@@ -13,7 +13,7 @@ import {
   DEFAULT_RETRY, FailureReason, MAX_OUTPUT_BYTES, REPORT_FILE, STEP_HOME, fetchStepInputs, ioContextClient, parseStepReport,
   outputMissing, outputTooLarge, planStep, privateViewDirs, storeStepOutputs, type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
 } from "@ephemera/io-agent";
-import { errorMessage, isRetryable, type ClientTls, type Logger, type grpc } from "@ephemera/kit";
+import { errorMessage, isRetryable, longTimeout, type ClientTls, type Logger, type LongTimeout, type grpc } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
@@ -97,7 +97,7 @@ export class ProcessDriver implements StepDriver {
     const stopping = new AbortController();
     let pgid: number | undefined;
     let exited = false;
-    let force: NodeJS.Timeout | undefined;
+    let force: LongTimeout | undefined;
     const say = (line: string) => request.onLog(Buffer.from(`[ephemera] ${line}\n`));
     const retrying = (what: string): IOCallOptions => ({
       retry: { ...DEFAULT_RETRY, ...this.options.ioRetry },
@@ -147,7 +147,7 @@ export class ProcessDriver implements StepDriver {
         child.once("exit", (code, signal) => resolve({ code, signal }));
       });
       exited = true;
-      clearTimeout(force);
+      force?.clear();
       // Without a pid namespace, whatever the step left in its group goes with it.
       signalGroup("SIGKILL");
       // Every process of the step is gone (its pid namespace, or its group): the next step may have the namespace.
@@ -208,8 +208,7 @@ export class ProcessDriver implements StepDriver {
         if (stopping.signal.aborted || exited) return;
         stopping.abort();
         signalGroup("SIGTERM");
-        force = setTimeout(() => signalGroup("SIGKILL"), graceMs);
-        force.unref();
+        force = longTimeout(() => signalGroup("SIGKILL"), graceMs).unref();
       },
     };
   }

@@ -4,10 +4,29 @@ import type { WorkflowState } from "../progress.js";
 import type { SandboxRecord } from "./state.js";
 import { scheduledDeleteTime } from "./decide.js";
 
+/** A stored sandbox that cannot be shown in full: the message names the field and what to do. */
+export class UnrenderableError extends Error {
+  override readonly name = "UnrenderableError";
+}
+
 /** The status of a sandbox; `workflows` are its resources' workflows (to tell a run no runner took). */
 export function sandboxStatus(s: SandboxRecord, workflows: WorkflowState[] = []): pb.SandboxStatus {
-  const due = s.status === "active" ? scheduledDeleteTime(s) : undefined;
-  return { ...baseStatus(s, workflows), scheduledDeleteTime: due === undefined ? "" : new Date(due).toISOString() };
+  return { ...baseStatus(s, workflows), scheduledDeleteTime: s.status === "active" ? deletionTime(s) : "" };
+}
+
+/**
+ * When TTL expiry deletes it, as RFC 3339. Validation keeps a TTL within 365 days; one an
+ * older version accepted may end past the last time a Date holds (year 275760).
+ */
+function deletionTime(s: SandboxRecord): string {
+  const due = scheduledDeleteTime(s);
+  if (due === undefined) return "";
+  const when = new Date(due);
+  if (Number.isNaN(when.getTime())) {
+    throw new UnrenderableError(`spec.ttl.duration: the TTL "${s.spec?.ttl?.duration ?? ""}" ends past the latest time a date can ` +
+      "hold, so no deletion time can be shown (apply the sandbox again with a TTL of at most 365 days, or delete it)");
+  }
+  return when.toISOString();
 }
 
 function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.SandboxStatus, "scheduledDeleteTime"> {

@@ -5,7 +5,7 @@ import type { WorkflowState } from "../progress.js";
 import type { SandboxRecord } from "./state.js";
 import type { Projection } from "@ephemera/eventstore";
 import { sandboxStatus } from "./status.js";
-import { baselineLabel, baselineOf } from "@ephemera/kit";
+import { baselineLabel, baselineOf, errorMessage } from "@ephemera/kit";
 import { placementsOf, type ForkFacts } from "./forks.js";
 
 const STATUS: Record<string, string> = {
@@ -62,6 +62,26 @@ export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>
       });
     }),
   });
+}
+
+/**
+ * The view of one sandbox, which cannot fail: a stored record that cannot be rendered in
+ * full (written by an older version, or beyond today's limits) is shown as it is stored,
+ * with status RenderError and what is wrong in `renderError`, so that one bad record never
+ * fails a list, a get or a watch. Only the error's message is kept, never a stack.
+ */
+export function safeView(s: SandboxRecord, build: () => pb.SandboxView, onError?: (err: unknown) => void): pb.SandboxView {
+  try {
+    return build();
+  } catch (err) {
+    onError?.(err);
+    const problem = errorMessage(err);
+    return pb.SandboxView.fromPartial({
+      name: s.name, routingKey: s.routingKey, spec: s.spec, endpoints: s.endpoints, createdAt: s.createdAt, updatedAt: s.updatedAt,
+      status: { ready: false, reason: "RenderError", message: `the stored sandbox cannot be shown in full: ${problem}` },
+      renderError: problem,
+    });
+  }
 }
 
 /** Virtual workloads are kept with the sandbox, never run: nothing creates them yet. */

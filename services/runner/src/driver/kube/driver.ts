@@ -7,7 +7,7 @@
 import { PassThrough } from "node:stream";
 import * as k8s from "@kubernetes/client-node";
 import { FailureReason, fetchStepOutputs, ioContextClient, parseStepReport, type StepReport } from "@ephemera/io-agent";
-import { errorMessage, isValidationError, retry, type ClientTls, type Logger } from "@ephemera/kit";
+import { errorMessage, isValidationError, longTimeout, retry, type ClientTls, type Logger, type LongTimeout } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "../driver.js";
 import { ApiCalls, retryableApiError, statusOf } from "./calls.js";
@@ -233,9 +233,10 @@ export class KubeDriver implements StepDriver {
     const result = new Promise<Ended>((resolve) => (settle = resolve));
     let condition = "";
     let since = this.now();
-    let timer: NodeJS.Timeout | undefined;
+    // Graces come from the pod (its deletion grace, in seconds) and the environment: any length.
+    let timer: LongTimeout | undefined;
     const done = (o: Ended) => {
-      clearTimeout(timer);
+      timer?.clear();
       this.followed.delete(k);
       settle(o);
     };
@@ -248,9 +249,9 @@ export class KubeDriver implements StepDriver {
         // before the pod goes; what ended it is the deletion, named when DELETED comes.
         // A pod on a lost node may never go: then the deletion is the outcome anyway.
         deletedBySomeone ||= !this.deleting.has(k);
-        clearTimeout(timer);
+        timer?.clear();
         const graceMs = ((pod.metadata.deletionGracePeriodSeconds ?? 30) + 30) * 1000;
-        timer = setTimeout(() => done(this.deleting.has(k) ? { outcome: { kind: "Stopped" }, pod } : { outcome: { kind: "PodDeleted" }, pod }), graceMs);
+        timer = longTimeout(() => done(this.deleting.has(k) ? { outcome: { kind: "Stopped" }, pod } : { outcome: { kind: "PodDeleted" }, pod }), graceMs);
         return;
       }
       // Graces count from when the pod entered its current waiting (or Unknown) condition.
@@ -263,10 +264,10 @@ export class KubeDriver implements StepDriver {
       const outcome = podOutcome(status, now, since, this.graces);
       if (outcome) return done({ outcome, pod });
       // Nothing may happen on the watch when a grace runs out: a timer looks again then.
-      clearTimeout(timer);
+      timer?.clear();
       if (c) {
         const grace = c.startsWith("Unknown") ? this.graces.unknownMs : this.graces.imagePullMs;
-        timer = setTimeout(() => {
+        timer = longTimeout(() => {
           const p = watch.get(name);
           if (p) look(p);
         }, Math.max(0, since + grace - now) + 20);

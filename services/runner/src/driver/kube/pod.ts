@@ -17,6 +17,8 @@ export const AGENT_DIR = "/ephemera";
 /** Where the agent image keeps the bundled agent. */
 export const AGENT_PROGRAM = "/agent/agent.cjs";
 const STEP_HOME = "/tmp";
+/** How much longer than the step's timeout the sidecar waits for main's exit code (the pod's deadline comes first). */
+const SIDECAR_WAIT_MARGIN_MS = 5 * 60_000;
 /** Where the agents write their report's summary, which the pod's status carries to the runner. */
 export const TERMINATION_MESSAGE_PATH = "/dev/termination-log";
 /** The full run id (labels cannot hold it): how a restarted runner knows whose pod it finds. */
@@ -78,8 +80,12 @@ export function buildPod(r: PodRequest): Json {
     { name: "EPHEMERA_AGENT_DIR", value: AGENT_DIR },
     { name: "EPHEMERA_TERMINATION_MESSAGE_PATH", value: TERMINATION_MESSAGE_PATH },
   ];
-  const agent = (container: string, command: string) => ({
-    name: container, image: r.agentImage, command: ["node", AGENT_PROGRAM, command], env: agentEnv, volumeMounts: mounts,
+  // The sidecar gives up on main after 6 h by default: a step may run longer (up to its timeout's 365 days).
+  const sidecarEnv = d.timeoutMs > 0
+    ? [...agentEnv, { name: "EPHEMERA_WAIT_TIMEOUT_MS", value: String(d.timeoutMs + SIDECAR_WAIT_MARGIN_MS) }]
+    : agentEnv;
+  const agent = (container: string, command: string, env = agentEnv) => ({
+    name: container, image: r.agentImage, command: ["node", AGENT_PROGRAM, command], env, volumeMounts: mounts,
     terminationMessagePath: TERMINATION_MESSAGE_PATH, terminationMessagePolicy: "File",
   });
   const base: Json = {
@@ -93,7 +99,7 @@ export function buildPod(r: PodRequest): Json {
           name: "main", image: d.runner?.image ?? "", command: [`${AGENT_DIR}/entrypoint`], volumeMounts: mounts,
           ...(r.env ? { env: Object.entries(r.env).map(([name, value]) => ({ name, value })) } : {}),
         },
-        agent("ephemera-sidecar", "sidecar"),
+        agent("ephemera-sidecar", "sidecar", sidecarEnv),
       ],
       volumes: [{ name: "ephemera-agent", emptyDir: {} }, ...dirs.map((_, i) => ({ name: `ephemera-path-${i}`, emptyDir: {} }))],
     },

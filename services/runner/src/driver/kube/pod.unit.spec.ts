@@ -72,6 +72,15 @@ describe("the runner pod", () => {
     expect(JSON.stringify(container(p, "main"))).not.toContain("tok");
   });
 
+  it("lets the sidecar wait for main as long as the step may run (a 1000h step outlives the agent's 6 h default)", () => {
+    const timeoutMs = 1000 * 3_600_000;
+    const p = build({ timeoutMs });
+    expect(p.spec.activeDeadlineSeconds).toBe(3_600_000);
+    const env = container(p, "ephemera-sidecar")["env"] as Array<{ name: string; value: string }>;
+    const wait = env.find((e) => e.name === "EPHEMERA_WAIT_TIMEOUT_MS");
+    expect(Number(wait?.value)).toBeGreaterThan(timeoutMs);
+  });
+
   it("uses the plugin's namespace, and no deadline for a step without a timeout", () => {
     const p = build({ timeoutMs: 0, runner: { image: "x", namespace: "team-a", podTemplateOverlay: "" } });
     expect(p.metadata.namespace).toBe("team-a");
