@@ -11,9 +11,10 @@ import { Api } from "../../services/cli/dist/api.js";
 import * as pb from "../../services/proto/dist/index.js";
 import { grpc } from "../../services/kit/dist/client.js";
 import { signCapability, signingKey, stepCapability } from "../../services/kit/dist/capability.js";
+import { redisOutageFigure } from "./redis-outage.mjs";
 import { restartFigure } from "./restart.mjs";
 import { ROOT, startServers, startStack, stopAll } from "./system.mjs";
-import { chainPlugin, diamondPlugin, fourStepPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
+import { chainPlugin, createAndWait, diamondPlugin, fourStepPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
 
 const quick = process.argv.includes("--quick");
 const P = quick
@@ -64,15 +65,6 @@ function record(figure, { measured, baseline, baselineLabel, goal, unit = "ms", 
 }
 const num = (x, unit) => (unit === "ms" ? (x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 2 : 0)} ms`) : `${x.toFixed(1)} ${unit}`);
 const fmt = (s, unit) => (s.n === 1 ? num(s.median, unit) : `${num(s.min, unit)} / ${num(s.median, unit)}`);
-
-/** Applies `name` and waits for its ready event; resolves to [create→ready ms, create-returned→ready ms]. */
-async function createAndWait(api, watch, sb, timeoutMs) {
-  const t0 = performance.now();
-  await api.applySandbox(sb);
-  const created = performance.now();
-  const ready = await watch.ready(sb.name, timeoutMs);
-  return [ready - t0, ready - created];
-}
 
 async function chainFigures(stack, api, watch) {
   const n = P.chain;
@@ -198,6 +190,12 @@ async function main() {
       await stack.stop();
     }
   }
+
+  // Steps while the IO context's Redis is stopped: a stack on a Redis of the figure's own.
+  await borrowed("4-step chain with Redis stopped", async () => {
+    const { up, down } = await redisOutageFigure({ ...servers, scratch, samples: P.samples });
+    record("4-step chain with Redis stopped", { measured: down, baseline: up, baselineLabel: "4-step chain, Redis up", goal: 2 });
+  });
 
   // The Kubernetes driver on the simulated cluster: its own stack and simulator.
   await borrowed("Kubernetes driver", async () => {
