@@ -48,6 +48,11 @@ describe("IO context while its own Redis is down or stalled", () => {
     call(client.putStepOutputs.bind(client), { runId, token: await tokenOf(runId), outputs: values(outputs) }, 10_000);
   const getOutputs = async (runId: string) =>
     Object.fromEntries((await call(client.getStepOutputs.bind(client), { runId, token: await tokenOf(runId) }, 10_000)).outputs.map((o) => [o.name, o.value.toString()]));
+  /** Puts the outputs (taken whether or not Redis is up) and says whether Redis now holds them. */
+  const cached = async (runId: string, outputs: Record<string, string>) => {
+    await putOutputs(runId, outputs);
+    return (await redis.hexists(`${prefix}:io:${runId}`, Object.keys(outputs)[0]!).catch(() => 0)) === 1;
+  };
   const inputsOf = (r: pb.GetStepInputsResponse) => Object.fromEntries(r.inputs.map((i) => [i.name, i.value.toString()]));
 
   beforeAll(async () => {
@@ -107,7 +112,7 @@ describe("IO context while its own Redis is down or stalled", () => {
     }
 
     await own.start(); // empty: everything it held is lost
-    await waitFor(() => putOutputs(seedRun, { marker: "m1" }).then(() => true), { timeoutMs: 10_000, what: "outputs to be taken again" });
+    await waitFor(() => cached(seedRun, { marker: "m1" }), { timeoutMs: 10_000, what: "outputs to be cached again" });
     expect(await getOutputs(seedRun)).toEqual({ marker: "m1" });
     expect(inputsOf(await getInputs(seedRun))).toEqual({ host: "db-1", password: SECRET });
     // The value Redis lost came back from the journal and is cached again.
@@ -127,7 +132,7 @@ describe("IO context while its own Redis is down or stalled", () => {
     } finally {
       process.kill(own.pid!, "SIGCONT");
     }
-    await waitFor(() => putOutputs(seedRun, { marker: "m2" }).then(() => true), { timeoutMs: 10_000, what: "outputs to be taken again" });
+    await waitFor(() => cached(seedRun, { marker: "m2" }), { timeoutMs: 10_000, what: "outputs to be cached again" });
     expect(await getOutputs(seedRun)).toEqual({ marker: "m2" });
   });
 });
