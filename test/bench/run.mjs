@@ -18,7 +18,7 @@ import { chainPlugin, createAndWait, diamondPlugin, fourStepPlugin, makeChain, s
 
 const quick = process.argv.includes("--quick");
 const P = quick
-  ? { samples: 3, chain: 10, diamonds: 3, small: 20, large: 50, events: 20_000, restarts: 2, reads: 100, deadlineMs: 150_000 }
+  ? { samples: 3, chain: 10, diamonds: 3, small: 20, large: 50, events: 20_000, restarts: 2, reads: 100, deadlineMs: 180_000 }
   : { samples: 5, chain: 30, diamonds: 5, small: 200, large: 1000, events: 100_000, restarts: 5, reads: 300, deadlineMs: 15 * 60_000 };
 const SLEEP_S = 1.5;
 
