@@ -2,7 +2,7 @@
 // bench's own. Each figure against a baseline measured in the same run (machines differ;
 // ratios travel): warm-up, then samples, min and median printed, a table at the end, and
 // the run appended as one JSON line to bench/results/<date>-<sha>.json. It reports; it
-// never fails on a ratio. `pnpm bench --quick`: a reduced set in under a minute.
+// never fails on a ratio. `pnpm bench --quick`: a reduced set in about a minute.
 import { execFileSync } from "node:child_process";
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, totalmem } from "node:os";
@@ -11,13 +11,14 @@ import { Api } from "../../services/cli/dist/api.js";
 import * as pb from "../../services/proto/dist/index.js";
 import { grpc } from "../../services/kit/dist/client.js";
 import { signCapability, signingKey, stepCapability } from "../../services/kit/dist/capability.js";
+import { redisOutageFigure } from "./redis-outage.mjs";
 import { restartFigure } from "./restart.mjs";
 import { ROOT, startServers, startStack, stopAll } from "./system.mjs";
-import { chainPlugin, diamondPlugin, fourStepPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
+import { chainPlugin, createAndWait, diamondPlugin, fourStepPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
 
 const quick = process.argv.includes("--quick");
 const P = quick
-  ? { samples: 3, chain: 10, diamonds: 3, small: 20, large: 50, events: 20_000, restarts: 2, reads: 100, deadlineMs: 120_000 }
+  ? { samples: 3, chain: 10, diamonds: 3, small: 20, large: 50, events: 20_000, restarts: 2, reads: 100, deadlineMs: 180_000 }
   : { samples: 5, chain: 30, diamonds: 5, small: 200, large: 1000, events: 100_000, restarts: 5, reads: 300, deadlineMs: 15 * 60_000 };
 const SLEEP_S = 1.5;
 
@@ -64,15 +65,6 @@ function record(figure, { measured, baseline, baselineLabel, goal, unit = "ms", 
 }
 const num = (x, unit) => (unit === "ms" ? (x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 2 : 0)} ms`) : `${x.toFixed(1)} ${unit}`);
 const fmt = (s, unit) => (s.n === 1 ? num(s.median, unit) : `${num(s.min, unit)} / ${num(s.median, unit)}`);
-
-/** Applies `name` and waits for its ready event; resolves to [create→ready ms, create-returned→ready ms]. */
-async function createAndWait(api, watch, sb, timeoutMs) {
-  const t0 = performance.now();
-  await api.applySandbox(sb);
-  const created = performance.now();
-  const ready = await watch.ready(sb.name, timeoutMs);
-  return [ready - t0, ready - created];
-}
 
 async function chainFigures(stack, api, watch) {
   const n = P.chain;
@@ -198,6 +190,12 @@ async function main() {
       await stack.stop();
     }
   }
+
+  // Steps while the IO context's Redis is stopped: a stack on a Redis of the figure's own.
+  await borrowed("4-step chain with Redis stopped", async () => {
+    const { up, down } = await redisOutageFigure({ ...servers, scratch, samples: P.samples });
+    record("4-step chain with Redis stopped", { measured: down, baseline: up, baselineLabel: "4-step chain, Redis up", goal: 2 });
+  });
 
   // The Kubernetes driver on the simulated cluster: its own stack and simulator.
   await borrowed("Kubernetes driver", async () => {

@@ -81,13 +81,20 @@ async function startServer(name, command, args, ready, timeoutMs = 20_000) {
 /** nats-server with JetStream and redis-server (no persistence), data under `dir`. */
 export async function startServers(dir) {
   mkdirSync(join(dir, "nats"), { recursive: true });
-  mkdirSync(join(dir, "redis"), { recursive: true });
-  const [natsPort, redisPort] = [await freePort(), await freePort()];
+  const natsPort = await freePort();
   const nats = await startServer("nats-server", "/usr/sbin/nats-server",
     ["-a", "127.0.0.1", "-p", String(natsPort), "-js", "-sd", join(dir, "nats")], /Server is ready/);
+  const { redis, redisUrl } = await startRedis(join(dir, "redis"));
+  return { nats, redis, natsUrl: `nats://127.0.0.1:${natsPort}`, redisUrl };
+}
+
+/** A redis-server of its own (no persistence) on a free port, data under `dir`: one a figure may stop. */
+export async function startRedis(dir) {
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
   const redis = await startServer("redis-server", "redis-server",
-    ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", join(dir, "redis")], /Ready to accept connections/);
-  return { nats, redis, natsUrl: `nats://127.0.0.1:${natsPort}`, redisUrl: `redis://127.0.0.1:${redisPort}` };
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir], /Ready to accept connections/);
+  return { redis, redisUrl: `redis://127.0.0.1:${port}` };
 }
 
 /** The services' environment: this process's without any EPHEMERA_* of the caller's shell, plus `extra`. */

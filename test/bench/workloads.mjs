@@ -54,6 +54,15 @@ export function fourStepPlugin() {
 export const sandbox = (name, pluginName) =>
   pb.Sandbox.fromPartial({ name, spec: { cluster: "local", resources: [{ name: "r", plugin: pluginName, params: { dbname: name } }] } });
 
+/** Applies `sb` and waits for its ready event; resolves to [create→ready ms, create-returned→ready ms]. */
+export async function createAndWait(api, watch, sb, timeoutMs) {
+  const t0 = performance.now();
+  await api.applySandbox(sb);
+  const created = performance.now();
+  const ready = await watch.ready(sb.name, timeoutMs);
+  return [ready - t0, ready - created];
+}
+
 /** The chain as a Makefile in `dir`: `make` runs it from scratch; resolves to its wall time (ms). */
 export function makeChain(dir, n) {
   mkdirSync(dir, { recursive: true });

@@ -11,7 +11,7 @@ import {
   InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, type Commit, type RecordedEvent,
 } from "@ephemera/eventstore";
 import { createLogger, startGrpcServer, waitFor, type ClientTls, type Logger, type RunningServer, type ServerTls } from "@ephemera/kit";
-import { InMemoryOutputStore, start as startIOContext, type RunningIOContext } from "../../services/iocontext/src/index.js";
+import { InMemoryOutputStore, start as startIOContext, type Redis, type RunningIOContext } from "../../services/iocontext/src/index.js";
 import { start as startRunner, type RunningRunner } from "../../services/runner/src/start.js";
 import { apiServices } from "../../services/sandbox/src/api.js";
 import { SandboxCore, type ApiAccess } from "../../services/sandbox/src/index.js";
@@ -36,6 +36,8 @@ export interface CoreOptions {
   api?: { access?: ApiAccess; tls?: ServerTls };
   /** The IO context on TLS, and what the runner's steps trust to reach it (default: plaintext). */
   iocontextTls?: { server: ServerTls; client: ClientTls };
+  /** The IO context caches outputs in this Redis (default: the in-memory twin, `outputs`). */
+  redis?: Redis;
 }
 
 export interface Core {
@@ -107,7 +109,8 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     await scheduler.start();
     stops.push(() => scheduler.stop());
 
-    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}), keys: [TEST_KEY] }, { store, values, logger, outputs });
+    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}), keys: [TEST_KEY] },
+      { store, values, logger, ...(options.redis ? { redis: options.redis } : { outputs }) });
     stops.push(() => io.stop());
 
     const runner: RunningRunner = await startRunner({

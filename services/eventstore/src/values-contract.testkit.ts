@@ -45,6 +45,12 @@ export function valueStoreContract(name: string, setup: () => Promise<ValueStore
       await expect(fx.store.get("rk1.db.create.a.1/nothing", sha(Buffer.from("x")))).rejects.toBeInstanceOf(NotFoundError);
     });
 
+    it("reads a value back unchecked (no digest named yet), and a missing one as undefined", async () => {
+      await fx.store.put("rk1.db.create.a.1/host", Buffer.from("db-1"));
+      expect((await fx.store.read("rk1.db.create.a.1/host"))?.toString()).toBe("db-1");
+      expect(await fx.store.read("rk1.db.create.a.1/nothing")).toBeUndefined();
+    });
+
     it("drops the values under a prefix (a deleted sandbox's runs) and no others", async () => {
       const a = await fx.store.put("rka.db.create.a.1/x", Buffer.from("1"));
       await fx.store.put("rka.db.delete.b.1/y", Buffer.from("2"));
@@ -57,7 +63,8 @@ export function valueStoreContract(name: string, setup: () => Promise<ValueStore
     it("fails as unavailable while the backend is away, and works again after", async () => {
       const d = await fx.store.put("rk1.db.create.a.1/kept", Buffer.from("v"));
       await fx.setAvailable(false);
-      for (const call of [() => fx.store.put("rk1.db.create.a.1/new", Buffer.from("n")), () => fx.store.get("rk1.db.create.a.1/kept", d), () => fx.store.drop("rk1.")]) {
+      for (const call of [() => fx.store.put("rk1.db.create.a.1/new", Buffer.from("n")), () => fx.store.get("rk1.db.create.a.1/kept", d),
+        () => fx.store.read("rk1.db.create.a.1/kept"), () => fx.store.drop("rk1.")]) {
         const started = Date.now();
         await expect(call()).rejects.toBeInstanceOf(UnavailableError);
         expect(Date.now() - started).toBeLessThan(failsWithinMs);

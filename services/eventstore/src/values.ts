@@ -14,6 +14,11 @@ export interface ValueStore {
   put(key: string, value: Uint8Array): Promise<string>;
   /** The value under `key`: NotFoundError when missing, ConflictError when it does not match `sha256`. */
   get(key: string, sha256: string): Promise<Buffer>;
+  /**
+   * The value under `key` as it was put, unchecked, or undefined: for a run whose result
+   * has not named its digests yet (its outputs journaled while the cache was down).
+   */
+  read(key: string): Promise<Buffer | undefined>;
   /** Removes every value whose key starts with `prefix`; resolves to how many went. */
   drop(prefix: string): Promise<number>;
 }
@@ -52,6 +57,11 @@ export class JetStreamValueStore implements ValueStore {
     const blob = await this.guard(() => this.os.getBlob(key), `read ${key}`);
     if (blob === null) throw new NotFoundError(`the journaled value of ${key} is missing`);
     return checked(key, Buffer.from(blob), sha256);
+  }
+
+  async read(key: string): Promise<Buffer | undefined> {
+    const blob = await this.guard(() => this.os.getBlob(key), `read ${key}`);
+    return blob === null ? undefined : Buffer.from(blob);
   }
 
   async drop(prefix: string): Promise<number> {
@@ -99,6 +109,12 @@ export class InMemoryValueStore implements ValueStore {
     const value = this.values.get(key);
     if (!value) throw new NotFoundError(`the journaled value of ${key} is missing`);
     return checked(key, Buffer.from(value), sha256);
+  }
+
+  async read(key: string): Promise<Buffer | undefined> {
+    this.check(`read ${key}`);
+    const value = this.values.get(key);
+    return value && Buffer.from(value);
   }
 
   async drop(prefix: string): Promise<number> {

@@ -4,6 +4,7 @@ import { REDIS_URL, uniquePrefix } from "../../../test/support/servers.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { outputStoreContract } from "./outputs-contract.testkit.js";
 import { openRedis } from "./redis.js";
+import { RedisHealth } from "./redis-health.js";
 import { tcpProxy } from "../../../test/support/tcp-proxy.js";
 
 const TIMEOUT_MS = 500;
@@ -14,10 +15,13 @@ outputStoreContract("Redis", async () => {
   const proxy = await tcpProxy(Number(shared.port || 6379), shared.hostname);
   const redis = openRedis(`redis://127.0.0.1:${proxy.port}`, { commandTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS });
   redis.on("error", () => undefined); // connection errors are expected here; the calls report them
+  // As the IO context runs it: calls while Redis is known to be down are refused at once.
+  const health = new RedisHealth(redis);
   return {
-    store: new RedisOutputStore(redis, prefix),
+    store: new RedisOutputStore(redis, prefix, health),
     setAvailable: (available) => proxy.setAvailable(available),
     dispose: async () => {
+      health.stop();
       // Quit over a live connection: a client disconnected while reconnecting keeps a timer.
       await proxy.setAvailable(true);
       await redis.quit().catch(() => redis.disconnect());

@@ -3,9 +3,11 @@
 import { ReplyError, type Redis } from "ioredis";
 import { UnavailableError, errorMessage } from "@ephemera/kit";
 import type { OutputStore, OutputValue } from "./outputs.js";
+import type { RedisHealth } from "./redis-health.js";
 
 export class RedisOutputStore implements OutputStore {
-  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+  /** With `health`, a call while Redis is known to be down is refused at once rather than waiting for it. */
+  constructor(private readonly redis: Redis, private readonly prefix: string, private readonly health?: RedisHealth) {}
 
   readonly runKey = (runId: string) => `${this.prefix}:io:${runId}`;
   readonly sandboxKey = (routingKey: string) => `${this.prefix}:io-runs:${routingKey}`;
@@ -36,7 +38,7 @@ export class RedisOutputStore implements OutputStore {
 
   private async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
     try {
-      return await fn();
+      return await (this.health ? this.health.call(fn) : fn());
     } catch (err) {
       throw unavailable(what, err);
     }

@@ -21,8 +21,9 @@ export function openRedis(url: string, timeouts: RedisTimeouts = {}, auth?: Redi
     // Bounds replies from a server that accepted the connection and stalled, and the wait
     // in the offline queue below: without it a command can wait forever.
     commandTimeout: commandTimeoutMs,
-    // Commands issued while (re)connecting wait for the connection, within commandTimeout,
-    // so a call made while the client is still connecting at start does not fail at once.
+    // Commands issued while connecting at start wait for the connection, within
+    // commandTimeout, so a call made then does not fail at once. Once connected, the IO
+    // context sends nothing while Redis is down (RedisHealth), so nothing waits here.
     enableOfflineQueue: true,
     // A command pending when the connection drops is failed after one reconnection
     // attempt rather than twenty: callers fall back to the journal or retry themselves.

@@ -3,8 +3,8 @@
 // Values are secrets: only names and sizes are logged. The output store is a cache of the
 // journal: while it is down, outputs of runs that succeeded are read from their events.
 import type * as pb from "@ephemera/proto";
-import { Aggregates, decode, journaledValues, outputSize, parseRunId, sha256Hex, type ValueJournal } from "@ephemera/events";
-import type { EventStore } from "@ephemera/eventstore";
+import { Aggregates, decode, journalOutputs, journaledValues, outputSize, parseRunId, sha256Hex, valueKey } from "@ephemera/events";
+import type { EventStore, ValueStore } from "@ephemera/eventstore";
 import {
   ConflictError, NotFoundError, PermissionDeniedError, UnavailableError, ValidationError, paramSource, stepSource, verifyCapability,
   type FieldViolation, type Logger, type SigningKey, type StepCapability,
@@ -22,8 +22,8 @@ export interface IOContextDeps {
   logger: Logger;
   /** Verify the runs' capability tokens (kit's signingKeys). */
   keys: SigningKey[];
-  /** The output journal: values of journaled outputs, by digest. */
-  values: ValueJournal;
+  /** The output journal: values of journaled outputs, by digest (and, while the cache is down, those of runs not ended). */
+  values: Pick<ValueStore, "put" | "get" | "read">;
   maxOutputBytes?: number;
   now?: () => Date;
 }
@@ -132,9 +132,11 @@ export class IOContextHandlers {
       await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
-      // Only the cache missed them: the runner journals the values from the step's own
-      // report, and later readers are served from the journal. The step need not wait.
+      // Only the cache missed them: the step need not wait. They go to the output journal,
+      // where a read-back before the run's result (the Kubernetes driver's) finds them; the
+      // runner journals them again from the step's report either way.
       this.deps.logger.warn({ runId: run.runId, outputs: sizes(req.outputs), err }, "output store unavailable: step outputs not cached");
+      await this.journalUncached(run.runId, req.outputs);
       return {};
     }
     this.deps.logger.info({ runId: run.runId, outputs: sizes(req.outputs) }, "step outputs stored");
@@ -144,7 +146,7 @@ export class IOContextHandlers {
   async getStepOutputs(req: pb.GetStepOutputsRequest): Promise<pb.GetStepOutputsResponse> {
     await this.capability(req, "GetStepOutputs");
     const run = await this.knownRun(req.runId);
-    const values = await this.outputsOf(run.runId);
+    const values = await this.outputsOf(run.runId, [], run.step.outputs.map((o) => o.name));
     return { outputs: [...values].map(([name, value]) => ({ name, value, size: value.length, sha256: "" })) };
   }
 
@@ -159,6 +161,32 @@ export class IOContextHandlers {
     if (types.some((t) => t === "ephemera.steprun.succeeded.v1" || t === "ephemera.steprun.failed.v1")) {
       throw new ConflictError(`run ${runId} has ended: its outputs can no longer change`);
     }
+  }
+
+  /**
+   * Best effort, as caching is: written once like the cache (a value already journaled
+   * for the run is not replaced by another); a journal that cannot take them leaves the
+   * run's read-back to the cache once it is back.
+   */
+  private async journalUncached(runId: string, outputs: pb.OutputValue[]): Promise<void> {
+    try {
+      const journaled = await this.uncachedValues(runId, outputs.map((o) => o.name));
+      this.unchanged(runId, outputs, journaled);
+      await journalOutputs(this.deps.values, runId, outputs.filter((o) => !journaled.has(o.name)));
+    } catch (err) {
+      if (err instanceof ConflictError) throw err;
+      this.deps.logger.warn({ runId, outputs: sizes(outputs), err }, "cannot journal uncached step outputs");
+    }
+  }
+
+  /** Values the output journal holds for a run whose result has not named their digests (absent ones left out). */
+  private async uncachedValues(runId: string, names: string[]): Promise<Map<string, Buffer>> {
+    const values = new Map<string, Buffer>();
+    for (const name of names) {
+      const value = await this.deps.values.read(valueKey(runId, name));
+      if (value) values.set(name, value);
+    }
+    return values;
   }
 
   /** Outputs are written once: the same values again are fine, others for an output already written are refused. */
@@ -223,9 +251,10 @@ export class IOContextHandlers {
    * value from the cache (Redis) is used only when it matches that digest; otherwise it is
    * read from the output journal and written back to the cache. A run not journaled yet
    * (a step that just ended, read back by itself) has only the cache; while the cache is
-   * down such a run is UNAVAILABLE.
+   * down, the values of its `declared` outputs that were put then (the journal holds them
+   * all), else UNAVAILABLE: the cache may hold them.
    */
-  private async outputsOf(runId: string, wanted: string[] = []): Promise<Map<string, Buffer>> {
+  private async outputsOf(runId: string, wanted: string[] = [], declared: string[] = []): Promise<Map<string, Buffer>> {
     let cached: Map<string, Buffer> | undefined;
     try {
       cached = await this.deps.outputs.read(runId);
@@ -233,8 +262,10 @@ export class IOContextHandlers {
       if (!(err instanceof UnavailableError)) throw err;
       this.deps.logger.warn({ runId, err }, "output store unavailable: reading outputs from the journal");
       const journaled = await this.journaledOutputs(runId);
-      if (!journaled) throw new UnavailableError(`outputs of ${runId} are not journaled yet and the output store is unavailable`, { cause: err });
-      return journaledValues(this.deps.values, runId, journaled, wanted.length ? wanted : undefined);
+      if (journaled) return journaledValues(this.deps.values, runId, journaled, wanted.length ? wanted : undefined);
+      const uncached = declared.length ? await this.uncachedValues(runId, declared) : new Map<string, Buffer>();
+      if (declared.length && uncached.size === declared.length) return uncached;
+      throw new UnavailableError(`outputs of ${runId} are not journaled yet and the output store is unavailable`, { cause: err });
     }
     const journaled = await this.journaledOutputs(runId);
     if (!journaled) return cached;

@@ -8,6 +8,7 @@ import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Log
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
+import { RedisHealth } from "./redis-health.js";
 import { IOContextHandlers } from "./service.js";
 import { projections as makeProjections } from "./state.js";
 
@@ -38,7 +39,9 @@ export interface RunningIOContext {
 export async function start(config: IOContextConfig, deps: IOContextServiceDeps): Promise<RunningIOContext> {
   const { store, logger } = deps;
   const projections = makeProjections();
-  const outputs = "outputs" in deps ? deps.outputs : new RedisOutputStore(deps.redis, config.prefix);
+  // Redis is a cache of the output journal: while it is down the IO context does not wait for it.
+  const health = "redis" in deps ? new RedisHealth(deps.redis, { logger }) : undefined;
+  const outputs = "outputs" in deps ? deps.outputs : new RedisOutputStore(deps.redis, config.prefix, health);
   const stopping = new AbortController();
   const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes]);
   const cleanups = new Set<Promise<void>>();
@@ -78,6 +81,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     stop: async () => {
       await server.shutdown();
       await feed.stop();
+      health?.stop();
       stopping.abort();
       await Promise.allSettled([...cleanups]);
     },
