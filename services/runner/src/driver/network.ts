@@ -162,6 +162,7 @@ class NatPool implements StepNetwork {
 async function build(names: NetworkNames, subnet: Cidr, slots: number, forwarded: string[]): Promise<void> {
   await ipBatch([], ipSetupBatch(names, subnet, slots, forwarded));
   await Promise.all([
+    acceptInIptablesForward(names),
     ...Array.from({ length: slots }, (_, i) => ipBatch(["-n", names.netns(i)], slotBatch(subnet, i))),
     // Forwarded from the bridge (the steps' traffic out); per interface, not the whole host.
     writeFile(`/proc/sys/net/ipv4/conf/${names.bridge}/forwarding`, "1"),
@@ -178,7 +179,35 @@ async function teardown(names: Pick<NetworkNames, "bridge" | "table" | "tag" | "
   const lines = [...links.map((l) => `link del ${l}`), ...netns.map((n) => `netns del ${n}`)];
   if (lines.length) await ipBatch(["-force"], lines.join("\n") + "\n").catch(() => undefined);
   await run("nft", ["delete", "table", "inet", names.table], { timeout: COMMAND_TIMEOUT_MS }).catch(() => undefined);
+  await removeFromIptablesForward(names.bridge);
 }
+
+/**
+ * A packet is forwarded only if every forward hook accepts it, and iptables' FORWARD chain
+ * may drop what this runner's table lets out: Docker sets its policy to DROP. Where that
+ * chain exists, the bridge's traffic out (and the replies in) are accepted there too, first.
+ */
+async function acceptInIptablesForward(names: NetworkNames): Promise<void> {
+  const rules = await iptablesForward();
+  if (rules === undefined || (rules.length === 1 && rules[0] === "-P FORWARD ACCEPT")) return;
+  const { bridge, alias } = names;
+  for (const rule of [["-i", bridge], ["-o", bridge, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"]]) {
+    await run("iptables", ["-w", "-I", "FORWARD", ...rule, "-m", "comment", "--comment", alias, "-j", "ACCEPT"], { timeout: COMMAND_TIMEOUT_MS });
+  }
+}
+
+async function removeFromIptablesForward(bridge: string): Promise<void> {
+  const ours = (await iptablesForward() ?? []).filter((r) => r.startsWith("-A FORWARD ") && new RegExp(`-[io] ${bridge}( |$)`).test(r));
+  for (const rule of ours) {
+    // -S quotes the comment ("ephemera <tag> <pid> <id>"): split outside the quotes.
+    const argv = [...rule.slice(3).matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+    await run("iptables", ["-w", "-D", ...argv], { timeout: COMMAND_TIMEOUT_MS }).catch(() => undefined);
+  }
+}
+
+/** `iptables -S FORWARD`, a rule a line; undefined where there is no iptables. */
+const iptablesForward = (): Promise<string[] | undefined> =>
+  run("iptables", ["-w", "-S", "FORWARD"], { timeout: COMMAND_TIMEOUT_MS }).then((r) => r.stdout.split("\n").filter(Boolean), () => undefined);
 
 const alive = (pid: number) => {
   try {
