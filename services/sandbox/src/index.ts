@@ -58,7 +58,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   if (registry) sandboxMetrics(registry, core);
   const routes = config.routes
     ? await startRoutes({ sandboxes: () => core.placedSandboxes(), onSandboxChange: (l) => core.onSandboxChange(l) },
-      { ...config.routes, ...(config.access ? { access: config.access } : {}) }, logger)
+      { ...config.routes, ...(config.access ? { access: config.access } : {}), ...(config.tls ? { tls: config.tls } : {}) }, logger)
     : undefined;
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),

@@ -60,7 +60,8 @@ export class SandboxCore {
   private readonly now: () => number;
   private readonly newId = ulidGen();
   /** Sandboxes whose view could not be built, by name and problem, already logged. */
-  private readonly unrenderable = new Set<string>();
+  /** Sandbox name → the last problem logged for it: as many entries as sandboxes held, at most. */
+  private readonly unrenderable = new Map<string, string>();
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
@@ -276,9 +277,9 @@ export class SandboxCore {
   private buildView(state: SandboxRecord, values: Map<string, Buffer> | undefined): pb.SandboxView {
     return safeView(state, () => buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state), (err) => {
       // Once per sandbox and problem: a client polling the list would repeat it every time.
-      const key = `${state.name}\u0000${errorMessage(err)}`;
-      if (this.unrenderable.has(key)) return;
-      this.unrenderable.add(key);
+      const problem = errorMessage(err);
+      if (this.unrenderable.get(state.name) === problem) return;
+      this.unrenderable.set(state.name, problem);
       this.deps.logger.warn({ err, sandbox: state.name }, "a stored sandbox cannot be shown in full; answering with what can be");
     });
   }

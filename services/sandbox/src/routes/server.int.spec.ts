@@ -2,10 +2,12 @@
 // with a tokens file. Every method, over gRPC and HTTP, refuses a call without a valid
 // token (UNAUTHENTICATED, 401) and serves a viewer; without tokens it stays on loopback
 // unless told otherwise, with the same refusal as the API.
-import { createLogger, grpc } from "@ephemera/kit";
+import { get as httpsGet } from "node:https";
+import { channelCredentials, clientOptions, createLogger, grpc } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
 import { connectNats } from "@ephemera/eventstore";
 import { TOKENS, tokensAccess } from "../../../../test/support/api-tokens.js";
+import { makeCerts } from "../../../../test/support/certs.js";
 import { testNats } from "../../../../test/support/servers.js";
 import { start } from "../index.js";
 
@@ -133,5 +135,34 @@ describe("the Routes API without API tokens", () => {
     } finally {
       await service.stop();
     }
+  });
+});
+
+describe("the Routes API with the API's certificate", () => {
+  const certs = makeCerts();
+  let service: Running;
+  afterAll(async () => {
+    await service?.stop();
+    certs.remove();
+  });
+
+  it("serves gRPC and HTTP over TLS, as the API does, so tokens never cross the network in clear", async () => {
+    service = await start(config({ access: tokensAccess(), tls: certs.server() }), logger);
+    const { credentials, options } = channelCredentials(certs.client());
+    const client = new pb.routes.RoutesClient(`127.0.0.1:${service.routes!.port}`, credentials, { ...clientOptions, ...options });
+    const metadata = new grpc.Metadata();
+    metadata.set("authorization", `Bearer ${TOKENS.viewer}`);
+    const code = await new Promise<grpc.status>((resolve) => client.getClusterServices({}, metadata, { deadline: Date.now() + 5_000 },
+      (err) => resolve(err ? err.code : grpc.status.OK)));
+    client.close();
+    expect(code).toBe(grpc.status.OK);
+
+    const https = (ca: string) => new Promise<number>((resolve, reject) => {
+      httpsGet(`https://127.0.0.1:${service.routes!.httpPort}/api/v1/cluster-services`,
+        { ca, headers: { authorization: `Bearer ${TOKENS.viewer}` } }, (res) => { res.resume(); resolve(res.statusCode ?? 0); }).on("error", reject);
+    });
+    expect(await https(certs.client().ca!)).toBe(200);
+    // Plain HTTP is not answered.
+    await expect(fetch(`http://127.0.0.1:${service.routes!.httpPort}/api/v1/cluster-services`)).rejects.toThrow();
   });
 });

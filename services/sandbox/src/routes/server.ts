@@ -4,10 +4,11 @@
 // EPHEMERA_ROUTES_HTTP_LISTEN. A watcher gets the current rules as ADDs, one SYNCED, then
 // every change as it is folded into the sandbox projection. With the API's tokens
 // configured, both ask every call for a bearer token of the viewer role or above.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import * as pb from "@ephemera/proto";
 import {
-  PermissionDeniedError, UnauthenticatedError, errorMessage, grpc, startGrpcServer, unary, type Logger, type RunningServer,
+  PermissionDeniedError, UnauthenticatedError, errorMessage, grpc, startGrpcServer, unary, type Logger, type RunningServer, type ServerTls,
 } from "@ephemera/kit";
 import type { ApiAccess } from "../auth/access.js";
 import { guard } from "../auth/guard.js";
@@ -29,6 +30,8 @@ export interface RoutesConfig {
   httpListen: string;
   /** The API's tokens and JWTs; absent: open, as the API is. */
   access?: ApiAccess;
+  /** The API's certificate (EPHEMERA_TLS_CERT, …), for both; absent: plaintext. */
+  tls?: ServerTls;
 }
 
 export interface RunningRoutes {
@@ -83,7 +86,7 @@ function clusterServices(sandboxes: Iterable<PlacedSandbox>): pb.routes.ClusterS
 }
 
 /** The HTTP form: GET /api/v1/workloads/routing-rules with the request's fields as query parameters, and GET /api/v1/cluster-services. */
-function httpServer(source: RoutesSource, access: ApiAccess | undefined, logger: Logger): Server {
+function httpServer(source: RoutesSource, access: ApiAccess | undefined, tls: ServerTls | undefined, logger: Logger): Server {
   const serve = (req: IncomingMessage, reply: (code: number, body: unknown) => void) => {
     const url = new URL(req.url ?? "/", "http://routes");
     if (req.method !== "GET") return reply(405, { error: "only GET is served" });
@@ -101,7 +104,7 @@ function httpServer(source: RoutesSource, access: ApiAccess | undefined, logger:
     }
     return reply(404, { error: `no ${url.pathname}; the Routes API serves /api/v1/workloads/routing-rules and /api/v1/cluster-services` });
   };
-  return createServer((req, res) => {
+  const listener: RequestListener = (req, res) => {
     const reply = replier(res);
     if (!access) return serve(req, reply);
     // Admitted before anything is read, unknown paths included: a refusal tells nothing about the API.
@@ -114,7 +117,10 @@ function httpServer(source: RoutesSource, access: ApiAccess | undefined, logger:
         reply(401, { error: err instanceof UnauthenticatedError ? err.message : "cannot authenticate the call" });
       },
     );
-  });
+  };
+  if (!tls) return createServer(listener);
+  const clientCerts = tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {};
+  return createHttpsServer({ cert: tls.cert, key: tls.key, ...clientCerts }, listener);
 }
 
 const replier = (res: ServerResponse) => (code: number, body: unknown) => {
@@ -131,17 +137,18 @@ async function admitHttp(access: ApiAccess, req: IncomingMessage): Promise<void>
 }
 
 export async function startRoutes(source: RoutesSource, config: RoutesConfig, logger: Logger): Promise<RunningRoutes> {
-  const { listen, httpListen, access } = config;
+  const { listen, httpListen, access, tls } = config;
   const bindings = [{ definition: pb.routes.RoutesService, implementation: routesService(source) }];
-  const grpcServer: RunningServer = await startGrpcServer(listen, access ? guard(bindings, access, logger, ROUTES_POLICY) : bindings, logger);
-  const http = httpServer(source, access, logger);
+  const grpcServer: RunningServer = await startGrpcServer(listen, access ? guard(bindings, access, logger, ROUTES_POLICY) : bindings, logger,
+    tls ? { tls } : {});
+  const http = httpServer(source, access, tls, logger);
   const [host, port] = splitHostPort(httpListen);
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject);
     http.listen(port, host, () => resolve());
   });
   const httpPort = (http.address() as { port: number }).port;
-  logger.info({ listen, port: grpcServer.port, httpPort, tokens: !!access }, "Routes API listening (gRPC and HTTP)");
+  logger.info({ listen, port: grpcServer.port, httpPort, tokens: !!access, tls: !!tls }, "Routes API listening (gRPC and HTTP)");
   return {
     port: grpcServer.port,
     httpPort,
