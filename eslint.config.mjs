@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/dist/**", "services/proto/src/gen/**", "node_modules/**"] },
+  { ignores: ["**/dist/**", "services/proto/src/gen/**", "services/kube-sim/src/gen/**", "node_modules/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

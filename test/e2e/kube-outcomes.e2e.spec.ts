@@ -59,7 +59,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
   const ourPods = async () => (JSON.parse((await kubectl(sim, ["get", "pods", "-A", "-o", "json"])).stdout) as Json)["items"]
     .filter((p: Json) => p["metadata"].labels?.["ephemera.dev/prefix"] === stack.prefix) as Json[];
 
-  const cases: Array<{ reason: string; overlay: string; script?: string; extra?: string; infra: boolean; message: RegExp }> = [
+  const cases: Array<{ reason: string; id?: string; overlay: string; script?: string; extra?: string; infra: boolean; message: RegExp }> = [
     { reason: "OOMKilled", overlay: fault("OOMKilled"), infra: false, message: /main was killed for using too much memory/ },
     { reason: "ImagePullFailed", overlay: fault("ImagePullBackOff"), infra: false, message: /main: (ErrImagePull|ImagePullBackOff)/ },
     { reason: "Evicted", overlay: fault("Evicted"), infra: true, message: /low on resource/ },
@@ -69,10 +69,16 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
       overlay: "spec:\n  containers:\n  - name: main\n    env:\n    - name: X\n      valueFrom: {secretKeyRef: {name: no-such-secret, key: k}}",
     },
     { reason: "DeadlineExceeded", overlay: "", extra: "    timeout: 2s\n", infra: false, message: /timeout|deadline/i },
+    // The API server refuses the pod itself (422): not tried again, the refusal named.
+    {
+      reason: "ConfigError", id: "refused-label", infra: false, overlay: "metadata:\n  labels:\n    tier: not valid!",
+      message: /^the cluster refused the runner pod: 422: Pod "[^"]+" is invalid: metadata\.labels: Invalid value: "not valid!": a valid label must be/,
+    },
   ];
 
-  it.each(cases)("names a pod that ends $reason, within 30 s, and deletes the pod", async (c) => {
-    const name = `out-${c.reason.toLowerCase()}`;
+  const titled = cases.map((c) => ({ ...c, title: c.id ? `${c.reason} (${c.id})` : c.reason }));
+  it.each(titled)("names a pod that ends $title, within 30 s, and deletes the pod", async (c) => {
+    const name = `out-${(c.id ?? c.reason).toLowerCase()}`;
     await ephOk(stack.eph, ["plugin", "apply", "-f", file(`${name}-plugin.yaml`, plugin(name, c.overlay, c.script, c.extra))]);
     const started = Date.now();
     const applied = await stack.eph(["sandbox", "apply", "-f", sandbox(name, name), "--wait"], { timeoutMs: 90_000 });

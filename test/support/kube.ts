@@ -45,8 +45,7 @@ export interface KubectlResult { code: number; stdout: string; stderr: string }
 
 /**
  * `kubectl ARGS` against the simulated cluster, `stdin` on its standard input; a non-zero
- * exit is an error unless `allowFail`. (kubectl create sends protobuf, which the simulator
- * does not read: objects are made with `apply -f -`.)
+ * exit is an error unless `allowFail`.
  */
 export function kubectl(sim: Pick<Sim, "kubeconfig">, args: string[], { allowFail = false, stdin = "" } = {}): Promise<KubectlResult> {
   return new Promise((resolve, reject) => {

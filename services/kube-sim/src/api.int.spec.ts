@@ -161,3 +161,117 @@ describe("faults and stats", () => {
     expect(stats.containersStarted).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe("refusals as a real API server answers them", () => {
+  const MiB = 1024 * 1024;
+  const post = (path: string, body: string, contentType = "application/json") =>
+    fetch(`${h.sim.url}${path}`, { method: "POST", body, headers: { "Content-Type": contentType } });
+
+  it("refuses a Secret or ConfigMap over 1 MiB of data with 422 Invalid, naming the field", async () => {
+    const big = "x".repeat(MiB / 2 + 1);
+    const err = await rejection(h.core.createNamespacedSecret({ namespace: h.ns, body: { metadata: { name: "big" }, stringData: { a: big, b: big } } }));
+    expect(statusOf(err)).toEqual({
+      kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", reason: "Invalid", code: 422,
+      message: 'Secret "big" is invalid: data: Too long: must have at most 1048576 bytes',
+      details: { name: "big", kind: "Secret", causes: [{ reason: "FieldValueTooLong", message: "Too long: must have at most 1048576 bytes", field: "data" }] },
+    });
+    const cm = await rejection(h.core.createNamespacedConfigMap({ namespace: h.ns, body: { metadata: { name: "big" }, data: { a: big }, binaryData: { b: Buffer.from(big).toString("base64") } } }));
+    expect(statusOf(cm)).toMatchObject({
+      reason: "Invalid", code: 422, message: 'ConfigMap "big" is invalid: []: Too long: must have at most 1048576 bytes',
+      details: { causes: [{ reason: "FieldValueTooLong", field: "[]" }] },
+    });
+    // Exactly 1 MiB is allowed.
+    await h.core.createNamespacedSecret({ namespace: h.ns, body: { metadata: { name: "max" }, stringData: { a: "y".repeat(MiB) } } });
+  });
+
+  it("refuses a request body over 3 MiB with 413 RequestEntityTooLarge", async () => {
+    const res = await post(`/api/v1/namespaces/${h.ns}/configmaps`, JSON.stringify({ metadata: { name: "huge" }, data: { a: "z".repeat(3 * MiB) } }));
+    expect(res.status).toBe(413);
+    expect(await res.json()).toEqual({
+      kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", reason: "RequestEntityTooLarge", code: 413,
+      message: "Request entity too large: limit is 3145728",
+    });
+    expect((await h.core.listNamespacedConfigMap({ namespace: h.ns, fieldSelector: "metadata.name=huge" })).items).toEqual([]);
+  });
+
+  it("refuses invalid and over-long names per kind with 422 on metadata.name", async () => {
+    const subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    const secret = await rejection(h.core.createNamespacedSecret({ namespace: h.ns, body: { metadata: { name: "Bad_Name" } } }));
+    expect(statusOf(secret)).toEqual({
+      kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", reason: "Invalid", code: 422,
+      message: `Secret "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": ${subdomain}`,
+      details: { name: "Bad_Name", kind: "Secret", causes: [{ reason: "FieldValueInvalid", message: `Invalid value: "Bad_Name": ${subdomain}`, field: "metadata.name" }] },
+    });
+    const long = "n".repeat(64);
+    const ns = await rejection(h.core.createNamespace({ body: { metadata: { name: long } } }));
+    // The name is also the value of the label kubernetes.io/metadata.name the server sets: both are named.
+    expect(statusOf(ns)).toMatchObject({
+      code: 422, reason: "Invalid",
+      message: `Namespace "${long}" is invalid: [metadata.name: Invalid value: "${long}": must be no more than 63 characters, metadata.labels: Invalid value: "${long}": must be no more than 63 characters]`,
+    });
+    const svc = await rejection(h.core.createNamespacedService({ namespace: h.ns, body: { metadata: { name: "1web" }, spec: { ports: [{ port: 80 }] } } }));
+    expect(statusOf(svc)).toMatchObject({ code: 422, message: expect.stringContaining(`Service "1web" is invalid: metadata.name: Invalid value: "1web": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character`) });
+    const tooLong = `${"a".repeat(250)}.com`;
+    const cm = await rejection(h.core.createNamespacedConfigMap({ namespace: h.ns, body: { metadata: { name: tooLong } } }));
+    expect(statusOf(cm)).toMatchObject({ code: 422, details: { causes: [{ field: "metadata.name", message: `Invalid value: "${tooLong}": must be no more than 253 characters` }] } });
+    // A name that is fine for a config map is not for a namespace (a label: no dots).
+    const dotted = await rejection(h.core.createNamespace({ body: { metadata: { name: "a.b" } } }));
+    expect(statusOf(dotted)).toMatchObject({ code: 422, message: expect.stringContaining("a lowercase RFC 1123 label must consist of") });
+    await h.core.createNamespacedConfigMap({ namespace: h.ns, body: { metadata: { name: "a.b" } } });
+  });
+
+  it("refuses invalid label values and keys with 422 on metadata.labels", async () => {
+    const err = await rejection(h.core.createNamespacedConfigMap({ namespace: h.ns, body: { metadata: { name: fresh("l"), labels: { ok: "yes", bad: "not valid!" } } } }));
+    expect(statusOf(err)).toMatchObject({
+      code: 422, reason: "Invalid",
+      details: { causes: [{ reason: "FieldValueInvalid", field: "metadata.labels", message: expect.stringMatching(/^Invalid value: "not valid!": a valid label must be an empty string or consist of alphanumeric characters/) }] },
+    });
+    const key = await rejection(h.core.createNamespacedConfigMap({ namespace: h.ns, body: { metadata: { name: fresh("l"), labels: { "-bad": "v" } } } }));
+    expect(statusOf(key)).toMatchObject({ code: 422, details: { causes: [{ field: "metadata.labels", message: expect.stringContaining('Invalid value: "-bad": name part must consist of alphanumeric characters') }] } });
+  });
+
+  it("refuses a change to an immutable pod field with 422 Forbidden, and takes a new image", async () => {
+    const name = fresh("imm");
+    const created = await h.core.createNamespacedPod({ namespace: h.ns, body: { metadata: { name }, spec: { restartPolicy: "Never", containers: [{ name: "main", image: "x:1", command: ["sleep", "30"] }] } } });
+    const changed = structuredClone(created);
+    changed.spec!.containers[0]!.command = ["sleep", "60"];
+    delete changed.metadata!.resourceVersion; // the kubelet writes the status meanwhile
+    const err = await rejection(h.core.replaceNamespacedPod({ name, namespace: h.ns, body: changed }));
+    const forbidden = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+    expect(statusOf(err)).toMatchObject({
+      code: 422, reason: "Invalid", message: expect.stringContaining(`Pod "${name}" is invalid: spec: Forbidden: ${forbidden}`),
+      details: { name, kind: "Pod", causes: [{ reason: "FieldValueForbidden", field: "spec", message: expect.stringContaining(`Forbidden: ${forbidden}`) }] },
+    });
+    const image = await h.core.patchNamespacedPod({ name, namespace: h.ns, body: { spec: { containers: [{ name: "main", image: "x:2" }], activeDeadlineSeconds: 100 } } },
+      setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch));
+    expect(image.spec?.containers[0]?.image).toBe("x:2");
+    expect(image.spec?.activeDeadlineSeconds).toBe(100);
+    await h.core.deleteNamespacedPod({ name, namespace: h.ns, gracePeriodSeconds: 0 });
+  });
+
+  it("refuses a data change to an immutable Secret or ConfigMap with 422, and taking immutable back", async () => {
+    const name = fresh("frozen");
+    await h.core.createNamespacedSecret({ namespace: h.ns, body: { metadata: { name }, immutable: true, stringData: { a: "1" } } });
+    const err = await rejection(h.core.patchNamespacedSecret({ name, namespace: h.ns, body: { stringData: { a: "2" } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch)));
+    expect(statusOf(err)).toMatchObject({
+      code: 422, reason: "Invalid", message: `Secret "${name}" is invalid: data: Forbidden: field is immutable when \`immutable\` is set`,
+      details: { causes: [{ reason: "FieldValueForbidden", field: "data" }] },
+    });
+    const back = await rejection(h.core.patchNamespacedSecret({ name, namespace: h.ns, body: { immutable: false } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch)));
+    expect(statusOf(back)).toMatchObject({ code: 422, details: { causes: [{ field: "immutable" }] } });
+    // Metadata may still change.
+    const labelled = await h.core.patchNamespacedSecret({ name, namespace: h.ns, body: { metadata: { labels: { a: "b" } } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch));
+    expect(labelled.metadata?.labels).toEqual({ a: "b" });
+
+    await h.core.createNamespacedConfigMap({ namespace: h.ns, body: { metadata: { name }, immutable: true, data: { a: "1" } } });
+    const cm = await rejection(h.core.replaceNamespacedConfigMap({ name, namespace: h.ns, body: { metadata: { name }, immutable: true, data: { a: "2" } } }));
+    expect(statusOf(cm)).toMatchObject({ code: 422, message: `ConfigMap "${name}" is invalid: data: Forbidden: field is immutable when \`immutable\` is set` });
+    expect((await h.core.readNamespacedConfigMap({ name, namespace: h.ns })).data).toEqual({ a: "1" });
+  });
+
+  it("answers a body in a media type it cannot read with 415 UnsupportedMediaType", async () => {
+    const res = await post(`/api/v1/namespaces/${h.ns}/configmaps`, "a: b", "application/cbor");
+    expect(res.status).toBe(415);
+    expect(await res.json()).toMatchObject({ kind: "Status", reason: "UnsupportedMediaType", code: 415, message: expect.stringContaining("the body of the request was in an unknown format - accepted media types include: application/json") });
+  });
+});

@@ -39,9 +39,44 @@ export const namespaceNotFound = (ns: string) =>
 
 export const badRequest = (message: string) => new ApiError(400, "BadRequest", message);
 
+/** One rule an object breaks, as Kubernetes' field.Error: its type, the field's path, what is wrong. */
+export interface FieldError {
+  type: "Invalid" | "Required" | "Forbidden" | "TooLong";
+  field: string;
+  detail: string;
+  /** The offending value, quoted in the message of an `Invalid` error. */
+  value?: string | number;
+}
+
+const TITLES: Record<FieldError["type"], string> = { Invalid: "Invalid value", Required: "Required value", Forbidden: "Forbidden", TooLong: "Too long" };
+
+/** `Invalid value: "Bad_Name": a lowercase RFC 1123 …`, as field.Error.ErrorBody() words it. */
+function errorBody(e: FieldError): string {
+  const title = TITLES[e.type];
+  if (e.type !== "Invalid") return e.detail ? `${title}: ${e.detail}` : title;
+  const value = typeof e.value === "number" ? String(e.value) : JSON.stringify(e.value ?? "");
+  return `${title}: ${value}: ${e.detail}`;
+}
+
+/** 422 Invalid naming every broken rule, one cause each; several are listed in brackets, as the real server does. */
+export function invalidObject(t: ResourceType, name: string, errors: FieldError[]): ApiError {
+  const lines = errors.map((e) => `${e.field}: ${errorBody(e)}`);
+  const all = lines.length === 1 ? lines[0]! : `[${lines.join(", ")}]`;
+  return new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: ${all}`, {
+    ...detailsOf(t, name), kind: t.kind,
+    causes: errors.map((e) => ({ reason: `FieldValue${e.type === "Invalid" ? "Invalid" : e.type}`, message: errorBody(e), field: e.field })),
+  });
+}
+
 export const invalid = (t: ResourceType, name: string, field: string, message: string) =>
-  new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: ${field}: ${message}`,
-    { ...detailsOf(t, name), kind: t.kind, causes: [{ reason: "FieldValueInvalid", message, field }] });
+  invalidObject(t, name, [{ type: message.startsWith("Required value") ? "Required" : "Invalid", field, detail: message.replace(/^Required value:? ?/, "") }]);
+
+/** The real server's limit on a request body (3 MiB), answered before anything is read into an object. */
+export const requestEntityTooLarge = (limit: number) =>
+  new ApiError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${limit}`);
+
+export const unsupportedMediaType = (accepted: string[]) =>
+  new ApiError(415, "UnsupportedMediaType", `the body of the request was in an unknown format - accepted media types include: ${accepted.join(", ")}`);
 
 export const expired = (message: string) => new ApiError(410, "Expired", message);
 

@@ -5,11 +5,12 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { apiVersionOf, RESOURCE_TYPES, typeOf, type ResourceType } from "../resources.js";
-import { alreadyExists, badRequest, conflict, invalid, namespaceNotFound, notFound } from "../status.js";
+import { alreadyExists, badRequest, conflict, invalid, invalidObject, namespaceNotFound, notFound } from "../status.js";
 import type { Obj, Store } from "../store.js";
 import { applyPatch, type Json } from "../patch.js";
 import { rfc3339 } from "../time.js";
 import { namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
+import { validateObject, validateUpdate } from "./validate.js";
 
 export interface PodTerminator {
   /** Starts the graceful deletion of a pod; answers the pod as it stands after (or as removed). */
@@ -61,6 +62,7 @@ export class Crud {
     delete (obj.metadata as Record<string, unknown>)["resourceVersion"];
     if (!type.namespaced) delete obj.metadata["namespace"];
     obj = this.defaults(type, obj);
+    this.validate(type, obj);
     const stored = this.store.put(type, obj);
     if (type.kind === "Namespace") this.createDefaultServiceAccount(name);
     return stored;
@@ -81,6 +83,12 @@ export class Crud {
       case "Service": return serviceDefaults(obj, this.store.resourceVersion + 1);
       default: return obj;
     }
+  }
+
+  /** Refuses with one 422 naming every rule broken, before anything is stored. */
+  private validate(type: ResourceType, obj: Obj, current?: Obj): void {
+    const errors = [...validateObject(type, obj), ...(current ? validateUpdate(type, current, obj) : [])];
+    if (errors.length) throw invalidObject(type, obj.metadata.name, errors);
   }
 
   createDefaultServiceAccount(ns: string): void {
@@ -128,9 +136,10 @@ export class Crud {
       if (current["status"] === undefined) delete next["status"];
       else next["status"] = current["status"];
     }
-    // A pod's spec is the kubelet's contract: only its metadata changes after create.
-    if (type.kind === "Pod" && type.group === "") next["spec"] = current["spec"];
+    // As on a real server, what a pod update may change is checked on the defaulted spec.
+    if (type.kind === "Pod" && type.group === "") next["spec"] = podDefaults(next)["spec"];
     if (type.kind === "Secret" && type.group === "") next = secretDefaults(next);
+    this.validate(type, next, current);
     const generation = current.metadata["generation"] as number | undefined;
     if (generation !== undefined) next.metadata["generation"] = isDeepStrictEqual(next["spec"], current["spec"]) ? generation : generation + 1;
     return this.store.put(type, next);

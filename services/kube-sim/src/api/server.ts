@@ -5,7 +5,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { apiGroup, apiGroupList, apiVersions, findType, resourceList, type ResourceType } from "../resources.js";
 import { both, fieldSelector, labelSelector } from "../selectors.js";
-import { ApiError, badRequest, isApiError } from "../status.js";
+import { ApiError, badRequest, isApiError, requestEntityTooLarge, unsupportedMediaType } from "../status.js";
 import type { Obj, Store } from "../store.js";
 import type { Json } from "../patch.js";
 import type { Faults } from "../sim/faults.js";
@@ -13,6 +13,7 @@ import type { CallCounter } from "../sim/stats.js";
 import type { Crud } from "./crud.js";
 import { serveLog } from "./logs.js";
 import { openapiGroupVersion, openapiRoot } from "./openapi.js";
+import { decodeProtobuf, PROTOBUF } from "./protobuf.js";
 import { toTable, wantsTable } from "./table.js";
 import { serveWatch } from "./watch.js";
 
@@ -60,10 +61,24 @@ function verbOf(method: string, route: Route, q: URLSearchParams): string {
   }
 }
 
-const readBody = (req: IncomingMessage) => new Promise<string>((resolve, reject) => {
+/** The real server's default `--max-request-body-bytes`: 3 MiB. */
+export const MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024;
+
+/** The request body; one over the limit is refused with 413 as soon as it passes the limit. */
+const readBody = (req: IncomingMessage) => new Promise<Buffer>((resolve, reject) => {
   const chunks: Buffer[] = [];
-  req.on("data", (c: Buffer) => chunks.push(c));
-  req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+  let size = 0;
+  req.on("data", (c: Buffer) => {
+    size += c.length;
+    if (size > MAX_REQUEST_BODY_BYTES) {
+      req.removeAllListeners("data");
+      req.resume();
+      reject(requestEntityTooLarge(MAX_REQUEST_BODY_BYTES));
+      return;
+    }
+    chunks.push(c);
+  });
+  req.on("end", () => resolve(Buffer.concat(chunks)));
   req.on("error", reject);
 });
 
@@ -73,6 +88,18 @@ function parseJson(text: string): Json {
   } catch {
     throw badRequest("the body of the request could not be decoded as JSON");
   }
+}
+
+// What a create or update body may be in: JSON, and the protobuf kubectl ≥ 1.32 sends for
+// built-in kinds (it does not fall back to JSON on a 415). YAML is not read.
+const BODY_TYPES = ["application/json", PROTOBUF];
+
+/** The object of a create, update or delete body, by its Content-Type; another media type is a 415. */
+function objectOf(req: IncomingMessage, body: Buffer): Json {
+  const type = (req.headers["content-type"] ?? "application/json").split(";")[0]!.trim().toLowerCase();
+  if (type === PROTOBUF) return decodeProtobuf(body);
+  if (type === "application/json" || type === "" || type === "*/*") return parseJson(body.toString("utf8"));
+  throw unsupportedMediaType(BODY_TYPES);
 }
 
 function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -97,7 +124,7 @@ export function handler(deps: ApiDeps) {
 async function handle(deps: ApiDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? "/", "http://kube-sim");
   const path = url.pathname.replace(/\/+$/, "") || "/";
-  if (path.startsWith("/sim/")) return deps.control(req, res, path, () => readBody(req));
+  if (path.startsWith("/sim/")) return deps.control(req, res, path, async () => (await readBody(req)).toString("utf8"));
   if (req.method === "GET") {
     const doc = discovery(path, deps.address());
     if (doc) return send(res, 200, doc);
@@ -146,15 +173,15 @@ async function handle(deps: ApiDeps, req: IncomingMessage, res: ServerResponse):
     }
     case "create": {
       if (route.name) throw new ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
-      return send(res, 201, crud.create(route.type, ns, parseJson(await readBody(req)) as unknown as Obj));
+      return send(res, 201, crud.create(route.type, ns, objectOf(req, await readBody(req)) as unknown as Obj));
     }
     case "update":
-      return send(res, 200, crud.update(route.type, ns, route.name!, parseJson(await readBody(req)) as unknown as Obj, route.subresource));
+      return send(res, 200, crud.update(route.type, ns, route.name!, objectOf(req, await readBody(req)) as unknown as Obj, route.subresource));
     case "patch":
-      return send(res, 200, crud.patch(route.type, ns, route.name!, req.headers["content-type"] ?? "", parseJson(await readBody(req)), route.subresource));
+      return send(res, 200, crud.patch(route.type, ns, route.name!, req.headers["content-type"] ?? "", parseJson((await readBody(req)).toString("utf8")), route.subresource));
     case "delete": {
-      const text = await readBody(req);
-      const options = text ? (parseJson(text) as Record<string, unknown>) : {};
+      const body = await readBody(req);
+      const options = body.length ? (objectOf(req, body) as Record<string, unknown>) : {};
       const grace = q.get("gracePeriodSeconds") ?? options["gracePeriodSeconds"];
       const out = crud.delete(route.type, ns, route.name!, grace === undefined || grace === null ? undefined : Number(grace));
       return send(res, 200, out);
