@@ -109,7 +109,9 @@ describe("the sidecar while the IO context's Redis is down", () => {
     });
 
     await redis.start(); // empty: the outputs are in the journal only
-    await waitFor(() => serviceLog().some((l) => l.includes("redis is back")), { timeoutMs: 15_000, what: "the IO context to use Redis again" });
+    await waitFor(() => serviceLog().some((l) => l.includes("redis is back")), {
+      timeoutMs: 15_000, what: "the IO context to use Redis again",
+    });
     // Read back before the run's result is recorded, without being put again: from the journal, then cached.
     const read = await fetchStepOutputs(client, RUN, token);
     expect(read.map((o) => [o.name, o.value.toString()])).toEqual([["host", "db-1"], ["password", SECRET]]);

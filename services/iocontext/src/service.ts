@@ -183,6 +183,7 @@ export class IOContextHandlers {
 
   /** Values the output journal holds for a run whose result has not named their digests (absent ones left out). */
   private async uncachedValues(runId: string, names: string[]): Promise<Map<string, Buffer>> {
+    // At once: on every put, so a round trip in all however many outputs it names.
     const read = await Promise.all(names.map(async (name) => [name, await this.deps.values.read(valueKey(runId, name))] as const));
     return new Map(read.flatMap(([name, value]) => (value ? [[name, value] as const] : [])));
   }
@@ -284,7 +285,7 @@ export class IOContextHandlers {
     return values;
   }
 
-  /** The cached outputs of a run not journaled yet, with those of its `declared` ones the journal took while the cache was down. */
+  /** The cached outputs of a run not journaled yet, and those of its `declared` ones the journal took while the cache was down. */
   private async withUncached(runId: string, cached: Map<string, Buffer>, declared: string[]): Promise<Map<string, Buffer>> {
     const missing = declared.filter((name) => !cached.has(name));
     if (!missing.length) return cached;
