@@ -1,22 +1,33 @@
 // Steps go on while the IO context's Redis is stalled (SIGSTOP) or stopped: a 4-step chain
-// through the real scheduler, runner and IO context is ready well within one Redis command
-// timeout (30 s here), every output right, since Redis is only a cache of the output
-// journal. Once Redis is back the IO context uses it again and refills what it missed.
-// A redis-server of the test's own; the machine's shared one is never touched.
+// through the real scheduler, runner and IO context, on the JetStream event store and output
+// journal, gets every output right while the IO context sends Redis nothing (its calls
+// refused at once, counted by ephemera_iocontext_redis_calls_total), since Redis is only a
+// cache of the output journal. Once Redis is back the IO context uses it again and refills
+// what it missed. A redis-server of the test's own; the machine's shared one is never touched.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as pb from "@ephemera/proto";
+import { JetStreamEventStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
 import { call, grpc, waitFor } from "@ephemera/kit";
+import { Registry } from "@ephemera/kit/metrics";
 import { openRedis, type Redis } from "../../services/iocontext/src/index.js";
 import { Api } from "../../services/cli/src/api.js";
 import { startCore, type Core } from "../support/core.js";
 import { startOwnRedis, type OwnServer } from "../support/own-servers.js";
+import { parseExposition, total } from "../support/prometheus.js";
+import { testNats } from "../support/servers.js";
 import { tokenForStep } from "../support/keys.js";
 
-const COMMAND_TIMEOUT_MS = 30_000;
-/** The chain takes well under a second with Redis up: this is far below one command timeout. */
-const READY_WITHIN_MS = 8_000;
+type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
+
+/** So long that a call waiting on Redis would hold its step for minutes. */
+const COMMAND_TIMEOUT_MS = 120_000;
+/**
+ * A guard, not a measure of speed: far above what the chain takes on a slow machine, far
+ * below the command timeout a step would wait for if the IO context waited on Redis.
+ */
+const GUARD_MS = 30_000;
 const CHAIN = ["s1", "s2", "s3", "s4"];
 
 const sh = (body: string) => `#!/bin/sh\n${body}\n`;
@@ -45,6 +56,9 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
   let core: Core;
   let api: Api;
   let io: pb.IOContextClient;
+  let nc: NatsConnection;
+  let cleanupStreams: (nc: NatsConnection) => Promise<void>;
+  let metrics: Registry;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "redis-outage-chain-"));
@@ -60,12 +74,20 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     // Long, so that a call waiting for Redis to answer would show.
     redis = openRedis(own.url, { commandTimeoutMs: COMMAND_TIMEOUT_MS, connectTimeoutMs: COMMAND_TIMEOUT_MS });
     redis.on("error", () => undefined); // expected while the server is down
-    core = await startCore({ redis });
+    const t = testNats("rdout");
+    cleanupStreams = t.cleanup;
+    nc = await connectNats(t.url, "redis-outage-test");
+    const stores = {
+      store: await JetStreamEventStore.open(nc, { prefix: t.prefix }),
+      values: await JetStreamValueStore.open(nc, t.prefix),
+    };
+    metrics = new Registry();
+    core = await startCore({ redis, stores, metrics });
     api = new Api(core.address, { timeoutMs: 10_000 });
     io = new pb.IOContextClient(core.iocontext, grpc.credentials.createInsecure());
     await api.applyPlugin(chain);
     // One chain with Redis up: the cache is in use before it goes.
-    await readyChain("warm", 30_000);
+    await readyChain("warm", GUARD_MS);
     expect(await redis.exists(`${core.tag}:io:${await runOf("warm", "s1")}`)).toBe(1);
   });
 
@@ -74,7 +96,16 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     io.close();
     await core.stop();
     redis.disconnect();
+    await cleanupStreams(nc);
+    await nc.close();
   });
+
+  /** The IO context's calls on Redis so far, by outcome (sent: ok, error, abandoned; not sent: refused). */
+  const redisCalls = async () => {
+    const e = parseExposition(await metrics.metrics());
+    const of = (outcome: string) => total(e, "ephemera_iocontext_redis_calls_total", { outcome });
+    return { sent: of("ok") + of("error") + of("abandoned"), answered: of("ok") + of("error"), refused: of("refused") };
+  };
 
   const outputsOf = async (name: string) =>
     (await api.getSandbox(name, true)).resources[0]!.outputs.map((o) => [o.key, Buffer.from(o.value ?? []).toString()]);
@@ -103,21 +134,31 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     }, { timeoutMs: 15_000, intervalMs: 200, what: "the input's value to be cached again" });
   }
 
-  it("with Redis stalled (SIGSTOP): ready within seconds, every output right; then the cache is refilled", async () => {
+  it("with Redis stalled (SIGSTOP): ready, every output right, no call answered by Redis or waited out; then the cache is refilled", async () => {
     process.kill(own.pid!, "SIGSTOP");
     try {
-      await readyChain("stalled", READY_WITHIN_MS);
+      const before = await redisCalls();
+      await readyChain("stalled", GUARD_MS);
       expect(await outputsOf("stalled")).toEqual(EXPECTED);
+      const during = await redisCalls();
+      // Calls sent before the heartbeat found the stall were given up on then, not waited out.
+      expect(during.answered).toBe(before.answered);
+      expect(during.refused).toBeGreaterThan(before.refused);
     } finally {
       process.kill(own.pid!, "SIGCONT");
     }
     await refilled("stalled");
   }, 90_000);
 
-  it("with Redis stopped: ready within seconds, every output right; started again (empty), the cache is refilled", async () => {
+  it("with Redis stopped: ready, every output right, nothing sent to Redis; started again (empty), the cache is refilled", async () => {
     await own.stop("SIGKILL");
-    await readyChain("stopped", READY_WITHIN_MS);
+    await waitFor(() => redis.status !== "ready", { what: "the client to see Redis gone" });
+    const before = await redisCalls();
+    await readyChain("stopped", GUARD_MS);
     expect(await outputsOf("stopped")).toEqual(EXPECTED);
+    const during = await redisCalls();
+    expect(during.sent).toBe(before.sent);
+    expect(during.refused).toBeGreaterThan(before.refused);
     await own.start();
     await refilled("stopped");
   }, 90_000);

@@ -2,15 +2,18 @@
 // gRPC API, the real scheduler, the real IO context and a real runner whose process driver
 // runs the step scripts. No servers to share, so each test can have its own and see
 // exactly what was written (`store`), what the user got (through the API), and what ran.
+// A test may hand in the JetStream event store and output journal instead (`stores`).
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, type Commit, type RecordedEvent,
+  InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, type Commit, type EventStore, type RecordedEvent,
+  type ValueStore,
 } from "@ephemera/eventstore";
 import { createLogger, startGrpcServer, waitFor, type ClientTls, type Logger, type RunningServer, type ServerTls } from "@ephemera/kit";
+import type { Registry } from "@ephemera/kit/metrics";
 import { InMemoryOutputStore, start as startIOContext, type Redis, type RunningIOContext } from "../../services/iocontext/src/index.js";
 import { start as startRunner, type RunningRunner } from "../../services/runner/src/start.js";
 import { apiServices } from "../../services/sandbox/src/api.js";
@@ -38,6 +41,13 @@ export interface CoreOptions {
   iocontextTls?: { server: ServerTls; client: ClientTls };
   /** The IO context caches outputs in this Redis (default: the in-memory twin, `outputs`). */
   redis?: Redis;
+  /**
+   * The event store and output journal every service uses (default: the in-memory twins),
+   * e.g. the JetStream ones; the caller owns them (and their connection) and closes them.
+   */
+  stores?: { store: EventStore; values: ValueStore };
+  /** The IO context counts its calls (and its Redis calls) in this registry (default: nothing counted). */
+  metrics?: Registry;
 }
 
 export interface Core {
@@ -45,7 +55,7 @@ export interface Core {
   address: string;
   /** host:port of the IO context. */
   iocontext: string;
-  store: InMemoryEventStore;
+  store: EventStore;
   logs: InMemoryLogStore;
   outputs: InMemoryOutputStore;
   /** The sandbox service's core, to wait on its projections. */
@@ -78,10 +88,10 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
   const random = randomBytes(4).readUInt32BE();
   const tag = String.fromCharCode(97 + (random % 26)) + (Math.floor(random / 26) % 36 ** 3).toString(36).padStart(3, "0");
   let keys = 0;
-  const store = new InMemoryEventStore();
+  const store = options.stores?.store ?? new InMemoryEventStore();
   const logs = new InMemoryLogStore();
   const outputs = new InMemoryOutputStore();
-  const values = new InMemoryValueStore();
+  const values = options.stores?.values ?? new InMemoryValueStore();
   const queue = new InMemoryWorkQueue<Dispatch>();
   const scratch = await mkdtemp(join("/var/tmp", `eph-core-${tag}-`));
   // Every step program is handed its run directory under here (in its environment).
@@ -109,7 +119,10 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     await scheduler.start();
     stops.push(() => scheduler.stop());
 
-    const io: RunningIOContext = await startIOContext({ listen: "127.0.0.1:0", prefix: tag, ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}), keys: [TEST_KEY] },
+    const io: RunningIOContext = await startIOContext({
+      listen: "127.0.0.1:0", prefix: tag, keys: [TEST_KEY],
+      ...(options.iocontextTls ? { tls: options.iocontextTls.server } : {}), ...(options.metrics ? { metrics: options.metrics } : {}),
+    },
       { store, values, logger, ...(options.redis ? { redis: options.redis } : { outputs }) });
     stops.push(() => io.stop());
 
@@ -151,7 +164,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
       stop: () => (stopping ??= (async () => {
         try {
           await stopAll();
-          await store.close();
+          if (!options.stores) await store.close();
           await waitFor(() => stepProcesses().length === 0, { what: "every step process to end", timeoutMs: 10_000 });
         } finally {
           await rm(scratch, { recursive: true, force: true });

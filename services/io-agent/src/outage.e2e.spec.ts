@@ -1,7 +1,8 @@
 // An outage of the IO context's Redis does not hold up a step: the built iocontext service
 // runs as a process on a redis-server of the test's own, which is killed while the agent
-// stores outputs. The IO context takes them uncached (the runner journals them) and says
-// so; once Redis is back they are cached again. No value appears in the service's log.
+// stores outputs. The IO context takes them uncached into the output journal and says so;
+// once Redis is back (empty) they are read back from the journal without being put again,
+// and cached again. No value appears in the service's log.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -93,7 +94,7 @@ describe("the sidecar while the IO context's Redis is down", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("has its outputs taken at once while Redis is down (the runner journals them), and cached again once it is back", async () => {
+  it("has its outputs taken at once while Redis is down, and read back once it is back without being put again", async () => {
     const outputs = [{ name: "host", value: Buffer.from("db-1") }, { name: "password", value: Buffer.from(SECRET) }]
       .map((o) => ({ ...o, size: o.value.length, sha256: "" }));
     const notices: RetryNotice[] = [];
@@ -107,19 +108,19 @@ describe("the sidecar while the IO context's Redis is down", () => {
       timeoutMs: 10_000, what: "the IO context to log that it took the outputs uncached",
     });
 
-    await redis.start();
-    // Taken either way: stored again until Redis holds them.
+    await redis.start(); // empty: the outputs are in the journal only
+    await waitFor(() => serviceLog().some((l) => l.includes("redis is back")), {
+      timeoutMs: 15_000, what: "the IO context to use Redis again",
+    });
+    // Read back before the run's result is recorded, without being put again: from the journal, then cached.
+    const read = await fetchStepOutputs(client, RUN, token);
+    expect(read.map((o) => [o.name, o.value.toString()])).toEqual([["host", "db-1"], ["password", SECRET]]);
     const cache = new Redis(redis.url);
     try {
-      await waitFor(async () => {
-        await storeStepOutputs(client, RUN, token, outputs, { retry: false, timeoutMs: 2_000 });
-        return (await cache.hexists(`${prefix}:io:${RUN}`, "password")) === 1;
-      }, { timeoutMs: 15_000, what: "the outputs cached once Redis is back" });
+      expect(await cache.hexists(`${prefix}:io:${RUN}`, "password")).toBe(1);
     } finally {
       cache.disconnect();
     }
-    const read = await fetchStepOutputs(client, RUN, token);
-    expect(read.map((o) => [o.name, o.value.toString()])).toEqual([["host", "db-1"], ["password", SECRET]]);
     expect(serviceLog().filter((l) => l.includes(SECRET))).toEqual([]);
   }, 60_000);
 });

@@ -1,7 +1,8 @@
 // The IO context rides out its Redis going away: a redis-server of the test's own is
 // killed, stalled (SIGSTOP) and started again empty; the machine's shared Redis is never
 // touched. Inputs then come from the journal, outputs are taken into the journal uncached
-// (and read back from there), and no call waits longer than the client's command timeout.
+// (and read back from there, during the outage and after it, written once across it), and
+// no call waits longer than the client's command timeout.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -48,11 +49,11 @@ describe("IO context while its own Redis is down or stalled", () => {
     call(client.putStepOutputs.bind(client), { runId, token: await tokenOf(runId), outputs: values(outputs) }, 10_000);
   const getOutputs = async (runId: string) =>
     Object.fromEntries((await call(client.getStepOutputs.bind(client), { runId, token: await tokenOf(runId) }, 10_000)).outputs.map((o) => [o.name, o.value.toString()]));
-  /** Puts the outputs (taken whether or not Redis is up) and says whether Redis now holds them. */
-  const cached = async (runId: string, outputs: Record<string, string>) => {
-    await putOutputs(runId, outputs);
-    return (await redis.hexists(`${prefix}:io:${runId}`, Object.keys(outputs)[0]!).catch(() => 0)) === 1;
-  };
+  /** The IO context says Redis answers again (it logs that once per outage). */
+  const redisBack = () =>
+    waitFor(() => lines.some((l) => (l.msg ?? l.fields) === "redis is back: outputs are cached again"), {
+      timeoutMs: 10_000, what: "the IO context to use Redis again",
+    });
   const inputsOf = (r: pb.GetStepInputsResponse) => Object.fromEntries(r.inputs.map((i) => [i.name, i.value.toString()]));
 
   beforeAll(async () => {
@@ -116,8 +117,13 @@ describe("IO context while its own Redis is down or stalled", () => {
     }
 
     await own.start(); // empty: everything it held is lost
-    await waitFor(() => cached(seedRun, { marker: "m1" }), { timeoutMs: 10_000, what: "outputs to be cached again" });
+    await redisBack();
+    // Written once across the outage: the journal holds "m1", whatever the empty cache says.
+    expect(await putOutputs(seedRun, { marker: "other" }).catch((e: unknown) => e)).toBeInstanceOf(ConflictError);
+    // Read back with Redis up and the run's result not recorded, without being put again:
+    // from the journal, and cached again.
     expect(await getOutputs(seedRun)).toEqual({ marker: "m1" });
+    expect(await redis.hexists(`${prefix}:io:${seedRun}`, "marker")).toBe(1);
     expect(inputsOf(await getInputs(seedRun))).toEqual({ host: "db-1", password: SECRET });
     // The value Redis lost came back from the journal and is cached again.
     expect(await redis.hexists(`${prefix}:io:${provisionRun}`, "password")).toBe(1);
@@ -136,8 +142,10 @@ describe("IO context while its own Redis is down or stalled", () => {
     } finally {
       process.kill(own.pid!, "SIGCONT");
     }
-    await waitFor(() => cached(seedRun, { marker: "m2" }), { timeoutMs: 10_000, what: "outputs to be cached again" });
+    await redisBack();
     expect(await getOutputs(seedRun)).toEqual({ marker: "m2" });
+    expect(await redis.hexists(`${prefix}:io:${seedRun}`, "marker")).toBe(1);
+    expect(await putOutputs(seedRun, { marker: "other" }).catch((e: unknown) => e)).toBeInstanceOf(ConflictError);
   });
 });
 

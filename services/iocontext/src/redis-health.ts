@@ -5,6 +5,7 @@
 // reconnection, and calls already waiting on it when it goes are failed at once too.
 import type { Redis } from "ioredis";
 import type { Logger } from "@ephemera/kit";
+import { Counter, type Registry } from "@ephemera/kit/metrics";
 
 export interface RedisHealthOptions {
   /** How often a PING is sent while the connection is up. */
@@ -13,7 +14,12 @@ export interface RedisHealthOptions {
   heartbeatTimeoutMs?: number;
   /** Told when Redis goes and comes back (once each). */
   logger?: Logger;
+  /** Counts the calls by outcome (`ephemera_iocontext_redis_calls_total`). */
+  metrics?: Registry;
 }
+
+/** What became of a call: answered (`ok`, `error`), given up on when Redis went while it waited, or not sent. */
+type CallOutcome = "ok" | "error" | "abandoned" | "refused";
 
 export const DEFAULT_REDIS_HEARTBEAT = { heartbeatMs: 500, heartbeatTimeoutMs: 1_000 } as const;
 
@@ -33,10 +39,19 @@ export class RedisHealth {
   /** Calls waiting on Redis, failed at once when it goes. */
   private readonly waiting = new Set<(err: Error) => void>();
   private readonly timer: NodeJS.Timeout;
-  private readonly options: Required<Omit<RedisHealthOptions, "logger">> & { logger?: Logger };
+  private readonly options: Required<Omit<RedisHealthOptions, "logger" | "metrics">> & { logger?: Logger };
+  private readonly calls?: Counter<"outcome">;
 
   constructor(private readonly redis: Redis, options: RedisHealthOptions = {}) {
-    this.options = { ...DEFAULT_REDIS_HEARTBEAT, ...options };
+    const { metrics, ...rest } = options;
+    this.options = { ...DEFAULT_REDIS_HEARTBEAT, ...rest };
+    if (metrics) {
+      this.calls = new Counter({
+        name: "ephemera_iocontext_redis_calls_total", labelNames: ["outcome"], registers: [metrics],
+        help: "IO-context calls on Redis by outcome: answered (ok, error), given up when Redis went while waiting (abandoned), "
+          + "not sent as Redis was down (refused)",
+      });
+    }
     this.everReady = redis.status === "ready";
     redis.on("ready", this.onReady);
     redis.on("close", this.onClose);
@@ -57,17 +72,25 @@ export class RedisHealth {
 
   /** Runs `command` unless Redis is known to be down; fails at once if Redis goes while it waits. */
   async call<T>(command: () => Promise<T>): Promise<T> {
-    if (!this.up) throw new RedisDownError(this.why());
+    if (!this.up) {
+      this.count("refused");
+      throw new RedisDownError(this.why());
+    }
     let fail!: (err: Error) => void;
     const gone = new Promise<never>((_, reject) => { fail = reject; });
     this.waiting.add(fail);
-    const pending = command();
+    let outcome: CallOutcome = "abandoned";
+    const pending = command().then(
+      (value) => { outcome = "ok"; return value; },
+      (err: unknown) => { outcome = "error"; throw err; },
+    );
     // Left behind if Redis goes first: it settles (or times out) later, unobserved.
     pending.catch(() => undefined);
     try {
       return await Promise.race([pending, gone]);
     } finally {
       this.waiting.delete(fail);
+      this.count(outcome);
     }
   }
 
@@ -75,6 +98,10 @@ export class RedisHealth {
     clearInterval(this.timer);
     this.redis.off("ready", this.onReady);
     this.redis.off("close", this.onClose);
+  }
+
+  private count(outcome: CallOutcome): void {
+    this.calls?.inc({ outcome });
   }
 
   private why(): string {

@@ -101,11 +101,15 @@ export class IOContextHandlers {
       if (!writable.has(o.name)) this.refuse(req.runId, "PutStepOutputs", `output "${o.name}" is not one its token allows`);
     }
     // The run's facts are read at once (each a round trip); a failure is reported in this order.
-    const [known, running, stored] = await Promise.allSettled([
-      this.knownRun(req.runId), this.runningNow(req.runId), this.deps.outputs.read(req.runId),
+    // What the journal took while the cache was down counts as written too: the cache may
+    // have come back empty since.
+    const [known, running, journaled, stored] = await Promise.allSettled([
+      this.knownRun(req.runId), this.runningNow(req.runId),
+      this.uncachedValues(req.runId, req.outputs.map((o) => o.name)), this.deps.outputs.read(req.runId),
     ]);
     if (known.status === "rejected") throw known.reason;
     if (running.status === "rejected") throw running.reason;
+    if (journaled.status === "rejected") throw journaled.reason;
     const run = known.value;
     const declared = new Set(run.step.outputs.map((o) => o.name));
     const violations: FieldViolation[] = [];
@@ -126,6 +130,7 @@ export class IOContextHandlers {
       }
     });
     if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
+    this.unchanged(run.runId, req.outputs, journaled.value);
     try {
       if (stored.status === "rejected") throw stored.reason;
       this.unchanged(run.runId, req.outputs, stored.value);
@@ -136,7 +141,7 @@ export class IOContextHandlers {
       // where a read-back before the run's result (the Kubernetes driver's) finds them; the
       // runner journals them again from the step's report either way.
       this.deps.logger.warn({ runId: run.runId, outputs: sizes(req.outputs), err }, "output store unavailable: step outputs not cached");
-      await this.journalUncached(run.runId, req.outputs);
+      await this.journalUncached(run.runId, req.outputs, journaled.value);
       return {};
     }
     this.deps.logger.info({ runId: run.runId, outputs: sizes(req.outputs) }, "step outputs stored");
@@ -164,29 +169,23 @@ export class IOContextHandlers {
   }
 
   /**
-   * Best effort, as caching is: written once like the cache (a value already journaled
-   * for the run is not replaced by another); a journal that cannot take them leaves the
-   * run's read-back to the cache once it is back.
+   * Best effort, as caching is: those `journaled` already (checked unchanged) are not put
+   * again; a journal that cannot take them leaves the run's read-back to the cache once it
+   * is back.
    */
-  private async journalUncached(runId: string, outputs: pb.OutputValue[]): Promise<void> {
+  private async journalUncached(runId: string, outputs: pb.OutputValue[], journaled: Map<string, Buffer>): Promise<void> {
     try {
-      const journaled = await this.uncachedValues(runId, outputs.map((o) => o.name));
-      this.unchanged(runId, outputs, journaled);
       await journalOutputs(this.deps.values, runId, outputs.filter((o) => !journaled.has(o.name)));
     } catch (err) {
-      if (err instanceof ConflictError) throw err;
       this.deps.logger.warn({ runId, outputs: sizes(outputs), err }, "cannot journal uncached step outputs");
     }
   }
 
   /** Values the output journal holds for a run whose result has not named their digests (absent ones left out). */
   private async uncachedValues(runId: string, names: string[]): Promise<Map<string, Buffer>> {
-    const values = new Map<string, Buffer>();
-    for (const name of names) {
-      const value = await this.deps.values.read(valueKey(runId, name));
-      if (value) values.set(name, value);
-    }
-    return values;
+    // At once: on every put, so a round trip in all however many outputs it names.
+    const read = await Promise.all(names.map(async (name) => [name, await this.deps.values.read(valueKey(runId, name))] as const));
+    return new Map(read.flatMap(([name, value]) => (value ? [[name, value] as const] : [])));
   }
 
   /** Outputs are written once: the same values again are fine, others for an output already written are refused. */
@@ -250,9 +249,10 @@ export class IOContextHandlers {
    * succeeded names each output's size and SHA-256 in its `steprun.succeeded` event, and a
    * value from the cache (Redis) is used only when it matches that digest; otherwise it is
    * read from the output journal and written back to the cache. A run not journaled yet
-   * (a step that just ended, read back by itself) has only the cache; while the cache is
-   * down, the values of its `declared` outputs that were put then (the journal holds them
-   * all), else UNAVAILABLE: the cache may hold them.
+   * (a step that just ended, read back by itself) has the cache, and the journal for its
+   * `declared` outputs put while the cache was down (written back once it is up); while
+   * the cache is down, those values if the journal holds them all, else UNAVAILABLE: the
+   * cache may hold them.
    */
   private async outputsOf(runId: string, wanted: string[] = [], declared: string[] = []): Promise<Map<string, Buffer>> {
     let cached: Map<string, Buffer> | undefined;
@@ -268,7 +268,7 @@ export class IOContextHandlers {
       throw new UnavailableError(`outputs of ${runId} are not journaled yet and the output store is unavailable`, { cause: err });
     }
     const journaled = await this.journaledOutputs(runId);
-    if (!journaled) return cached;
+    if (!journaled) return this.withUncached(runId, cached, declared);
     const values = new Map<string, Buffer>();
     const missed: pb.OutputValue[] = [];
     for (const o of journaled) {
@@ -283,6 +283,16 @@ export class IOContextHandlers {
       await this.rehydrate(runId, [...fetched].map(([name, value]) => ({ name, value, size: value.length, sha256: "" })));
     }
     return values;
+  }
+
+  /** The cached outputs of a run not journaled yet, and those of its `declared` ones the journal took while the cache was down. */
+  private async withUncached(runId: string, cached: Map<string, Buffer>, declared: string[]): Promise<Map<string, Buffer>> {
+    const missing = declared.filter((name) => !cached.has(name));
+    if (!missing.length) return cached;
+    const uncached = await this.uncachedValues(runId, missing);
+    if (!uncached.size) return cached;
+    await this.rehydrate(runId, [...uncached].map(([name, value]) => ({ name, value, size: value.length, sha256: "" })));
+    return new Map([...cached, ...uncached]);
   }
 
   /** Best effort: the values were served from the journal either way. */

@@ -40,7 +40,9 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
   const { store, logger } = deps;
   const projections = makeProjections();
   // Redis is a cache of the output journal: while it is down the IO context does not wait for it.
-  const health = "redis" in deps ? new RedisHealth(deps.redis, { logger }) : undefined;
+  const health = "redis" in deps
+    ? new RedisHealth(deps.redis, { logger, ...(config.metrics ? { metrics: config.metrics } : {}) })
+    : undefined;
   const outputs = "outputs" in deps ? deps.outputs : new RedisOutputStore(deps.redis, config.prefix, health);
   const stopping = new AbortController();
   const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes]);
