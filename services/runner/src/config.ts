@@ -6,7 +6,7 @@ import {
 } from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
 import {
-  DEFAULT_STEP_SUBNETS, STEP_NETWORK_MODES, stepDns, stepSubnets, type Cidr, type StepNetworkMode,
+  DEFAULT_STEP_DENY, DEFAULT_STEP_SUBNETS, STEP_NETWORK_MODES, stepDeny, stepDns, stepSubnets, type Cidr, type StepNetworkMode,
 } from "./driver/network-plan.js";
 
 export const DEFAULT_RUNNER_LISTEN = "127.0.0.1:7403";
@@ -54,6 +54,11 @@ export interface RunnerConfig {
   stepSubnets?: Cidr;
   /** EPHEMERA_STEP_DNS: the steps' resolvers (default: the host's that a step can reach). */
   stepDns?: string[];
+  /**
+   * EPHEMERA_STEP_DENY: where steps may not connect to, besides the host and link-local
+   * (default: the private ranges and CGNAT's; absent here: that default).
+   */
+  stepDeny?: Cidr[];
   /** Steps run at this nice level (EPHEMERA_STEP_NICE, default 10; 0 leaves it alone). */
   stepNiceness?: number;
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
@@ -151,8 +156,8 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
   };
 }
 
-/** EPHEMERA_STEP_NETWORK, EPHEMERA_STEP_SUBNETS and EPHEMERA_STEP_DNS. */
-export function stepNetworkConfig(env: Env): Pick<RunnerConfig, "stepNetwork" | "stepSubnets" | "stepDns"> {
+/** EPHEMERA_STEP_NETWORK, EPHEMERA_STEP_SUBNETS, EPHEMERA_STEP_DNS and EPHEMERA_STEP_DENY. */
+export function stepNetworkConfig(env: Env): Pick<RunnerConfig, "stepNetwork" | "stepSubnets" | "stepDns" | "stepDeny"> {
   const mode = envString(env, "EPHEMERA_STEP_NETWORK", "outside");
   if (!(STEP_NETWORK_MODES as readonly string[]).includes(mode)) {
     throw new Error(`EPHEMERA_STEP_NETWORK must be one of ${STEP_NETWORK_MODES.join(", ")}, got "${mode}"`);
@@ -161,6 +166,7 @@ export function stepNetworkConfig(env: Env): Pick<RunnerConfig, "stepNetwork" | 
   return {
     stepNetwork: mode as StepNetworkMode,
     stepSubnets: stepSubnets(envString(env, "EPHEMERA_STEP_SUBNETS", DEFAULT_STEP_SUBNETS)),
+    stepDeny: stepDeny(envString(env, "EPHEMERA_STEP_DENY", DEFAULT_STEP_DENY)),
     ...(dns ? { stepDns: dns } : {}),
   };
 }

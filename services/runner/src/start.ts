@@ -159,7 +159,8 @@ async function processDriver(config: RunnerConfig, logger: Logger, registry: Reg
   if (!isolation.pidNamespace) logger.warn(isolation, "steps may leave processes behind: no pid namespace here");
   const network = await openStepNetwork({
     mode: config.stepNetwork ?? "outside", prefix: config.prefix, workdir: config.workdir, slots: config.concurrency, isolation,
-    subnets: config.stepSubnets ?? stepSubnets(DEFAULT_STEP_SUBNETS), ...(config.stepDns ? { dns: config.stepDns } : {}), logger,
+    subnets: config.stepSubnets ?? stepSubnets(DEFAULT_STEP_SUBNETS), ...(config.stepDns ? { dns: config.stepDns } : {}),
+    ...(config.stepDeny ? { deny: config.stepDeny } : {}), logger,
   });
   return new ProcessDriver({
     network,

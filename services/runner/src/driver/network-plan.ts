@@ -9,6 +9,16 @@ export const STEP_NETWORK_MODES: readonly StepNetworkMode[] = ["outside", "none"
 
 /** Where each runner's /24 is taken from (EPHEMERA_STEP_SUBNETS). */
 export const DEFAULT_STEP_SUBNETS = "10.237.0.0/16";
+/**
+ * Always refused to steps, whatever EPHEMERA_STEP_DENY says: link-local, where clouds serve
+ * instance metadata and credentials (169.254.169.254).
+ */
+export const LINK_LOCAL = "169.254.0.0/16";
+/**
+ * EPHEMERA_STEP_DENY's default: the private networks (RFC 1918) and carrier-grade NAT's
+ * (RFC 6598), where the services a host reaches live (NATS, Redis, a cluster's API).
+ */
+export const DEFAULT_STEP_DENY = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10";
 /** A /24 per runner: .1 is the bridge, .2 on the steps' slots. */
 export const MAX_SLOTS = 250;
 
@@ -87,6 +97,24 @@ export function stepSubnets(text: string): Cidr {
   return cidr;
 }
 
+/** EPHEMERA_STEP_DENY: IPv4 ranges (an address alone is a /32), comma- or space-separated; "none" for none. */
+export function stepDeny(text: string): Cidr[] {
+  if (text.trim() === "none") return [];
+  const list = text.split(/[\s,]+/).filter(Boolean).map((t) => ({ t, cidr: parseCidr(t.includes("/") ? t : `${t}/32`) }));
+  const bad = list.filter((c) => !c.cidr).map((c) => c.t);
+  if (bad.length) {
+    throw new Error('EPHEMERA_STEP_DENY must list IPv4 ranges such as 10.0.0.0/8 (comma-separated), or be "none"; ' +
+      `not ranges: "${bad.join(", ")}"`);
+  }
+  return list.map((c) => c.cidr!);
+}
+
+/** Link-local and `deny`, without a range inside another (an nftables set refuses overlapping elements). */
+export function deniedRanges(deny: Cidr[]): Cidr[] {
+  const all = [parseCidr(LINK_LOCAL)!, ...deny];
+  return all.filter((c, i) => !all.some((o, j) => o.bits <= c.bits && overlaps(o, c) && (o.bits < c.bits || j < i)));
+}
+
 /**
  * The /24 of `pool` to take: the first, from `start` on (wrapping), that overlaps no network
  * the host has (its addresses' and routes'); undefined when all are taken.
@@ -102,11 +130,16 @@ export function pickSubnet(pool: Cidr, taken: Cidr[], start: number): Cidr | und
 
 /**
  * The runner's table: the steps' traffic to the host itself is refused (every address of
- * it, on any interface), new connections into the steps from anywhere are dropped, the
+ * it, on any interface), and to the denied ranges (link-local and EPHEMERA_STEP_DENY's) but
+ * DNS to the steps' resolvers; new connections into the steps from anywhere are dropped, the
  * steps' own go out, masqueraded. Deleting the table removes all of it.
  */
-export function nftRuleset(names: NetworkNames, subnet: Cidr): string {
+export function nftRuleset(names: NetworkNames, subnet: Cidr, deny: Cidr[], resolvers: string[]): string {
   const br = JSON.stringify(names.bridge);
+  const set = (items: string[]) => `{ ${items.join(", ")} }`;
+  // A resolver in a denied range (a VPC's, the cloud's at 169.254.169.253) still answers the steps' DNS, and nothing else.
+  const dns = resolvers.length ? `\n    iifname ${br} ip daddr ${set(resolvers)} meta l4proto { tcp, udp } th dport 53 accept` : "";
+  const denied = set(deniedRanges(deny).map((c) => `${formatIPv4(c.base)}/${c.bits}`));
   return `table inet ${names.table} {
   chain input {
     type filter hook input priority filter; policy accept;
@@ -115,7 +148,8 @@ export function nftRuleset(names: NetworkNames, subnet: Cidr): string {
   chain forward {
     type filter hook forward priority filter; policy accept;
     oifname ${br} ct state established,related accept
-    oifname ${br} drop
+    oifname ${br} drop${dns}
+    iifname ${br} ip daddr ${denied} reject with icmpx type admin-prohibited
     iifname ${br} accept
   }
   chain postrouting {

@@ -1,5 +1,5 @@
 import {
-  formatIPv4, networkNames, parseCidr, parseNetworkName, pickSubnet, stepDns, stepResolvers, stepSubnets,
+  DEFAULT_STEP_DENY, formatIPv4, networkNames, nftRuleset, parseCidr, parseNetworkName, pickSubnet, stepDeny, stepDns, stepResolvers, stepSubnets,
 } from "./network-plan.js";
 import { stepNetworkConfig } from "../config.js";
 
@@ -41,6 +41,32 @@ describe("step network plan", () => {
     expect(() => stepDns("127.0.0.53, 10.0.0.2")).toThrow('EPHEMERA_STEP_DNS must list IPv4 addresses a step can reach (not loopback), got "127.0.0.53"');
     expect(stepDns("10.0.0.2, 10.0.0.3")).toEqual(["10.0.0.2", "10.0.0.3"]);
     expect(stepDns("")).toBeUndefined();
+  });
+
+  it("refuses the steps link-local always, and the ranges of EPHEMERA_STEP_DENY (private and CGNAT unless told), but DNS to their resolvers", () => {
+    const names = networkNames("t_abc", 4321, "a1b2c3");
+    const subnet = parseCidr("10.237.4.0/24")!;
+    const forward = (deny: string, resolvers: string[]) =>
+      nftRuleset(names, subnet, stepDeny(deny), resolvers).split("chain forward")[1]!.split("chain postrouting")[0]!
+        .split("\n").map((l) => l.trim()).filter((l) => l.startsWith("iifname"));
+    expect(forward(DEFAULT_STEP_DENY, ["10.255.255.53"])).toEqual([
+      // Rule order is what decides: the resolvers' port 53 before the refusal, the refusal before the rest.
+      'iifname "ephba1b2c3" ip daddr { 10.255.255.53 } meta l4proto { tcp, udp } th dport 53 accept',
+      'iifname "ephba1b2c3" ip daddr { 169.254.0.0/16, 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 } ' +
+        "reject with icmpx type admin-prohibited",
+      'iifname "ephba1b2c3" accept',
+    ]);
+    // "none": link-local only; ranges inside another are left out (nftables refuses overlapping elements).
+    expect(forward("none", [])[0]).toBe('iifname "ephba1b2c3" ip daddr { 169.254.0.0/16 } reject with icmpx type admin-prohibited');
+    expect(forward("169.254.169.254/32, 10.1.0.0/16,10.0.0.0/8", [])[0]).toContain("ip daddr { 169.254.0.0/16, 10.0.0.0/8 } reject");
+  });
+
+  it("reads EPHEMERA_STEP_DENY, naming it and the rule when a range is not one", () => {
+    expect(stepNetworkConfig({}).stepDeny).toEqual(stepDeny(DEFAULT_STEP_DENY));
+    expect(stepNetworkConfig({ EPHEMERA_STEP_DENY: "none" }).stepDeny).toEqual([]);
+    expect(stepNetworkConfig({ EPHEMERA_STEP_DENY: "10.0.0.1/8, 192.0.2.7" }).stepDeny).toEqual([parseCidr("10.0.0.0/8"), parseCidr("192.0.2.7/32")]);
+    expect(() => stepNetworkConfig({ EPHEMERA_STEP_DENY: "10.0.0.0/8,mirror.local,192.168.0.0/33" })).toThrow(
+      'EPHEMERA_STEP_DENY must list IPv4 ranges such as 10.0.0.0/8 (comma-separated), or be "none"; not ranges: "mirror.local, 192.168.0.0/33"');
   });
 
   it("reads EPHEMERA_STEP_NETWORK (outside unless told), refusing an unknown mode", () => {

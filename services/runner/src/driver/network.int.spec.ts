@@ -2,11 +2,13 @@
 // against this machine's NATS and Redis. From inside a step nothing of the host answers
 // (NATS, Redis, the IO context, a server the test listens with on every host address), its
 // inputs and outputs still work, an "outside" host (a namespace the test makes) is reached
-// through the NAT, loopback is the step's own, and the runner leaves nothing behind.
+// through the NAT while hosts in private and link-local ranges are not, loopback is the step's
+// own, a step stopped while it waits for a namespace never starts, and the runner leaves
+// nothing behind.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomInt } from "node:crypto";
-import { readFileSync, readdirSync } from "node:fs";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -15,10 +17,15 @@ import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, work
 import {
   connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue, type EventStore, type WorkQueue,
 } from "@ephemera/eventstore";
-import { createLogger, stepGrants, waitFor } from "@ephemera/kit";
+import { createLogger, errorMessage, stepGrants, waitFor } from "@ephemera/kit";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { start, type RunningRunner } from "../index.js";
 import type { RunnerConfig } from "../config.js";
+import { Runner } from "../runner.js";
+import { detectIsolation, type Isolation } from "./isolation.js";
+import { openStepNetwork } from "./network.js";
+import { DEFAULT_STEP_SUBNETS, formatIPv4, parseCidr, pickSubnet, stepSubnets, type Cidr } from "./network-plan.js";
+import { ProcessDriver } from "./process.js";
 import { testNats } from "../../../../test/support/servers.js";
 import { TEST_KEY, TEST_KEY_SECRET } from "../../../../test/support/keys.js";
 
@@ -68,6 +75,11 @@ function talk() {
   });
 }
 `, ["scratch", "other"], [["reply", "/tmp/reply"]]),
+    // Says it started, then holds its namespace until the test lets it go.
+    step("hold", `#!/bin/sh
+: > "$SCRATCH/$EPHEMERA_ROUTING_KEY.started"
+while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done
+`, ["scratch"], []),
   ],
 });
 
@@ -103,19 +115,41 @@ const forwarding = () => Object.fromEntries(readdirSync("/proc/sys/net/ipv4/conf
 const hostAddresses = () => [...new Set(Object.values(networkInterfaces()).flat()
   .flatMap((a) => (a && a.family === "IPv4" ? [a.address] : [])))];
 
-/** A host of the "outside world": a namespace of the test's own, a veth to the host, in 198.18.0.0/15 (benchmarking). */
+/**
+ * A /24 of `pool` (its first three octets) that overlaps none of this machine's addresses and
+ * routes, nor the steps' subnets: a test's host there collides with nothing of the machine.
+ */
+function freeNet(pool: string): string {
+  const json = <T>(...args: string[]) => JSON.parse(execFileSync("ip", ["-j", "-4", ...args], { encoding: "utf8" })) as T[];
+  const taken = [
+    ...json<{ addr_info?: Array<{ local: string; prefixlen: number }> }>("addr", "show")
+      .flatMap((a) => (a.addr_info ?? []).map((i) => `${i.local}/${i.prefixlen}`)),
+    ...json<{ dst: string }>("route", "show", "table", "all").map((r) => (r.dst.includes("/") ? r.dst : `${r.dst}/32`)),
+    DEFAULT_STEP_SUBNETS,
+  ].map((c) => parseCidr(c)).filter((c): c is Cidr => !!c);
+  const free = pickSubnet(parseCidr(pool)!, taken, randomInt(256));
+  if (!free) throw new Error(`no /24 of ${pool} is free on this machine`);
+  return formatIPv4(free.base).split(".").slice(0, 3).join(".");
+}
+
+/**
+ * A host of the "outside world": a namespace of the test's own, a veth to the host (a /30 of
+ * `net`); by default in 198.18.0.0/15 (benchmarking), which no step is refused.
+ */
 class OutsideHost {
   readonly ns = `ephtest-out-${process.pid}-${randomInt(1e6)}`;
   readonly link = `ephto${randomInt(1e8)}`;
-  readonly net = `198.18.${randomInt(256)}`;
   port = 0;
   private server?: ChildProcess;
+
+  constructor(readonly net = `198.18.${randomInt(256)}`) {}
 
   get address(): string { return `${this.net}.2`; }
   get hostSide(): string { return `${this.net}.1`; }
 
-  async start(port: number): Promise<void> {
-    this.port = port;
+  /** Its server answers on each port; the first is `port`. */
+  async start(...ports: number[]): Promise<void> {
+    this.port = ports[0]!;
     const ip = (...args: string[]) => execFileSync("ip", args);
     ip("netns", "add", this.ns);
     ip("link", "add", this.link, "type", "veth", "peer", "name", "eth0", "netns", this.ns);
@@ -127,12 +161,14 @@ class OutsideHost {
     ip("-n", this.ns, "link", "set", "eth0", "up");
     ip("-n", this.ns, "link", "set", "lo", "up");
     const server = spawn("ip", ["netns", "exec", this.ns, process.execPath, "-e",
-      `require("node:net").createServer((s) => s.end("outside saw " + s.remoteAddress + "\\n"))` +
-      `.listen(${port}, "${this.address}", () => console.log("listening"))`], { stdio: ["ignore", "pipe", "inherit"] });
+      `for (const port of ${JSON.stringify(ports)}) require("node:net")` +
+      // A client gone before the reply (a probe that only connects) must not end the server.
+      `.createServer((s) => s.on("error", () => {}).end("outside saw " + s.remoteAddress + "\\n"))` +
+      `.listen(port, "${this.address}", () => console.log("listening"))`], { stdio: ["ignore", "pipe", "inherit"] });
     this.server = server;
     let said = "";
     server.stdout!.on("data", (c: Buffer) => { said += c.toString(); });
-    await waitFor(() => said.includes("listening"), { timeoutMs: 10_000, what: "the outside host's server" });
+    await waitFor(() => said.split("listening").length > ports.length, { timeoutMs: 10_000, what: `the server of ${this.address}` });
   }
 
   stop(): void {
@@ -158,6 +194,9 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
   let hostPort: number;
   const runners: RunningRunner[] = [];
   const outside = new OutsideHost();
+  // Out there too, but in ranges a step is refused: a private network's (RFC 1918) and link-local (the cloud's metadata service).
+  const privateHost = new OutsideHost(freeNet("192.168.0.0/16"));
+  const linkLocalHost = new OutsideHost(freeNet("169.254.0.0/16"));
   const logger = createLogger("test", "silent");
 
   beforeAll(async () => {
@@ -167,11 +206,15 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
     hostServer = createServer((s) => s.on("error", () => undefined).end("host\n"));
     await new Promise<void>((r) => hostServer.listen(0, "0.0.0.0", r));
     hostPort = (hostServer.address() as { port: number }).port;
-    await outside.start(9000 + randomInt(1000));
+    const port = 9000 + randomInt(1000);
+    await outside.start(port);
+    // Port 53 as well: the steps' resolver, when EPHEMERA_STEP_DNS names it.
+    await privateHost.start(port, 53);
+    await linkLocalHost.start(port);
   }, 120_000);
 
   afterAll(async () => {
-    outside.stop();
+    for (const h of [outside, privateHost, linkLocalHost]) h.stop();
     await new Promise((r) => hostServer.close(r));
   });
 
@@ -204,13 +247,13 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
     await rm(workdir, { recursive: true, force: true });
   });
 
-  const startRunner = async (stepNetwork?: RunnerConfig["stepNetwork"]) => {
+  const startRunner = async (stepNetwork?: RunnerConfig["stepNetwork"], more: Partial<RunnerConfig> = {}) => {
     const runner = await start({
       natsUrl: "", prefix, cluster: "local", concurrency: 4, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       workdir, listen: "127.0.0.1:0", runnerId: "net-runner", launcher: LAUNCHER, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
       // As nobody; the host stays writable so that two steps can meet in the scratch directory.
       stepSandbox: { uid: 65534, gid: 65534, tmpSizeBytes: 16 * 1024 * 1024 },
-      cancelGraceMs: 1000, shutdownGraceMs: 1000, ...(stepNetwork ? { stepNetwork } : {}),
+      cancelGraceMs: 1000, shutdownGraceMs: 1000, ...(stepNetwork ? { stepNetwork } : {}), ...more,
     }, { store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger, signingKey: TEST_KEY, values });
     runners.push(runner);
     return runner;
@@ -235,10 +278,16 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
     return id;
   };
 
-  const result = (id: string) => waitFor(async () => {
+  const result = (id: string, timeoutMs = 60_000) => waitFor(async () => {
     const last = (await store.read(Aggregates.steprun, id)).events.map(decode).filter((e): e is DomainEvent => !!e).at(-1);
     return last && last.type !== "ephemera.steprun.started.v1" ? last : undefined;
-  }, { timeoutMs: 60_000, intervalMs: 50, what: `the result of ${id}` });
+  }, { timeoutMs, intervalMs: 50, what: `the result of ${id}` });
+
+  /** What the "reach" step saw of each target: "<target> open" or "<target> closed", a line each. */
+  const reach = async (routingKey: string, targets: string[]) => {
+    const outputs = await outputsOf(await result(await dispatch(routingKey, "reach", { targets: targets.join(" "), greeting: "hi" })));
+    return outputs["report"]!.trim().split("\n");
+  };
 
   const outputsOf = async (e: DomainEvent) => {
     if (e.type !== "ephemera.steprun.succeeded.v1") throw new Error(`expected success, got ${JSON.stringify(e)}`);
@@ -246,17 +295,43 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
     return Object.fromEntries([...journaled].map(([name, value]) => [name, value.toString()]));
   };
 
-  it("reaches nothing of the host (NATS, Redis, the IO context, a server on any host address); its inputs and outputs work", async () => {
+  it("reaches nothing of the host (NATS, Redis, the IO context, and a server on 0.0.0.0 standing for every other service " +
+    "such as the API) on any host address, while in the same probe the outside host answers; its inputs and outputs work", async () => {
     await startRunner();
     const targets = [
       "127.0.0.1:4222", "127.0.0.1:6379", `127.0.0.1:${io.port}`,
-      // Loopback, eth0, the steps' bridge gateway, the outside host's veth: every address of the host.
+      // Loopback, eth0, the steps' bridge gateway, the outside hosts' veths: every address of the host.
       ...hostAddresses().map((a) => `${a}:${hostPort}`),
     ];
-    const outputs = await outputsOf(await result(await dispatch("na", "reach", { targets: targets.join(" "), greeting: "hello from the test" })));
+    // The probe's control: a target it must find open, or "closed" could mean the probe itself failed.
+    const control = `${outside.address}:${outside.port}`;
+    const outputs = await outputsOf(await result(await dispatch("na", "reach", {
+      targets: [...targets, control].join(" "), greeting: "hello from the test",
+    })));
     expect(outputs["echo"]).toBe("hello from the test");
-    expect(outputs["report"]!.trim().split("\n")).toEqual(targets.map((t) => `${t} closed`));
+    expect(outputs["report"]!.trim().split("\n")).toEqual([...targets.map((t) => `${t} closed`), `${control} open`]);
     expect(hostAddresses().some((a) => !a.startsWith("127.") && a !== outside.hostSide)).toBe(true);
+  });
+
+  it("reaches no private network nor link-local address (where clouds serve instance metadata) out there, but the outside host " +
+    "and DNS on its resolver; EPHEMERA_STEP_DENY=none leaves the private ranges to it, link-local never", async () => {
+    // All three answer the host itself: the refusal is the steps' only.
+    for (const h of [outside, privateHost, linkLocalHost]) {
+      expect(execFileSync("ip", ["-4", "route", "get", h.address], { encoding: "utf8" })).toContain(`dev ${h.link}`);
+    }
+    const control = `${outside.address}:${outside.port}`;
+    const privateTarget = `${privateHost.address}:${privateHost.port}`;
+    const linkLocal = `${linkLocalHost.address}:${linkLocalHost.port}`;
+    const resolver = `${privateHost.address}:53`;
+
+    await startRunner("outside", { stepDns: [privateHost.address] });
+    expect(await reach("da", [control, privateTarget, linkLocal, resolver]))
+      .toEqual([`${control} open`, `${privateTarget} closed`, `${linkLocal} closed`, `${resolver} open`]);
+    for (const r of runners.splice(0)) await r.stop();
+
+    await startRunner("outside", { stepDeny: [] });
+    expect(await reach("db", [control, privateTarget, linkLocal, resolver]))
+      .toEqual([`${control} open`, `${privateTarget} open`, `${linkLocal} closed`, `${resolver} open`]);
   });
 
   it("reaches an outside host through the host's NAT (outside, the default); with none it cannot", async () => {
@@ -279,6 +354,62 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
     ]);
     expect(await outputsOf(await result(a))).toEqual({ reply: "own la" });
     expect(await outputsOf(await result(b))).toEqual({ reply: "own lb" });
+  });
+
+  it("ends a step stopped while it waits for a free namespace as cancelled, never starting it; a closed pool refuses its waiters", async () => {
+    const isolation = await detectIsolation(workdir, LAUNCHER);
+    // One namespace for two steps at once: the second waits for the first's.
+    const network = await openStepNetwork({ mode: "outside", prefix, workdir, slots: 1, isolation, subnets: stepSubnets(DEFAULT_STEP_SUBNETS), logger });
+    expect(network.mode).toBe("outside");
+    const driverDir = join(workdir, "one-slot");
+    const driver = new ProcessDriver({
+      workdir: driverDir, iocontext: `127.0.0.1:${io.port}`, launcher: LAUNCHER, isolation, network, logger,
+      hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" }, sandbox: { uid: 65534, gid: 65534, tmpSizeBytes: 16 * 1024 * 1024 },
+    });
+    const runner = new Runner({
+      cluster: "local", concurrency: 2, runnerId: "one-slot-runner", driver, store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger,
+      cancelGraceMs: 1000, heartbeatMs: 5000, now: () => performance.now(), signingKey: TEST_KEY, values,
+    });
+    runner.start();
+    try {
+      const a = await dispatch("sa", "hold", { scratch: scratchDir });
+      await waitFor(() => existsSync(join(scratchDir, "sa.started")), { timeoutMs: 30_000, what: "the first step to start" });
+      const b = await dispatch("sb", "hold", { scratch: scratchDir });
+      // Its script staged: the driver is at the pool, waiting for the slot the first step holds.
+      await waitFor(() => existsSync(join(driverDir, "runs", b, "script")), { timeoutMs: 30_000, what: "the second step staged" });
+      await queue.cancel("local", { id: `cancel-${b}`, body: pb.StepCancel.toJSON({ runIds: [b], reason: "test" }) });
+      // Before the first step ends: the stopped one does not wait for a slot it will not use.
+      const stopped = await result(b, 15_000);
+      expect(stopped.type === "ephemera.steprun.failed.v1" && stopped.data.failure).toMatchObject({ reason: "Cancelled" });
+      await writeFile(join(scratchDir, "go"), "");
+      expect((await result(a)).type).toBe("ephemera.steprun.succeeded.v1");
+      expect(existsSync(join(scratchDir, "sb.started"))).toBe(false);
+
+      const held = await network.acquire();
+      let waiter: string | undefined;
+      network.acquire().then(() => { waiter = "got a slot"; }, (err: unknown) => { waiter = errorMessage(err); });
+      await network.close();
+      expect(await waitFor(() => waiter, { timeoutMs: 10_000, what: "the waiter to be answered" })).toBe("the step network is closed");
+      held.release();
+    } finally {
+      await writeFile(join(scratchDir, "go"), "");
+      await runner.stop(1000);
+      driver.close();
+      await driver.stop();
+    }
+  });
+
+  it("gives steps loopback only, no pooled namespace, where a step's processes could outlive it (no pid namespace)", async () => {
+    // What detectIsolation finds where a pid namespace cannot be made but a network namespace can.
+    const isolation: Isolation = { flags: [], pidNamespace: false, netNamespace: true };
+    const network = await openStepNetwork({ mode: "outside", prefix, workdir, slots: 2, isolation, subnets: stepSubnets(DEFAULT_STEP_SUBNETS), logger });
+    try {
+      expect(network.mode).toBe("none");
+      expect((await network.acquire()).args).toEqual(["--newnet"]);
+      expect(networkThingsOf(prefix)).toEqual([]);
+    } finally {
+      await network.close();
+    }
   });
 
   it("leaves no namespace, interface or nftables table of its prefix once stopped; a killed runner's are removed at the next start", async () => {

@@ -1,8 +1,10 @@
 // A process-driver step's network, never the host's (EPHEMERA_STEP_NETWORK):
 // - outside (default): at start the runner makes a bridge with a /24 of its own, a pool of
 //   network namespaces (one per step slot, each with a veth on the bridge) and one nftables
-//   table (the host refused to the steps, their traffic out masqueraded). A step joins a
-//   free namespace (ephemera-launch --netns: one setns, no process per step).
+//   table (the host, link-local and EPHEMERA_STEP_DENY's ranges refused to the steps, their
+//   traffic out masqueraded). A step joins a free namespace (ephemera-launch --netns: one
+//   setns, no process per step). Only with a pid namespace: without, a step's processes
+//   could outlive it in a namespace the next step is given.
 // - none: a new, empty namespace per step (ephemera-launch --newnet): loopback only.
 // - host: the runner's own network, chosen knowingly.
 // What cannot be had here falls back (outside → none → host), said in one log line.
@@ -14,7 +16,8 @@ import { promisify } from "node:util";
 import { errorMessage, type Logger } from "@ephemera/kit";
 import type { Isolation } from "./isolation.js";
 import {
-  MAX_SLOTS, formatIPv4, ipSetupBatch, networkNames, nftRuleset, parseCidr, parseNetworkName, pickSubnet, slotBatch, stepResolvers,
+  DEFAULT_STEP_DENY, MAX_SLOTS, deniedRanges, formatIPv4, ipSetupBatch, networkNames, nftRuleset, parseCidr, parseNetworkName, pickSubnet, slotBatch,
+  stepDeny, stepResolvers,
   type Cidr, type NetworkNames, type StepNetworkMode,
 } from "./network-plan.js";
 
@@ -31,8 +34,11 @@ export interface StepNetworkLease {
 export interface StepNetwork {
   /** What the steps actually get (after any fallback). */
   readonly mode: StepNetworkMode;
-  /** A step's network; with a pool, waits for a free slot. */
-  acquire(): Promise<StepNetworkLease>;
+  /**
+   * A step's network; with a pool, waits for a free slot. Rejects when `signal` aborts while
+   * it waits (the slot goes to the next), and when the network is closed.
+   */
+  acquire(signal?: AbortSignal): Promise<StepNetworkLease>;
   /** Removes what the runner made (graceful stop). */
   close(): Promise<void>;
 }
@@ -48,9 +54,16 @@ export interface StepNetworkOptions {
   subnets: Cidr;
   /** EPHEMERA_STEP_DNS. */
   dns?: string[];
+  /** EPHEMERA_STEP_DENY (absent: its default); link-local is refused whatever it says. */
+  deny?: Cidr[];
   logger: Logger;
   /** The runner's pid (names carry it); a test passes another. */
   pid?: number;
+}
+
+export class StepNetworkClosedError extends Error {
+  override readonly name = "StepNetworkClosedError";
+  constructor() { super("the step network is closed"); }
 }
 
 const fixed = (mode: StepNetworkMode, args: string[]): StepNetwork => ({
@@ -75,9 +88,17 @@ export async function openStepNetwork(o: StepNetworkOptions): Promise<StepNetwor
     logger.info("steps get a network of their own with loopback only (EPHEMERA_STEP_NETWORK=none)");
     return fixed("none", ["--newnet"]);
   }
+  if (!o.isolation.pidNamespace) {
+    // A pooled namespace goes to the next step as it is: a process of this one that escaped its group would be in it still.
+    await restoreUplinks(inherited, logger);
+    logger.warn("steps get loopback only (as EPHEMERA_STEP_NETWORK=none), not outside: without a pid namespace a step's " +
+      "processes can outlive it, and a namespace of the pool would be shared with the next step");
+    return fixed("none", ["--newnet"]);
+  }
   try {
     const pool = await NatPool.open(o, inherited);
-    logger.info({ subnet: pool.subnet, bridge: pool.names.bridge, slots: o.slots, dns: pool.dns.nameservers, dnsFrom: pool.dns.source },
+    const { subnet, names, dns, denied } = pool;
+    logger.info({ subnet, bridge: names.bridge, slots: o.slots, dns: dns.nameservers, dnsFrom: dns.source, denied },
       "steps get a network of their own, out through this machine's NAT (EPHEMERA_STEP_NETWORK=outside)");
     if (!pool.dns.nameservers.length) logger.warn("steps have no DNS resolver they can reach: set EPHEMERA_STEP_DNS");
     return pool;
@@ -93,11 +114,13 @@ export async function openStepNetwork(o: StepNetworkOptions): Promise<StepNetwor
 class NatPool implements StepNetwork {
   readonly mode = "outside";
   private readonly free: number[];
-  private readonly waiting: Array<(slot: number) => void> = [];
+  private readonly waiting: Array<{ resolve: (slot: number) => void; reject: (err: Error) => void }> = [];
   private closed?: Promise<void>;
 
   private constructor(
     readonly names: NetworkNames, readonly subnet: string, readonly dns: { nameservers: string[]; source: string },
+    /** Link-local and EPHEMERA_STEP_DENY's ranges, as refused. */
+    readonly denied: string[],
     private readonly resolvFile: string, slots: number, private readonly forwarded: string[], private readonly logger: Logger,
   ) {
     this.free = Array.from({ length: slots }, (_, i) => i);
@@ -111,6 +134,7 @@ class NatPool implements StepNetwork {
       await readFile("/etc/resolv.conf", "utf8").catch(() => ""),
       await readFile("/run/systemd/resolve/resolv.conf", "utf8").catch(() => undefined), o.dns,
     );
+    const deny = o.deny ?? stepDeny(DEFAULT_STEP_DENY);
     const resolvFile = join(o.workdir, "resolv.conf");
     await writeFile(`${resolvFile}.tmp`, resolvers.text, { mode: 0o644 });
     await rename(`${resolvFile}.tmp`, resolvFile);
@@ -121,23 +145,23 @@ class NatPool implements StepNetwork {
       if (!subnet) throw new Error(`every /24 of EPHEMERA_STEP_SUBNETS (${cidrText(o.subnets)}) is in use on this machine`);
       const forwarded = [...new Set([...inherited, ...await forwardUplinks()])];
       try {
-        await build(names, subnet, o.slots, forwarded);
+        await build(names, subnet, o.slots, forwarded, deny, resolvers.nameservers);
       } catch (err) {
         await teardown(names);
         await restoreUplinks(forwarded, o.logger);
         throw err;
       }
       const clash = (await hostNetworks(names.bridge)).some((n) => n.base === subnet.base && n.bits <= 24);
-      if (!clash) return new NatPool(names, cidrText(subnet), resolvers, resolvFile, o.slots, forwarded, o.logger);
+      if (!clash) return new NatPool(names, cidrText(subnet), resolvers, deniedRanges(deny).map(cidrText), resolvFile, o.slots, forwarded, o.logger);
       await teardown(names);
       await restoreUplinks(forwarded, o.logger);
       if (attempt === 4) throw new Error(`no free /24 of ${cidrText(o.subnets)} after ${attempt + 1} tries`);
     }
   }
 
-  async acquire(): Promise<StepNetworkLease> {
-    if (this.closed) throw new Error("the step network is closed");
-    const slot = this.free.pop() ?? (await new Promise<number>((resolve) => this.waiting.push(resolve)));
+  async acquire(signal?: AbortSignal): Promise<StepNetworkLease> {
+    if (this.closed) throw new StepNetworkClosedError();
+    const slot = this.free.pop() ?? (await this.nextFree(signal));
     let released = false;
     return {
       args: ["--netns", join(NETNS_DIR, this.names.netns(slot)), "--resolv", this.resolvFile],
@@ -145,28 +169,46 @@ class NatPool implements StepNetwork {
         if (released) return;
         released = true;
         const next = this.waiting.shift();
-        if (next) next(slot);
+        if (next) next.resolve(slot);
         else this.free.push(slot);
       },
     };
   }
 
+  /** The slot a step gives back next; rejects when `signal` aborts first. */
+  private nextFree(signal?: AbortSignal): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      const abort = () => {
+        this.waiting.splice(this.waiting.indexOf(waiter), 1);
+        reject(new Error("stopped while waiting for a step network"));
+      };
+      const waiter = {
+        resolve: (slot: number) => { signal?.removeEventListener("abort", abort); resolve(slot); },
+        reject: (err: Error) => { signal?.removeEventListener("abort", abort); reject(err); },
+      };
+      if (signal?.aborted) return reject(new Error("stopped while waiting for a step network"));
+      signal?.addEventListener("abort", abort, { once: true });
+      this.waiting.push(waiter);
+    });
+  }
+
   close(): Promise<void> {
     return (this.closed ??= (async () => {
+      for (const waiter of this.waiting.splice(0)) waiter.reject(new StepNetworkClosedError());
       await teardown(this.names);
       await restoreUplinks(this.forwarded, this.logger);
     })());
   }
 }
 
-async function build(names: NetworkNames, subnet: Cidr, slots: number, forwarded: string[]): Promise<void> {
+async function build(names: NetworkNames, subnet: Cidr, slots: number, forwarded: string[], deny: Cidr[], resolvers: string[]): Promise<void> {
   await ipBatch([], ipSetupBatch(names, subnet, slots, forwarded));
   await Promise.all([
     acceptInIptablesForward(names),
     ...Array.from({ length: slots }, (_, i) => ipBatch(["-n", names.netns(i)], slotBatch(subnet, i))),
     // Forwarded from the bridge (the steps' traffic out); per interface, not the whole host.
     writeFile(`/proc/sys/net/ipv4/conf/${names.bridge}/forwarding`, "1"),
-    nft(nftRuleset(names, subnet)),
+    nft(nftRuleset(names, subnet, deny, resolvers)),
   ]);
 }
 

@@ -131,7 +131,18 @@ export class ProcessDriver implements StepDriver {
         return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
       }
       if (stopping.signal.aborted) return cancelled();
-      const lease: StepNetworkLease = (await this.options.network?.acquire()) ?? { args: [], release: () => undefined };
+      let lease: StepNetworkLease;
+      try {
+        lease = (await this.options.network?.acquire(stopping.signal)) ?? { args: [], release: () => undefined };
+      } catch (err) {
+        if (stopping.signal.aborted) return cancelled();
+        return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot have a network for the step: ${errorMessage(err)}` };
+      }
+      // Stopped in the moment its namespace came free: the namespace goes to the next step, this one never starts.
+      if (stopping.signal.aborted) {
+        lease.release();
+        return cancelled();
+      }
       const child = spawn(this.options.launcher, [...lease.args, ...argv], {
         detached: true, // its own process group: stopping the step reaches every process of it
         stdio: ["ignore", "pipe", "pipe"],
