@@ -200,7 +200,9 @@ function resourceList(env: Env, name: string): Record<string, string> {
     const eq = item.indexOf("=");
     if (eq <= 0) throw new Error(`${name}: "${item}" is not name=quantity (e.g. cpu=100m,memory=128Mi)`);
     const [resource, quantity] = [item.slice(0, eq).trim(), item.slice(eq + 1).trim()];
-    if (!QUANTITY.test(quantity)) throw new Error(`${name}: "${quantity}" (${resource}) is not a Kubernetes quantity (e.g. 500m, 2, 128Mi, 1Gi)`);
+    if (!QUANTITY.test(quantity)) {
+      throw new Error(`${name}: "${quantity}" (${resource}) is not a Kubernetes quantity (e.g. 500m, 2, 128Mi, 1Gi)`);
+    }
     list[resource] = quantity;
   }
   return list;

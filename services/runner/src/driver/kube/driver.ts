@@ -225,14 +225,16 @@ export class KubeDriver implements StepDriver {
   private async createTokenSecret(namespace: string, secret: unknown): Promise<StepReport | undefined> {
     const body = secret as k8s.V1Secret;
     try {
-      await retry(() => this.calls.count("create", "secrets", () => this.core.createNamespacedSecret({ namespace, body })), API_RETRY);
+      const create = () => this.core.createNamespacedSecret({ namespace, body });
+      await retry(() => this.calls.count("create", "secrets", create), API_RETRY);
       return undefined;
     } catch (err) {
       if (statusOf(err) !== 409) return refusal(err, "token Secret", namespace);
     }
     try {
       const name = body.metadata!.name!;
-      await retry(() => this.calls.count("update", "secrets", () => this.core.replaceNamespacedSecret({ namespace, name, body })), API_RETRY);
+      const replace = () => this.core.replaceNamespacedSecret({ namespace, name, body });
+      await retry(() => this.calls.count("update", "secrets", replace), API_RETRY);
       return undefined;
     } catch (err) {
       return refusal(err, "token Secret", namespace);
@@ -242,9 +244,11 @@ export class KubeDriver implements StepDriver {
   /** Deletes the run's token Secret (gone already: fine); a failure is logged, the leftovers sweep tries again. */
   private async removeTokenSecret(namespace: string, name: string, runId: string): Promise<void> {
     try {
-      await retry(() => this.calls.count("delete", "secrets", () => this.core.deleteNamespacedSecret({ namespace, name })), API_RETRY);
+      const remove = () => this.core.deleteNamespacedSecret({ namespace, name });
+      await retry(() => this.calls.count("delete", "secrets", remove), API_RETRY);
     } catch (err) {
-      if (statusOf(err) !== 404) this.o.logger.warn({ runId, secret: name, namespace, err: apiMessage(err) }, "cannot delete the run's token Secret");
+      if (statusOf(err) === 404) return;
+      this.o.logger.warn({ runId, secret: name, namespace, err: apiMessage(err) }, "cannot delete the run's token Secret");
     }
   }
 
@@ -478,9 +482,12 @@ function refusal(err: unknown, what: "pod" | "token Secret", namespace: string):
   const code = statusOf(err);
   const why = apiMessage(err);
   const resource = what === "pod" ? "pods" : "secrets";
-  if (code === 404) return failed(FailureReason.ConfigError, `cannot create the runner ${what}: namespace ${namespace} does not exist (${why})`);
+  if (code === 404) {
+    return failed(FailureReason.ConfigError, `cannot create the runner ${what}: namespace ${namespace} does not exist (${why})`);
+  }
   if (code === 403) {
-    return failed(FailureReason.ConfigError, `the runner may not create ${resource} in namespace ${namespace} (see docs/kubernetes.md, RBAC): ${why}`);
+    const rbac = "(see docs/kubernetes.md, RBAC)";
+    return failed(FailureReason.ConfigError, `the runner may not create ${resource} in namespace ${namespace} ${rbac}: ${why}`);
   }
   if (code === 422 || code === 400) return failed(FailureReason.ConfigError, `the cluster refused the runner ${what}: ${why}`);
   return failed(FailureReason.DriverError, `cannot create the runner ${what} in namespace ${namespace}: ${why}`);

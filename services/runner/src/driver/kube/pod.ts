@@ -41,9 +41,13 @@ export interface Resources {
   limits?: Record<string, string>;
 }
 /** The agents fetch, write and store files: a Node process each, small and short. */
-export const DEFAULT_AGENT_RESOURCES: Resources = { requests: { cpu: "50m", memory: "64Mi" }, limits: { cpu: "500m", memory: "256Mi" } };
+export const DEFAULT_AGENT_RESOURCES: Resources = {
+  requests: { cpu: "50m", memory: "64Mi" }, limits: { cpu: "500m", memory: "256Mi" },
+};
 /** A provisioning script (a client, apt-get, a migration): modest by default, the overlay asks for more. */
-export const DEFAULT_MAIN_RESOURCES: Resources = { requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "1Gi" } };
+export const DEFAULT_MAIN_RESOURCES: Resources = {
+  requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "1Gi" },
+};
 /** Restricted (Pod Security Standards): the agents need nothing more. */
 const AGENT_SECURITY = {
   runAsNonRoot: true, runAsUser: AGENT_UID, runAsGroup: AGENT_UID, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] },
@@ -172,7 +176,8 @@ export function buildPod(r: PodRequest): Json {
   const overlaySpec = ((overlay as Record<string, Json>)["spec"] ?? {}) as Record<string, Json>;
   const namesAccount = Boolean(overlaySpec["serviceAccountName"] || overlaySpec["serviceAccount"]);
   if (namesAccount && overlaySpec["automountServiceAccountToken"] === undefined) delete spec["automountServiceAccountToken"];
-  spec["volumes"] = [...((spec["volumes"] ?? []) as Array<Record<string, Json>>).filter((v) => v["name"] !== TOKEN_VOLUME), tokenVolume];
+  const volumes = (spec["volumes"] ?? []) as Array<Record<string, Json>>;
+  spec["volumes"] = [...volumes.filter((v) => v["name"] !== TOKEN_VOLUME), tokenVolume];
   for (const list of ["initContainers", "containers"] as const) {
     for (const c of (spec[list] as Array<Record<string, Json>>)) {
       // The token reaches the agents, and no other container.
