@@ -51,6 +51,17 @@ describe("deploy/ rendered", () => {
     }
   });
 
+  it.each(OVERLAYS)("%s lets the runner make and remove its pods' token Secrets, in a namespace enforcing Pod Security baseline", (overlay) => {
+    const objs = objects(rendered[overlay]);
+    const ns = objs.find((o) => o["kind"] === "Namespace" && o["metadata"].name === "ephemera-runs")!;
+    expect(ns["metadata"].labels).toMatchObject({
+      "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/audit": "restricted",
+    });
+    const role = objs.find((o) => o["kind"] === "Role" && o["metadata"].namespace === "ephemera-runs" && o["metadata"].name === "ephemera-runner")!;
+    const secrets = (role["rules"] as Obj[]).find((r) => r["resources"].includes("secrets"));
+    expect(secrets?.["verbs"]).toEqual(["create", "update", "delete"]);
+  });
+
   it.each(OVERLAYS)("%s serves the API and the Routes API on every address only behind the API's tokens", (overlay) => {
     const objs = objects(rendered[overlay]);
     const config = objs.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"] as Record<string, string>;
@@ -126,6 +137,7 @@ describe("deploy/ rendered", () => {
       expect(role["rules"]).toEqual([
         { apiGroups: [""], resources: ["pods"], verbs: ["create", "delete", "get", "list", "watch"] },
         { apiGroups: [""], resources: ["pods/log"], verbs: ["get"] },
+        { apiGroups: [""], resources: ["secrets"], verbs: ["create", "update", "delete"] },
       ]);
     });
   });

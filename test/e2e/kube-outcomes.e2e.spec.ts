@@ -58,6 +58,10 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
   };
   const ourPods = async () => (JSON.parse((await kubectl(sim, ["get", "pods", "-A", "-o", "json"])).stdout) as Json)["items"]
     .filter((p: Json) => p["metadata"].labels?.["ephemera.dev/prefix"] === stack.prefix) as Json[];
+  /** The runs' token Secrets of a sandbox: each goes once its pod has ended, whatever the outcome. */
+  const tokenSecrets = async (sandbox: string) => (JSON.parse((await kubectl(sim, ["get", "secrets", "-A", "-o", "json"])).stdout) as Json)["items"]
+    .filter((s: Json) => s["metadata"].labels?.["ephemera.dev/prefix"] === stack.prefix && s["metadata"].labels?.["ephemera.dev/sandbox"] === sandbox)
+    .map((s: Json) => s["metadata"].name) as string[];
 
   const cases: Array<{ reason: string; id?: string; overlay: string; script?: string; extra?: string; infra: boolean; message: RegExp }> = [
     { reason: "OOMKilled", overlay: fault("OOMKilled"), infra: false, message: /main was killed for using too much memory/ },
@@ -91,6 +95,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     const v = await view(name);
     expect(v["resources"][0].failure.reason).toBe(c.reason);
     await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== name), { timeoutMs: 15_000, what: `the pods of ${name} to be deleted` });
+    expect(await tokenSecrets(name)).toEqual([]);
     await ephOk(stack.eph, ["sandbox", "delete", name, "--wait"]);
   }, 120_000);
 
@@ -108,6 +113,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     writeFileSync(join(gate, "open"), "");
     expect((await applying).code).toBe(0);
     expect((await failures("deleted")).map((f) => f["reason"])).toEqual(["PodDeleted"]);
+    await waitFor(async () => (await tokenSecrets("deleted")).length === 0, { timeoutMs: 15_000, what: "no token Secret of either attempt" });
     await ephOk(stack.eph, ["sandbox", "delete", "deleted", "--wait"]);
   }, 120_000);
 
@@ -120,6 +126,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     expect((await applying).code).toBe(1);
     expect(await kubectl(sim, ["get", "pod", "-n", "default", running["metadata"].name], { allowFail: true })).toMatchObject({ code: 1, stderr: expect.stringContaining("NotFound") });
     expect((await failures("cancelled")).map((f) => f["reason"])).toEqual(["Cancelled"]);
+    expect(await tokenSecrets("cancelled")).toEqual([]);
   }, 120_000);
 
   it("rides out refused API calls: creates and deletes answered 429 and 500 are tried again, and the step runs in one pod", async () => {
@@ -204,6 +211,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     const log = await ephOk(stack.eph, ["logs", "--sandbox", "reattach", "--resource", "res", "--step", "step"]);
     expect(log.stdout.match(/before the restart/g)).toHaveLength(1);
     await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== "reattach"), { timeoutMs: 15_000, what: "the pod to be deleted" });
+    expect(await tokenSecrets("reattach")).toEqual([]);
     await ephOk(stack.eph, ["sandbox", "delete", "reattach", "--wait"]);
     rmSync(gate, { recursive: true, force: true });
   }, 150_000);

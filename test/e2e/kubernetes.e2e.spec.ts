@@ -32,7 +32,10 @@ describe("ephemera end to end (Kubernetes driver, simulated cluster)", () => {
   const ourPods = async (namespace: string) => (JSON.parse((await kubectl(sim, ["get", "pods", "-n", namespace, "-o", "json"])).stdout) as Json)["items"]
     .filter((p: Json) => p["metadata"].labels?.["ephemera.dev/prefix"] === stack.prefix) as Json[];
 
-  it("shows a running step's pod to kubectl with ephemera-init, main and ephemera-sidecar, and leaves no pod once the sandbox is ready", async () => {
+  const ourSecrets = async (namespace: string) => (JSON.parse((await kubectl(sim, ["get", "secrets", "-n", namespace, "-o", "json"])).stdout) as Json)["items"]
+    .filter((p: Json) => p["metadata"].labels?.["ephemera.dev/prefix"] === stack.prefix).map((p: Json) => p["metadata"].name) as string[];
+
+  it("shows a running step's pod to kubectl with ephemera-init, main and ephemera-sidecar, hardened, its token in a Secret mounted in the agents only; leaves no pod nor Secret once the sandbox is ready", async () => {
     // A barrier the step waits at (outside /tmp: each container has its own /tmp), so the pod is seen running.
     const gate = join("/var/tmp", `${stack.prefix}-gate`);
     mkdirSync(gate, { recursive: true });
@@ -61,8 +64,25 @@ spec:
       ]);
       expect(pod["spec"].restartPolicy).toBe("Never");
       expect(pod["metadata"].labels).toMatchObject({ "ephemera.dev/sandbox": "held-sb", "ephemera.dev/resource": "res", "ephemera.dev/step": "wait", "ephemera.dev/phase": "create", "ephemera.dev/attempt": "1" });
-      // The token is in the agents' environment, never in main's.
-      expect(JSON.stringify(pod["spec"].containers[0])).not.toContain("EPHEMERA_TOKEN");
+      // The token is in no container's environment: the agents read it from the Secret named after the pod.
+      const podName = pod["metadata"].name as string;
+      const all = [...pod["spec"].initContainers, ...pod["spec"].containers] as Json[];
+      for (const c of all) expect((c["env"] ?? []).map((e: Json) => e["name"])).not.toContain("EPHEMERA_TOKEN");
+      const agents = all.filter((c) => c["name"] !== "main");
+      for (const c of agents) {
+        expect(c["env"]).toContainEqual({ name: "EPHEMERA_TOKEN_FILE", value: "/var/run/secrets/ephemera.dev/token" });
+        expect(c["securityContext"]).toMatchObject({ runAsNonRoot: true, runAsUser: 10001, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } });
+        expect(c["resources"]).toEqual({ requests: { cpu: "50m", memory: "64Mi" }, limits: { cpu: "500m", memory: "256Mi" } });
+      }
+      expect(JSON.stringify(pod["spec"].containers[0])).not.toContain("ephemera-token");
+      expect(pod["spec"].containers[0].securityContext).toEqual({ allowPrivilegeEscalation: false });
+      expect(pod["spec"].containers[0].resources).toEqual({ requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "1Gi" } });
+      expect(pod["spec"].securityContext).toMatchObject({ seccompProfile: { type: "RuntimeDefault" } });
+      expect(pod["spec"].automountServiceAccountToken).toBe(false);
+      expect(pod["spec"].volumes).toContainEqual(expect.objectContaining({ name: "ephemera-token", secret: expect.objectContaining({ secretName: podName }) }));
+      const secret = JSON.parse((await kubectl(sim, ["get", "secret", "-n", "team-a", podName, "-o", "json"])).stdout) as Json;
+      expect(secret["metadata"].labels).toMatchObject({ "ephemera.dev/prefix": stack.prefix, "ephemera.dev/step": "wait" });
+      expect(Object.keys(secret["data"])).toEqual(["token"]);
 
       // kubectl follows main's log as the step writes it.
       const described = await kubectl(sim, ["describe", "pod", "-n", "team-a", pod["metadata"].name]);
@@ -74,6 +94,8 @@ spec:
       expect((await applying).code).toBe(0);
       // The pod goes once the result is recorded, which need not be before the sandbox is ready.
       await waitFor(async () => (await ourPods("team-a")).length === 0, { timeoutMs: 15_000, what: "no pod left in team-a" });
+      // The agents used the token from the file (the script came through init, the step succeeded); its Secret is gone.
+      expect(await ourSecrets("team-a")).toEqual([]);
       const log = await ok(["logs", "--sandbox", "held-sb", "--resource", "res", "--step", "wait"]);
       expect(log.stdout).toContain("waiting at the gate\nthrough");
       await ok(["sandbox", "delete", "held-sb", "--wait"]);
@@ -114,7 +136,7 @@ spec:
     await ok(["sandbox", "delete", "overlay-sb", "--wait"]);
   });
 
-  it("creates and deletes one pod per step: two API writes a step, and no polling", async () => {
+  it("creates and deletes one pod and its token Secret per step: four API writes a step, and no polling", async () => {
     const before = await sim.stats();
     await ok(["plugin", "apply", "-f", stack.file("three.yaml", `
 name: three
@@ -135,6 +157,8 @@ spec:
     }, { timeoutMs: 10_000, what: "the three pods to be deleted" });
     expect(delta("create pods")).toBe(3);
     expect(delta("delete pods")).toBe(3);
+    expect(delta("create secrets")).toBe(3);
+    expect(delta("delete secrets")).toBe(3);
     expect(delta("get pods")).toBe(0); // followed through the watch, never polled
     expect(delta("list pods")).toBe(0);
     await ok(["sandbox", "delete", "three-sb", "--wait"]);

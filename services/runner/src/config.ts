@@ -5,6 +5,7 @@ import {
   DEFAULT_IOCONTEXT_LISTEN, clientTlsFromEnv, commonConfig, envBool, envInt, envString, type ClientTls, type Env, type NatsAuth,
 } from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
+import { DEFAULT_AGENT_RESOURCES, DEFAULT_MAIN_RESOURCES, type Resources } from "./driver/kube/pod.js";
 import {
   DEFAULT_STEP_DENY, DEFAULT_STEP_SUBNETS, STEP_NETWORK_MODES, stepDeny, stepDns, stepSubnets, type Cidr, type StepNetworkMode,
 } from "./driver/network-plan.js";
@@ -80,6 +81,12 @@ export interface KubeConfigSettings {
   /** EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS, EPHEMERA_KUBE_NODE_LOST_GRACE_MS: how long a failing pull, or a pod Unknown, is given. */
   imagePullGraceMs: number;
   nodeLostGraceMs: number;
+  /**
+   * EPHEMERA_KUBE_MAIN_REQUESTS, EPHEMERA_KUBE_MAIN_LIMITS, EPHEMERA_KUBE_AGENT_REQUESTS,
+   * EPHEMERA_KUBE_AGENT_LIMITS (`cpu=100m,memory=128Mi`; empty: none): the containers'
+   * defaults, which a plugin's overlay overrides. Absent: the pod builder's.
+   */
+  resources?: { main?: Resources; agents?: Resources };
 }
 
 export const DEFAULT_AGENT_IMAGE = "ephemera/agent:0.1.0";
@@ -140,6 +147,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
         podIOContext: envString(env, "EPHEMERA_POD_IOCONTEXT", iocontextAddr),
         imagePullGraceMs: envInt(env, "EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS", 15_000),
         nodeLostGraceMs: envInt(env, "EPHEMERA_KUBE_NODE_LOST_GRACE_MS", 15_000),
+        ...podResources(env),
       },
     } : {}),
     iocontextAddr,
@@ -186,4 +194,40 @@ export function logRetention(env: Env): number {
     throw new Error(`EPHEMERA_LOG_RETENTION must be at most ${MAX_LOG_RETENTION_DAYS}d (10 years), got "${env["EPHEMERA_LOG_RETENTION"]}"`);
   }
   return ms;
+}
+
+/** A Kubernetes quantity: a decimal with an SI or binary suffix, or an exponent. */
+const QUANTITY = /^(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i|[eE][+-]?\d+)?$/;
+
+/** `cpu=100m,memory=128Mi` as a resource list; empty: none. */
+function resourceList(env: Env, name: string): Record<string, string> {
+  const list: Record<string, string> = {};
+  for (const item of (env[name] ?? "").split(",").map((i) => i.trim()).filter(Boolean)) {
+    const eq = item.indexOf("=");
+    if (eq <= 0) throw new Error(`${name}: "${item}" is not name=quantity (e.g. cpu=100m,memory=128Mi)`);
+    const [resource, quantity] = [item.slice(0, eq).trim(), item.slice(eq + 1).trim()];
+    if (!QUANTITY.test(quantity)) {
+      throw new Error(`${name}: "${quantity}" (${resource}) is not a Kubernetes quantity (e.g. 500m, 2, 128Mi, 1Gi)`);
+    }
+    list[resource] = quantity;
+  }
+  return list;
+}
+
+/** The runner pods' default requests and limits, for each container whose variables are set. */
+function podResources(env: Env): { resources?: { main?: Resources; agents?: Resources } } {
+  const one = (container: "MAIN" | "AGENT", defaults: Resources): Resources | undefined => {
+    const [requests, limits] = [`EPHEMERA_KUBE_${container}_REQUESTS`, `EPHEMERA_KUBE_${container}_LIMITS`];
+    if (env[requests] === undefined && env[limits] === undefined) return undefined;
+    const pick = (name: string, fallback: Record<string, string> | undefined) => {
+      const list = env[name] === undefined ? fallback ?? {} : resourceList(env, name);
+      return Object.keys(list).length ? list : undefined;
+    };
+    const r = pick(requests, defaults.requests);
+    const l = pick(limits, defaults.limits);
+    return { ...(r ? { requests: r } : {}), ...(l ? { limits: l } : {}) };
+  };
+  const main = one("MAIN", DEFAULT_MAIN_RESOURCES);
+  const agents = one("AGENT", DEFAULT_AGENT_RESOURCES);
+  return main || agents ? { resources: { ...(main ? { main } : {}), ...(agents ? { agents } : {}) } } : {};
 }

@@ -24,3 +24,23 @@ describe("runner configuration: log retention", () => {
     }
   });
 });
+
+describe("runner configuration: runner pods' requests and limits", () => {
+  const kube = (env: Record<string, string>) => runnerConfig({ EPHEMERA_RUNNER_DRIVER: "kubernetes", ...env }, defaults).kube!;
+
+  it("leaves the pod builder's defaults unless the environment names others", () => {
+    expect(kube({}).resources).toBeUndefined();
+    const set = kube({ EPHEMERA_KUBE_MAIN_REQUESTS: "cpu=250m, memory=512Mi", EPHEMERA_KUBE_MAIN_LIMITS: "memory=2Gi", EPHEMERA_KUBE_AGENT_LIMITS: "" });
+    expect(set.resources).toEqual({
+      main: { requests: { cpu: "250m", memory: "512Mi" }, limits: { memory: "2Gi" } },
+      agents: { requests: { cpu: "50m", memory: "64Mi" } },
+    });
+  });
+
+  it("refuses what is not name=quantity, naming the variable and the rule", () => {
+    expect(() => kube({ EPHEMERA_KUBE_MAIN_LIMITS: "memory=1GB" }))
+      .toThrow('EPHEMERA_KUBE_MAIN_LIMITS: "1GB" (memory) is not a Kubernetes quantity (e.g. 500m, 2, 128Mi, 1Gi)');
+    expect(() => kube({ EPHEMERA_KUBE_AGENT_REQUESTS: "cpu" }))
+      .toThrow('EPHEMERA_KUBE_AGENT_REQUESTS: "cpu" is not name=quantity (e.g. cpu=100m,memory=128Mi)');
+  });
+});

@@ -130,6 +130,7 @@ async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ dri
     kubeconfig, namespace: kube.namespace, prefix: config.prefix, agentImage: kube.agentImage, podIOContext: kube.podIOContext,
     iocontext: config.iocontextAddr, ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}), logger: deps.logger,
     graces: { imagePullMs: kube.imagePullGraceMs, unknownMs: kube.nodeLostGraceMs },
+    ...(kube.resources ? { resources: kube.resources } : {}),
     isFinished: async (runId) => {
       const { state } = await readStepRun(deps.store, runId);
       return state.status === "succeeded" || state.status === "failed";

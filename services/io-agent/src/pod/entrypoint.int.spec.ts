@@ -2,7 +2,7 @@
 // images when installed): the inputs become the script's environment byte for byte, and
 // the exit code is recorded whole, whether the script exits, is killed, or is stopped.
 import { existsSync } from "node:fs";
-import { chmod, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "@ephemera/kit";
@@ -56,6 +56,17 @@ describe.each(SHELLS)("the entrypoint under %s", (_name, shell) => {
     expect(await readFile(join(out, "tricky"))).toEqual(TRICKY);
     expect(await readFile(join(out, "empty"))).toEqual(Buffer.alloc(0));
     expect((await readFile(join(out, "pwd"), "utf8")).trim()).toBe(out);
+    expect(await recorded()).toBe("0\n");
+  });
+
+  it("opens the declared outputs to the sidecar, which runs as another user than main may: a script's umask 077 or a copied 0600 input", async () => {
+    const [secret, copied, missing] = [join(out, "secret"), join(out, "copied"), join(out, "never written")];
+    await writeFile(paths().entrypoint, entrypointScript(dir, [secret, copied, missing]), { mode: 0o755 });
+    await writeFile(join(out, "input"), "v", { mode: 0o600 });
+    await prepare("#!/bin/sh\numask 077\nprintf s > secret\ncp input copied\n");
+    const ended = await entrypoint().ended();
+    expect(ended.code).toBe(0);
+    for (const f of [secret, copied]) expect((await stat(f)).mode & 0o777).toBe(0o644);
     expect(await recorded()).toBe("0\n");
   });
 

@@ -12,9 +12,19 @@ import { shQuote } from "./envfile.js";
  * shell holds its status for the next `wait`; the only miss is a script that ends in the
  * instant between a `wait` that returned its status and the trap, recorded 127), and
  * records its exit code with a rename, so the sidecar never reads half a file: 128+N
- * when the script was killed by signal N.
+ * when the script was killed by signal N. Before that it makes the declared `outputs`
+ * readable to all: the sidecar runs as the agents' user, main as the image's (often root),
+ * and a script's umask or a copied input may leave them 0600. The files are in the pod's
+ * own volumes; a symbolic link is left as it is (its target is not the pod's).
  */
-export function entrypointScript(dir: string): string {
+export function entrypointScript(dir: string, outputs: string[] = []): string {
+  const opened = outputs.length
+    ? `# The sidecar may run as another user: it must be able to read the outputs.
+for f in ${outputs.map((o) => shQuote(o).toString("utf8")).join(" ")}; do
+  if [ -f "$f" ] && [ ! -L "$f" ]; then chmod a+r "$f" 2>/dev/null; fi
+done
+`
+    : "";
   return `#!/bin/sh
 # ephemera entrypoint: runs the step's script with its inputs and records its exit code.
 # Written by ephemera-init; see docs/agent.md.
@@ -52,7 +62,7 @@ while :; do
   [ -z "$signalled" ] && break
 done
 trap - TERM INT HUP
-record "$code" || exit 1
+${opened}record "$code" || exit 1
 exit "$code"
 `;
 }

@@ -55,6 +55,8 @@ export async function runInit(config: AgentConfig, say: Say): Promise<InitResult
   try {
     await writeFile(paths.env, env, { mode: 0o600 });
     await writeFile(paths.outputs, JSON.stringify(plan.outputs), { mode: 0o644 });
+    // Again, now that the outputs are known: it opens them to the sidecar.
+    await writeFile(paths.entrypoint, entrypointScript(config.agentDir, plan.outputs.map((o) => o.path)), { mode: 0o755 });
     await writeStepFiles(plan, paths.script);
   } catch (err) {
     return failed(FailureReason.DriverError, `cannot prepare the step: ${errorMessage(err)}`);

@@ -9,7 +9,7 @@
 // The package is CommonJS: Node gives its exports as the default import.
 import jsonpatch, { type Operation } from "fast-json-patch";
 import { parse } from "yaml";
-import { ValidationError, forkName } from "@ephemera/kit";
+import { ValidationError, baselineOf, forkName } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { strategicMerge, type Json } from "../driver/kube/merge.js";
 import { labelValue } from "../driver/kube/pod.js";
@@ -30,6 +30,36 @@ export const outputsSecretName = (routingKey: string) => `ephemera-${routingKey}
 
 /** Pure: the key of a resource output in that Secret (`<resource>.<step>.<output>` made a valid key). */
 export const outputKey = (resource: string, key: string) => `${resource}.${key}`.replace(/[^-._a-zA-Z0-9]/g, "_");
+
+/** The API server refuses a Secret whose values total more than this many bytes. */
+export const SECRET_DATA_MAX_BYTES = 1024 * 1024;
+
+/** The outputs one namespace's forks read do not fit in one Secret: their keys and sizes, never their values. */
+export class OutputsTooLargeError extends Error {
+  override readonly name = "OutputsTooLargeError";
+  readonly total: number;
+
+  constructor(readonly namespace: string, readonly sizes: Array<{ key: string; size: number }>) {
+    const total = sizes.reduce((n, s) => n + s.size, 0);
+    const listed = [...sizes].sort((a, b) => b.size - a.size).map((s) => `${s.key} (${s.size} bytes)`).join(", ");
+    super(`the outputs the forks in namespace ${namespace} read total ${total} bytes, over the ${SECRET_DATA_MAX_BYTES} bytes (1 MiB) `
+      + `a Kubernetes Secret may hold: ${listed}`);
+    this.total = total;
+  }
+}
+export const isOutputsTooLargeError = (e: unknown): e is OutputsTooLargeError => e instanceof OutputsTooLargeError;
+
+/** Pure: every `valueFrom.resource` the forks' env reads, as resource and `<step>.<output>`. */
+export function outputsRead(forks: pb.Fork[]): Array<{ resource: string; key: string }> {
+  const seen = new Map<string, { resource: string; key: string }>();
+  for (const f of forks) {
+    for (const e of f.customizations?.env ?? []) {
+      const r = e.valueFrom?.resource;
+      if (r) seen.set(`${r.name}/${r.outputKey}`, { resource: r.name, key: r.outputKey });
+    }
+  }
+  return [...seen.values()];
+}
 
 /** Pure: the forked workload. */
 export function buildFork(r: ForkRequest): Obj {
@@ -147,6 +177,28 @@ function mergePatch(target: Json, patch: Json): Json {
 
 const invalid = (description: string) =>
   new ValidationError([{ field: "forks.customizations.patch", rule: "patch", description }], "the fork's patch cannot be applied");
+
+/**
+ * Pure: in each namespace whose forks read resource outputs, the Secret of those outputs
+ * (only them: a namespace's Secret holds what its forks read). Outputs over the 1 MiB a
+ * Secret may hold in one namespace: OutputsTooLargeError, before anything is written.
+ */
+export function buildOutputsSecrets(sandbox: { name: string; routingKey: string }, forks: pb.Fork[], values: Map<string, Buffer>): Obj[] {
+  const byNamespace = new Map<string, pb.Fork[]>();
+  for (const f of forks) {
+    const ns = baselineOf(f.forkOf).namespace;
+    byNamespace.set(ns, [...(byNamespace.get(ns) ?? []), f]);
+  }
+  const secrets: Obj[] = [];
+  for (const [namespace, theirs] of byNamespace) {
+    const keys = outputsRead(theirs).map((o) => outputKey(o.resource, o.key)).filter((k) => values.has(k)).sort();
+    if (!keys.length) continue;
+    const sizes = keys.map((key) => ({ key, size: values.get(key)!.length }));
+    if (sizes.reduce((n, s) => n + s.size, 0) > SECRET_DATA_MAX_BYTES) throw new OutputsTooLargeError(namespace, sizes);
+    secrets.push(buildOutputsSecret(sandbox, namespace, new Map(keys.map((k) => [k, values.get(k)!]))));
+  }
+  return secrets;
+}
 
 /** Pure: the Secret of a sandbox's resource outputs (values base64, as Kubernetes keeps them). */
 export function buildOutputsSecret(sandbox: { name: string; routingKey: string }, namespace: string, values: Map<string, Buffer>): Obj {

@@ -1,6 +1,6 @@
 import * as pb from "@ephemera/proto";
 import { isValidationError } from "@ephemera/kit";
-import { buildFork, buildForkService, buildOutputsSecret, outputKey, outputsSecretName } from "./build.js";
+import { buildFork, buildForkService, buildOutputsSecret, buildOutputsSecrets, isOutputsTooLargeError, outputKey, outputsSecretName } from "./build.js";
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -94,6 +94,38 @@ describe("the outputs Secret and the fork's Services", () => {
     const s = buildOutputsSecret(sandbox, "shop", new Map([[outputKey("db", "provision.dsn"), Buffer.from("postgres://x")]])) as Obj;
     expect(s["metadata"]).toMatchObject({ name: "ephemera-rk1-outputs", namespace: "shop" });
     expect(s["data"]).toEqual({ "db.provision.dsn": Buffer.from("postgres://x").toString("base64") });
+  });
+
+  it("puts in each namespace's outputs Secret only the outputs its forks read", () => {
+    const reads = (namespace: string, name: string, ...keys: string[]) => pb.Fork.fromPartial({
+      forkOf: { kind: "Deployment", namespace, name },
+      customizations: { env: keys.map((k) => ({ name: k.toUpperCase().replace(/\W/g, "_"), valueFrom: { resource: { name: "db", outputKey: k } } })) },
+    });
+    const values = new Map([["db.provision.dsn", Buffer.from("dsn")], ["db.seed.report", Buffer.from("report")]]);
+    const secrets = buildOutputsSecrets(sandbox, [reads("shop", "orders", "provision.dsn"), reads("ops", "audit", "seed.report", "provision.dsn"), reads("web", "ui")], values) as Obj[];
+    expect(secrets.map((s) => [s["metadata"].namespace, Object.keys(s["data"])])).toEqual([
+      ["shop", ["db.provision.dsn"]], ["ops", ["db.provision.dsn", "db.seed.report"]],
+    ]);
+  });
+
+  it("refuses a namespace's outputs over the 1 MiB a Kubernetes Secret holds, naming their keys and sizes, never a value", () => {
+    const forks = [pb.Fork.fromPartial({
+      forkOf: { kind: "Deployment", namespace: "shop", name: "orders" },
+      customizations: { env: ["provision.dump", "provision.dsn"].map((k, i) => ({ name: `V${i}`, valueFrom: { resource: { name: "db", outputKey: k } } })) },
+    })];
+    const exactly = new Map([["db.provision.dump", Buffer.alloc(1024 * 1024 - 3, "a")], ["db.provision.dsn", Buffer.from("dsn")]]);
+    expect(buildOutputsSecrets(sandbox, forks, exactly)).toHaveLength(1);
+    const over = new Map([["db.provision.dump", Buffer.alloc(1024 * 1024 - 2, "a")], ["db.provision.dsn", Buffer.from("dsn")]]);
+    let caught: unknown;
+    try {
+      buildOutputsSecrets(sandbox, forks, over);
+    } catch (err) {
+      caught = err;
+    }
+    expect(isOutputsTooLargeError(caught)).toBe(true);
+    expect((caught as Error).message).toBe("the outputs the forks in namespace shop read total 1048577 bytes, over the 1048576 bytes (1 MiB) "
+      + "a Kubernetes Secret may hold: db.provision.dump (1048574 bytes), db.provision.dsn (3 bytes)");
+    expect((caught as Error).message).not.toContain("aaa");
   });
 
   it("gives each baseline Service a fork Service with the same ports, selecting the fork's pods", () => {

@@ -8,7 +8,7 @@ import type * as pb from "@ephemera/proto";
 import { ValidationError, baselineLabel, baselineOf, errorMessage, type BaselineRef, type Logger } from "@ephemera/kit";
 import { retryableApiError, statusOf, type ApiCalls } from "../driver/kube/calls.js";
 import { ObjectWatch } from "../driver/kube/watch.js";
-import { buildFork, buildForkService, buildOutputsSecret } from "./build.js";
+import { buildFork, buildForkService, buildOutputsSecrets, isOutputsTooLargeError } from "./build.js";
 import { OutputMissingError } from "./outputs.js";
 import type { ApplyResult, ForkCluster } from "./reconciler.js";
 import type { ForkDesire } from "./state.js";
@@ -65,6 +65,7 @@ export class KubeForkCluster implements ForkCluster {
     } catch (err) {
       if (err instanceof Refused) return { kind: "failed", failure: err.failure };
       if (err instanceof OutputMissingError) return { kind: "failed", failure: { fork: "", reason: "OutputMissing", message: err.message } };
+      if (isOutputsTooLargeError(err)) return { kind: "failed", failure: { fork: "", reason: "OutputsTooLarge", message: err.message } };
       // Refused by the API server (forbidden, invalid): trying again would not help.
       if (statusOf(err) !== undefined && !retryableApiError(err) && statusOf(err) !== 409) {
         return { kind: "failed", failure: { fork: "", reason: "Rejected", message: `the cluster refused: ${apiMessage(err)}` } };
@@ -76,9 +77,10 @@ export class KubeForkCluster implements ForkCluster {
   private async write(d: ForkDesire, wanted: pb.Fork[]): Promise<pb.ForkPlacement[]> {
     const sandbox = { name: d.sandbox, routingKey: d.routingKey };
     const values = wanted.length ? await this.o.outputs(d, wanted) : new Map<string, Buffer>();
+    // The Secrets first, before any read of the baselines: outputs too large for one fail the apply with nothing written.
+    const secrets = buildOutputsSecrets(sandbox, wanted, values) as unknown as Obj[];
     const placements: pb.ForkPlacement[] = [];
     const objects: Obj[] = [];
-    const namespaces = new Set<string>();
     for (const fork of wanted) {
       const baseline = baselineOf(fork.forkOf);
       const label = baselineLabel(baseline);
@@ -91,7 +93,6 @@ export class KubeForkCluster implements ForkCluster {
         throw new Refused({ fork: label, reason: "PatchFailed", message: err.violations.map((v) => v.description).join("; ") });
       }
       const services = (await this.servicesSelecting(base, baseline.namespace)).map((s) => buildForkService(s as never, workload as never, d.routingKey) as unknown as Obj);
-      namespaces.add(baseline.namespace);
       objects.push(workload, ...services);
       placements.push({
         fork: label, baseline,
@@ -102,8 +103,7 @@ export class KubeForkCluster implements ForkCluster {
         })),
       });
     }
-    // The Secret first: the forks' env refers to it.
-    const secrets = values.size ? [...namespaces].map((ns) => buildOutputsSecret(sandbox, ns, values) as unknown as Obj) : [];
+    // The Secrets first: the forks' env refers to them.
     for (const obj of [...secrets, ...objects]) await this.upsert(obj);
     // Everywhere any generation may have written something (this one, and a failed or interrupted apply, included).
     const touched = d.touched.map((t) => t.split("/") as [string, string]);

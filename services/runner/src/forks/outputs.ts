@@ -1,22 +1,11 @@
 // The resource outputs a sandbox's forks read, fetched for the outputs Secret: each from
 // the latest successful run of its step in the resource's create workflow, through the
 // output journal (values never pass through an event unredacted, nor through a log).
-import type * as pb from "@ephemera/proto";
 import { Aggregates, decode, journaledValues, workflowId, type ValueJournal } from "@ephemera/events";
 import type { EventStore } from "@ephemera/eventstore";
 import { outputKey } from "./build.js";
 
-/** Pure: every `valueFrom.resource` the forks' env reads, as resource and `<step>.<output>`. */
-export function outputsRead(forks: pb.Fork[]): Array<{ resource: string; key: string }> {
-  const seen = new Map<string, { resource: string; key: string }>();
-  for (const f of forks) {
-    for (const e of f.customizations?.env ?? []) {
-      const r = e.valueFrom?.resource;
-      if (r) seen.set(`${r.name}/${r.outputKey}`, { resource: r.name, key: r.outputKey });
-    }
-  }
-  return [...seen.values()];
-}
+export { outputsRead } from "./build.js";
 
 export class OutputMissingError extends Error {}
 

@@ -1,6 +1,6 @@
 // The Kubernetes API calls the driver makes, counted by verb and resource (as the API
-// server's audit log names them): a step should cost two writes (create, delete) and no
-// polling reads. The counts are logged by the runner and read by the bench.
+// server's audit log names them): a step should cost four writes (create and delete its
+// token Secret and its pod) and no polling reads. The counts are logged by the runner and read by the bench.
 import { ApiException } from "@kubernetes/client-node";
 
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "delete";

@@ -1,9 +1,10 @@
 // The Kubernetes driver: each step attempt is one runner pod (pod.ts) in its plugin's
-// namespace. The driver creates it (or finds it, after a restart: the name comes from the
-// run id), follows it through one shared watch per namespace, streams main's log while it
-// runs, reads the outcome from the pod's status and the agents' termination messages,
-// reads a success's outputs back from the IO context, and deletes the pod once the
-// runner has recorded the result: two API writes a step.
+// namespace, with the run's token in a Secret of the same name. The driver creates the
+// Secret then the pod (or finds the pod, after a restart: the name comes from the run id),
+// follows it through one shared watch per namespace, streams main's log while it runs,
+// reads the outcome from the pod's status and the agents' termination messages, deletes
+// the Secret once the pod has ended, reads a success's outputs back from the IO context,
+// and deletes the pod once the runner has recorded the result: four API writes a step.
 import { PassThrough } from "node:stream";
 import * as k8s from "@kubernetes/client-node";
 import { FailureReason, fetchStepOutputs, ioContextClient, parseStepReport, type StepReport } from "@ephemera/io-agent";
@@ -12,7 +13,7 @@ import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "../driver.js";
 import { ApiCalls, retryableApiError, statusOf } from "./calls.js";
 import { PULL, podOutcome, type Graces, type PodOutcome, type PodStatus } from "./outcome.js";
-import { buildPod, labelValue, podName, RUN_ID_ANNOTATION } from "./pod.js";
+import { buildPod, buildTokenSecret, labelValue, podName, RUN_ID_ANNOTATION, type PodRequest, type Resources } from "./pod.js";
 import { NamespaceWatch, type PodEvent } from "./watch.js";
 
 export interface KubeDriverOptions {
@@ -30,6 +31,8 @@ export interface KubeDriverOptions {
   iocontextTls?: ClientTls;
   logger: Logger;
   graces?: Partial<Graces>;
+  /** The containers' requests and limits when the plugin's overlay names none (pod.ts has the defaults). */
+  resources?: { main?: Resources; agents?: Resources };
   /** Whether a run's result is recorded: pods of such runs that nobody follows are deleted. */
   isFinished?: (runId: string) => Promise<boolean>;
   now?: () => number;
@@ -152,12 +155,13 @@ export class KubeDriver implements StepDriver {
 
   private async follow(request: RunRequest, onStoppable: (stop: (graceMs: number) => void) => void): Promise<StepReport> {
     const d = request.dispatch;
+    const podRequest: PodRequest = {
+      dispatch: d, prefix: this.o.prefix, agentImage: this.o.agentImage, iocontext: this.o.podIOContext,
+      defaultNamespace: this.o.namespace, env: request.env, ...(this.o.resources ? { resources: this.o.resources } : {}),
+    };
     let pod: ReturnType<typeof buildPod>;
     try {
-      pod = buildPod({
-        dispatch: d, prefix: this.o.prefix, agentImage: this.o.agentImage, iocontext: this.o.podIOContext, token: request.token,
-        defaultNamespace: this.o.namespace, env: request.env,
-      });
+      pod = buildPod(podRequest);
     } catch (err) {
       if (isValidationError(err)) return failed(FailureReason.ConfigError, `the runner pod cannot be built: ${errorMessage(err)}`);
       throw err;
@@ -180,7 +184,13 @@ export class KubeDriver implements StepDriver {
     if (watch.get(name)) {
       this.o.logger.info({ runId: d.runId, pod: name, namespace }, "following the run's existing pod");
     } else if (stopGrace === undefined) {
-      const refused = await this.createPod(namespace, pod);
+      // The Secret first: the pod mounts it, and would wait for it otherwise.
+      const secret = buildTokenSecret({ ...podRequest, token: request.token });
+      let refused = await this.createTokenSecret(namespace, secret);
+      if (!refused) {
+        refused = await this.createPod(namespace, pod);
+        if (refused) await this.removeTokenSecret(namespace, name, d.runId);
+      }
       if (refused) {
         ended.cancel();
         return refused;
@@ -192,6 +202,8 @@ export class KubeDriver implements StepDriver {
       remove(stopGrace);
     }
     const outcome = await ended.result;
+    // The agents are done with the token (or the step is over without them): it goes now, whatever the outcome.
+    await this.removeTokenSecret(namespace, name, d.runId);
     await log.drained(LOG_DRAIN_MS);
     return this.report(outcome, request);
   }
@@ -202,13 +214,41 @@ export class KubeDriver implements StepDriver {
       await retry(() => this.calls.count("create", "pods", () => this.core.createNamespacedPod({ namespace, body: pod as k8s.V1Pod })), API_RETRY);
       return undefined;
     } catch (err) {
-      const code = statusOf(err);
-      if (code === 409) return undefined;
-      const why = apiMessage(err);
-      if (code === 404) return failed(FailureReason.ConfigError, `cannot create the runner pod: namespace ${namespace} does not exist (${why})`);
-      if (code === 403) return failed(FailureReason.ConfigError, `the runner may not create pods in namespace ${namespace} (see docs/kubernetes.md, RBAC): ${why}`);
-      if (code === 422 || code === 400) return failed(FailureReason.ConfigError, `the cluster refused the runner pod: ${why}`);
-      return failed(FailureReason.DriverError, `cannot create the runner pod in namespace ${namespace}: ${why}`);
+      return statusOf(err) === 409 ? undefined : refusal(err, "pod", namespace);
+    }
+  }
+
+  /**
+   * Creates the run's token Secret. One that exists (left by a runner that stopped before
+   * making the pod, or a create retried) is replaced: its token may be older than this one.
+   */
+  private async createTokenSecret(namespace: string, secret: unknown): Promise<StepReport | undefined> {
+    const body = secret as k8s.V1Secret;
+    try {
+      const create = () => this.core.createNamespacedSecret({ namespace, body });
+      await retry(() => this.calls.count("create", "secrets", create), API_RETRY);
+      return undefined;
+    } catch (err) {
+      if (statusOf(err) !== 409) return refusal(err, "token Secret", namespace);
+    }
+    try {
+      const name = body.metadata!.name!;
+      const replace = () => this.core.replaceNamespacedSecret({ namespace, name, body });
+      await retry(() => this.calls.count("update", "secrets", replace), API_RETRY);
+      return undefined;
+    } catch (err) {
+      return refusal(err, "token Secret", namespace);
+    }
+  }
+
+  /** Deletes the run's token Secret (gone already: fine); a failure is logged, the leftovers sweep tries again. */
+  private async removeTokenSecret(namespace: string, name: string, runId: string): Promise<void> {
+    try {
+      const remove = () => this.core.deleteNamespacedSecret({ namespace, name });
+      await retry(() => this.calls.count("delete", "secrets", remove), API_RETRY);
+    } catch (err) {
+      if (statusOf(err) === 404) return;
+      this.o.logger.warn({ runId, secret: name, namespace, err: apiMessage(err) }, "cannot delete the run's token Secret");
     }
   }
 
@@ -355,6 +395,7 @@ export class KubeDriver implements StepDriver {
         try {
           if (await this.o.isFinished(runId)) {
             this.o.logger.info({ runId, pod: name, namespace: w.namespace }, "deleting the pod of a run already recorded");
+            await this.removeTokenSecret(w.namespace, name, runId);
             await this.deletePod(w.namespace, name, 0);
           }
         } catch (err) {
@@ -435,6 +476,22 @@ function skipping(skip: number, onLog: (chunk: Buffer) => void): (chunk: Buffer)
 const key = (namespace: string, name: string) => `${namespace}/${name}`;
 
 const failed = (reason: string, message: string): StepReport => ({ outcome: "failed", reason: reason as FailureReason, message });
+
+/** Why the cluster would not take the run's pod or token Secret, as the step's failure. */
+function refusal(err: unknown, what: "pod" | "token Secret", namespace: string): StepReport {
+  const code = statusOf(err);
+  const why = apiMessage(err);
+  const resource = what === "pod" ? "pods" : "secrets";
+  if (code === 404) {
+    return failed(FailureReason.ConfigError, `cannot create the runner ${what}: namespace ${namespace} does not exist (${why})`);
+  }
+  if (code === 403) {
+    const rbac = "(see docs/kubernetes.md, RBAC)";
+    return failed(FailureReason.ConfigError, `the runner may not create ${resource} in namespace ${namespace} ${rbac}: ${why}`);
+  }
+  if (code === 422 || code === 400) return failed(FailureReason.ConfigError, `the cluster refused the runner ${what}: ${why}`);
+  return failed(FailureReason.DriverError, `cannot create the runner ${what} in namespace ${namespace}: ${why}`);
+}
 
 /** main has started (or ended): its log exists. */
 const mainStarted = (s: PodStatus) => {

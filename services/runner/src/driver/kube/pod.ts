@@ -3,9 +3,12 @@
 // entrypoint into the agent directory; `main` runs the plugin's runner image with that
 // entrypoint; sidecar `ephemera-sidecar` stores the outputs and writes the report. The
 // agent directory and every directory holding a declared input or output path are
-// emptyDirs shared by the three. The plugin's podTemplateOverlay is strategic-merged on
-// top; what the driver relies on (name, labels, restartPolicy, the agents' commands and
-// the entrypoint) is set again after it.
+// emptyDirs shared by the three. The run's token is a Secret named after the pod, mounted
+// in the agents only. Every container has a securityContext and resources by default
+// (docs/kubernetes.md says why main's differ). The plugin's podTemplateOverlay is
+// strategic-merged on top; what the driver relies on (name, labels, restartPolicy, the
+// agents' commands and securityContext, the token mounted in the agents and nowhere
+// else, the entrypoint) is set again after it.
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
 import { parse } from "yaml";
@@ -24,6 +27,33 @@ export const TERMINATION_MESSAGE_PATH = "/dev/termination-log";
 /** The full run id (labels cannot hold it): how a restarted runner knows whose pod it finds. */
 export const RUN_ID_ANNOTATION = "ephemera.dev/run-id";
 const LABEL = "ephemera.dev";
+/** The agent image's user: the agents run as it, never as root. */
+export const AGENT_UID = 10001;
+const TOKEN_VOLUME = "ephemera-token";
+const TOKEN_DIR = "/var/run/secrets/ephemera.dev";
+/** Where the agents read the run's token (EPHEMERA_TOKEN_FILE): the token Secret's one key. */
+export const TOKEN_FILE = `${TOKEN_DIR}/token`;
+const AGENTS = new Set(["ephemera-init", "ephemera-sidecar"]);
+
+/** A container's requests and limits, as Kubernetes quantities. */
+export interface Resources {
+  requests?: Record<string, string>;
+  limits?: Record<string, string>;
+}
+/** The agents fetch, write and store files: a Node process each, small and short. */
+export const DEFAULT_AGENT_RESOURCES: Resources = {
+  requests: { cpu: "50m", memory: "64Mi" }, limits: { cpu: "500m", memory: "256Mi" },
+};
+/** A provisioning script (a client, apt-get, a migration): modest by default, the overlay asks for more. */
+export const DEFAULT_MAIN_RESOURCES: Resources = {
+  requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "1Gi" },
+};
+/** Restricted (Pod Security Standards): the agents need nothing more. */
+const AGENT_SECURITY = {
+  runAsNonRoot: true, runAsUser: AGENT_UID, runAsGroup: AGENT_UID, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] },
+};
+/** Baseline and no escalation: the plugin's image may need root and the runtime's capabilities (apt-get install). */
+const MAIN_SECURITY = { allowPrivilegeEscalation: false };
 
 export interface PodRequest {
   /** Its input_paths and output_paths say which directories the containers share. */
@@ -32,12 +62,12 @@ export interface PodRequest {
   agentImage: string;
   /** host:port of the IO context, as pods reach it. */
   iocontext: string;
-  /** The run's capability token: in the agents' environment only, never main's. */
-  token: string;
   /** Namespace when the plugin's runner names none. */
   defaultNamespace: string;
   /** The script's default environment (SIGNADOT_*, EPHEMERA_*): main's, under the overlay's and the inputs. */
   env?: Record<string, string>;
+  /** Requests and limits by default (the overlay's win): DEFAULT_MAIN_RESOURCES and DEFAULT_AGENT_RESOURCES if not given. */
+  resources?: { main?: Resources; agents?: Resources };
 }
 
 /** Pure: a DNS label (≤ 63 characters) for the run's pod, the same for the same run id, distinct for distinct ones. */
@@ -58,12 +88,10 @@ export function sharedDirs(d: Pick<pb.StepDispatch, "inputPaths" | "outputPaths"
   return [...new Set(paths)].sort();
 }
 
-/** Pure: the pod for one step attempt, the plugin's overlay merged in. */
-export function buildPod(r: PodRequest): Json {
+/** Pure: the labels of the run's pod and of its token Secret. */
+function podLabels(r: PodRequest): Record<string, string> {
   const d = r.dispatch;
-  const name = podName(d.runId);
-  const namespace = d.runner?.namespace || r.defaultNamespace;
-  const labels: Record<string, string> = {
+  return {
     [`${LABEL}/prefix`]: labelValue(r.prefix),
     [`${LABEL}/sandbox`]: labelValue(d.sandbox),
     [`${LABEL}/resource`]: labelValue(d.resource),
@@ -71,11 +99,37 @@ export function buildPod(r: PodRequest): Json {
     [`${LABEL}/step`]: labelValue(d.step),
     [`${LABEL}/attempt`]: String(d.attempt),
   };
+}
+
+/**
+ * Pure: the Secret holding the run's capability token, named after its pod and labelled
+ * as it is: the agents read it from a file, so it is in no container's environment (which
+ * `kubectl get pod -o yaml` and the kubelet's logs would show).
+ */
+export function buildTokenSecret(r: PodRequest & { token: string }): Json {
+  const d = r.dispatch;
+  return {
+    apiVersion: "v1", kind: "Secret", type: "Opaque",
+    metadata: {
+      name: podName(d.runId), namespace: d.runner?.namespace || r.defaultNamespace, labels: podLabels(r),
+      annotations: { [RUN_ID_ANNOTATION]: d.runId },
+    },
+    data: { token: Buffer.from(r.token).toString("base64") },
+  };
+}
+
+/** Pure: the pod for one step attempt, the plugin's overlay merged in. */
+export function buildPod(r: PodRequest): Json {
+  const d = r.dispatch;
+  const name = podName(d.runId);
+  const namespace = d.runner?.namespace || r.defaultNamespace;
+  const labels = podLabels(r);
   const dirs = sharedDirs(d);
   const mounts = [{ name: "ephemera-agent", mountPath: AGENT_DIR }, ...dirs.map((dir, i) => ({ name: `ephemera-path-${i}`, mountPath: dir }))];
+  const tokenMount = { name: TOKEN_VOLUME, mountPath: TOKEN_DIR, readOnly: true };
   const agentEnv = [
     { name: "EPHEMERA_RUN_ID", value: d.runId },
-    { name: "EPHEMERA_TOKEN", value: r.token },
+    { name: "EPHEMERA_TOKEN_FILE", value: TOKEN_FILE },
     { name: "EPHEMERA_IOCONTEXT", value: r.iocontext },
     { name: "EPHEMERA_AGENT_DIR", value: AGENT_DIR },
     { name: "EPHEMERA_TERMINATION_MESSAGE_PATH", value: TERMINATION_MESSAGE_PATH },
@@ -84,35 +138,57 @@ export function buildPod(r: PodRequest): Json {
   const sidecarEnv = d.timeoutMs > 0
     ? [...agentEnv, { name: "EPHEMERA_WAIT_TIMEOUT_MS", value: String(d.timeoutMs + SIDECAR_WAIT_MARGIN_MS) }]
     : agentEnv;
+  const agentResources = (r.resources?.agents ?? DEFAULT_AGENT_RESOURCES) as Json;
   const agent = (container: string, command: string, env = agentEnv) => ({
-    name: container, image: r.agentImage, command: ["node", AGENT_PROGRAM, command], env, volumeMounts: mounts,
+    name: container, image: r.agentImage, command: ["node", AGENT_PROGRAM, command], env, volumeMounts: [...mounts, tokenMount],
     terminationMessagePath: TERMINATION_MESSAGE_PATH, terminationMessagePolicy: "File",
+    securityContext: structuredClone(AGENT_SECURITY), resources: agentResources,
   });
+  const tokenVolume = { name: TOKEN_VOLUME, secret: { secretName: name, defaultMode: 0o444 } };
   const base: Json = {
     metadata: { labels, annotations: { [RUN_ID_ANNOTATION]: d.runId } },
     spec: {
       restartPolicy: "Never",
       ...(d.timeoutMs > 0 ? { activeDeadlineSeconds: Math.ceil(d.timeoutMs / 1000) } : {}),
+      // The step talks to the IO context with its token, never to the API server.
+      automountServiceAccountToken: false,
+      securityContext: { seccompProfile: { type: "RuntimeDefault" } },
       initContainers: [agent("ephemera-init", "init")],
       containers: [
         {
           name: "main", image: d.runner?.image ?? "", command: [`${AGENT_DIR}/entrypoint`], volumeMounts: mounts,
           ...(r.env ? { env: Object.entries(r.env).map(([name, value]) => ({ name, value })) } : {}),
+          securityContext: { ...MAIN_SECURITY }, resources: (r.resources?.main ?? DEFAULT_MAIN_RESOURCES) as Json,
         },
         agent("ephemera-sidecar", "sidecar", sidecarEnv),
       ],
-      volumes: [{ name: "ephemera-agent", emptyDir: {} }, ...dirs.map((_, i) => ({ name: `ephemera-path-${i}`, emptyDir: {} }))],
+      volumes: [
+        { name: "ephemera-agent", emptyDir: {} }, ...dirs.map((_, i) => ({ name: `ephemera-path-${i}`, emptyDir: {} })), tokenVolume,
+      ],
     },
   };
-  const merged = strategicMerge(base, overlayOf(d.runner?.podTemplateOverlay ?? "")) as { metadata?: Record<string, Json>; spec: Record<string, Json> };
+  const overlay = overlayOf(d.runner?.podTemplateOverlay ?? "");
+  const merged = strategicMerge(base, overlay) as { metadata?: Record<string, Json>; spec: Record<string, Json> };
   // What the driver relies on, whatever the overlay said.
   const spec = merged.spec;
   spec["restartPolicy"] = "Never";
+  // A service account the plugin names is there for main to use: its token is mounted as the cluster's defaults say.
+  const overlaySpec = ((overlay as Record<string, Json>)["spec"] ?? {}) as Record<string, Json>;
+  const namesAccount = Boolean(overlaySpec["serviceAccountName"] || overlaySpec["serviceAccount"]);
+  if (namesAccount && overlaySpec["automountServiceAccountToken"] === undefined) delete spec["automountServiceAccountToken"];
+  const volumes = (spec["volumes"] ?? []) as Array<Record<string, Json>>;
+  spec["volumes"] = [...volumes.filter((v) => v["name"] !== TOKEN_VOLUME), tokenVolume];
   for (const list of ["initContainers", "containers"] as const) {
     for (const c of (spec[list] as Array<Record<string, Json>>)) {
-      if (c["name"] === "ephemera-init" || c["name"] === "ephemera-sidecar") {
+      // The token reaches the agents, and no other container.
+      const others = ((c["volumeMounts"] ?? []) as Array<Record<string, Json>>).filter((m) => m["name"] !== TOKEN_VOLUME);
+      if (AGENTS.has(String(c["name"]))) {
         c["command"] = ["node", AGENT_PROGRAM, c["name"] === "ephemera-init" ? "init" : "sidecar"];
         c["terminationMessagePath"] = TERMINATION_MESSAGE_PATH;
+        c["securityContext"] = structuredClone(AGENT_SECURITY);
+        c["volumeMounts"] = [...others, { ...tokenMount }];
+      } else if (c["volumeMounts"]) {
+        c["volumeMounts"] = others;
       }
       if (c["name"] === "main") c["command"] = [`${AGENT_DIR}/entrypoint`];
     }

@@ -1,13 +1,14 @@
 import * as pb from "@ephemera/proto";
 import { isValidationError } from "@ephemera/kit";
-import { buildPod, labelValue, podName, sharedDirs } from "./pod.js";
+import { buildPod, buildTokenSecret, labelValue, podName, sharedDirs } from "./pod.js";
 
 type Pod = {
   metadata: { name: string; namespace: string; labels: Record<string, string>; annotations?: Record<string, string> };
   spec: {
-    restartPolicy: string; activeDeadlineSeconds?: number; serviceAccountName?: string;
+    restartPolicy: string; activeDeadlineSeconds?: number; serviceAccountName?: string; automountServiceAccountToken?: boolean;
+    securityContext?: Record<string, unknown>;
     initContainers: Array<Record<string, unknown>>; containers: Array<Record<string, unknown> & { name: string; env?: Array<{ name: string; value?: string }> }>;
-    volumes: Array<{ name: string }>;
+    volumes: Array<{ name: string; secret?: { secretName: string } }>;
   };
 };
 
@@ -16,9 +17,12 @@ const dispatch = (over: Partial<pb.StepDispatch> = {}) => pb.StepDispatch.fromPa
   timeoutMs: 90_500, runner: { image: "postgres:16", namespace: "", podTemplateOverlay: "" },
   inputPaths: ["/etc/app/cfg"], outputPaths: ["dsn"], ...over,
 });
-const build = (over: Partial<pb.StepDispatch> = {}) => buildPod({
-  env: { SIGNADOT_SANDBOX_NAME: "feature-x" }, dispatch: dispatch(over), prefix: "p1", agentImage: "ephemera/agent:1", iocontext: "io:7401", token: "tok", defaultNamespace: "ephemera",
-}) as unknown as Pod;
+const request = (over: Partial<pb.StepDispatch> = {}) => ({
+  env: { SIGNADOT_SANDBOX_NAME: "feature-x" }, dispatch: dispatch(over), prefix: "p1", agentImage: "ephemera/agent:1", iocontext: "io:7401", defaultNamespace: "ephemera",
+});
+const build = (over: Partial<pb.StepDispatch> = {}) => buildPod(request(over)) as unknown as Pod;
+const withOverlay = (...lines: string[]) => build({ runner: { image: "x", namespace: "", podTemplateOverlay: lines.join("\n") } });
+const AGENTS = ["ephemera-init", "ephemera-sidecar"];
 const container = (p: Pod, name: string) => [...p.spec.initContainers, ...p.spec.containers].find((c) => c["name"] === name)!;
 
 describe("runner pod names and labels", () => {
@@ -51,7 +55,7 @@ describe("the runner pod", () => {
     expect(p.spec.restartPolicy).toBe("Never");
     expect(p.spec.activeDeadlineSeconds).toBe(91);
     expect(sharedDirs(dispatch())).toEqual(["/etc/app", "/tmp"]);
-    expect(p.spec.volumes.map((v) => v.name)).toEqual(["ephemera-agent", "ephemera-path-0", "ephemera-path-1"]);
+    expect(p.spec.volumes.map((v) => v.name)).toEqual(["ephemera-agent", "ephemera-path-0", "ephemera-path-1", "ephemera-token"]);
     expect(container(p, "ephemera-init")["command"]).toEqual(["node", "/agent/agent.cjs", "init"]);
     expect(container(p, "main")).toMatchObject({ image: "postgres:16", command: ["/ephemera/entrypoint"] });
     expect(container(p, "ephemera-sidecar")["command"]).toEqual(["node", "/agent/agent.cjs", "sidecar"]);
@@ -61,15 +65,11 @@ describe("the runner pod", () => {
       expect(container(p, c)["env"]).toContainEqual({ name: "EPHEMERA_TERMINATION_MESSAGE_PATH", value: "/dev/termination-log" });
     }
     expect(p.metadata.annotations).toEqual({ "ephemera.dev/run-id": "rk1.db.create.provision.2" });
-    for (const c of ["ephemera-init", "main", "ephemera-sidecar"]) {
-      expect((container(p, c)["volumeMounts"] as Array<{ mountPath: string }>).map((m) => m.mountPath)).toEqual(["/ephemera", "/etc/app", "/tmp"]);
+    expect((container(p, "main")["volumeMounts"] as Array<{ mountPath: string }>).map((m) => m.mountPath)).toEqual(["/ephemera", "/etc/app", "/tmp"]);
+    for (const c of AGENTS) {
+      expect((container(p, c)["volumeMounts"] as Array<{ mountPath: string }>).map((m) => m.mountPath))
+        .toEqual(["/ephemera", "/etc/app", "/tmp", "/var/run/secrets/ephemera.dev"]);
     }
-  });
-
-  it("gives the token to the agents only, never to main", () => {
-    const p = build();
-    expect((container(p, "ephemera-init")["env"] as Array<{ name: string }>).map((e) => e.name)).toContain("EPHEMERA_TOKEN");
-    expect(JSON.stringify(container(p, "main"))).not.toContain("tok");
   });
 
   it("lets the sidecar wait for main as long as the step may run (a 1000h step outlives the agent's 6 h default)", () => {
@@ -107,6 +107,96 @@ describe("the runner pod", () => {
     expect(p.spec.restartPolicy).toBe("Never");
     expect(container(p, "main")["command"]).toEqual(["/ephemera/entrypoint"]);
     expect(container(p, "main")["env"]).toEqual([{ name: "SIGNADOT_SANDBOX_NAME", value: "feature-x" }, { name: "PGHOST", value: "db.internal" }]);
+  });
+
+  it("hardens every container by default: no privilege escalation, agents non-root without capabilities, RuntimeDefault seccomp", () => {
+    const p = build();
+    expect(p.spec.securityContext).toEqual({ seccompProfile: { type: "RuntimeDefault" } });
+    for (const c of AGENTS) {
+      expect(container(p, c)["securityContext"]).toEqual({
+        runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] },
+      });
+    }
+    // main runs the plugin's image, which may need root (apt-get install): no escalation, the runtime's default capabilities.
+    expect(container(p, "main")["securityContext"]).toEqual({ allowPrivilegeEscalation: false });
+    expect(p.spec.automountServiceAccountToken).toBe(false);
+  });
+
+  it("gives every container requests and limits: the agents small, main the configured defaults", () => {
+    const p = build();
+    for (const c of AGENTS) {
+      expect(container(p, c)["resources"]).toEqual({ requests: { cpu: "50m", memory: "64Mi" }, limits: { cpu: "500m", memory: "256Mi" } });
+    }
+    expect(container(p, "main")["resources"]).toEqual({ requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "1Gi" } });
+    const configured = buildPod({ ...request(), resources: { main: { requests: { cpu: "1", memory: "2Gi" }, limits: { memory: "4Gi" } } } }) as unknown as Pod;
+    expect(container(configured, "main")["resources"]).toEqual({ requests: { cpu: "1", memory: "2Gi" }, limits: { memory: "4Gi" } });
+  });
+
+  it("lets the overlay ask main for root, more memory and a service account; the agents stay as they are", () => {
+    const p = withOverlay(
+      "spec:",
+      "  serviceAccountName: vault-reader",
+      "  securityContext: {fsGroup: 2000}",
+      "  containers:",
+      "  - name: main",
+      "    securityContext: {runAsUser: 0, capabilities: {add: [NET_ADMIN]}}",
+      "    resources: {limits: {memory: 4Gi}}",
+      "  - name: ephemera-sidecar",
+      "    securityContext: {runAsUser: 0, privileged: true}",
+      "    resources: {limits: {memory: 512Mi}}",
+    );
+    expect(container(p, "main")["securityContext"]).toEqual({ allowPrivilegeEscalation: false, runAsUser: 0, capabilities: { add: ["NET_ADMIN"] } });
+    expect(container(p, "main")["resources"]).toEqual({ requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "4Gi" } });
+    expect(p.spec.securityContext).toEqual({ seccompProfile: { type: "RuntimeDefault" }, fsGroup: 2000 });
+    expect(p.spec.serviceAccountName).toBe("vault-reader");
+    // The service account's token is the plugin's to have, as the cluster's defaults say.
+    expect(p.spec.automountServiceAccountToken).toBeUndefined();
+    expect(container(p, "ephemera-sidecar")["securityContext"]).toMatchObject({ runAsNonRoot: true, runAsUser: 10001, allowPrivilegeEscalation: false });
+    expect(container(p, "ephemera-sidecar")["securityContext"]).not.toHaveProperty("privileged");
+    expect(container(p, "ephemera-sidecar")["resources"]).toEqual({ requests: { cpu: "50m", memory: "64Mi" }, limits: { cpu: "500m", memory: "512Mi" } });
+  });
+
+  it("lets the overlay ask main for less (restricted), and keeps automountServiceAccountToken if the overlay sets it", () => {
+    const p = withOverlay(
+      "spec:",
+      "  automountServiceAccountToken: true",
+      "  containers:",
+      "  - name: main",
+      "    securityContext: {runAsNonRoot: true, runAsUser: 1000, capabilities: {drop: [ALL]}, readOnlyRootFilesystem: true}",
+    );
+    expect(container(p, "main")["securityContext"]).toEqual({
+      allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 1000, capabilities: { drop: ["ALL"] }, readOnlyRootFilesystem: true,
+    });
+    expect(p.spec.automountServiceAccountToken).toBe(true);
+  });
+
+  it("puts the token in no container's environment: a Secret named after the pod, mounted read-only in the agents only", () => {
+    const p = withOverlay(
+      "spec:",
+      "  containers:",
+      "  - name: main",
+      "    volumeMounts: [{name: ephemera-token, mountPath: /stolen}]",
+      "  volumes: [{name: ephemera-token, secret: {secretName: elsewhere}}]",
+    );
+    for (const c of [...p.spec.initContainers, ...p.spec.containers]) {
+      expect(((c["env"] ?? []) as Array<{ name: string }>).map((e) => e.name)).not.toContain("EPHEMERA_TOKEN");
+    }
+    expect(p.spec.volumes).toContainEqual({ name: "ephemera-token", secret: { secretName: p.metadata.name, defaultMode: 0o444 } });
+    expect(JSON.stringify(container(p, "main"))).not.toContain("ephemera-token");
+    for (const c of AGENTS) {
+      expect(container(p, c)["volumeMounts"]).toContainEqual({ name: "ephemera-token", mountPath: "/var/run/secrets/ephemera.dev", readOnly: true });
+      expect(container(p, c)["env"]).toContainEqual({ name: "EPHEMERA_TOKEN_FILE", value: "/var/run/secrets/ephemera.dev/token" });
+    }
+  });
+
+  it("builds the token's Secret: the pod's name, namespace and labels, the token as its one key", () => {
+    const p = build({ runner: { image: "x", namespace: "team-a", podTemplateOverlay: "" } });
+    const secret = buildTokenSecret({ ...request({ runner: { image: "x", namespace: "team-a", podTemplateOverlay: "" } }), token: "tok-1" });
+    expect(secret).toEqual({
+      apiVersion: "v1", kind: "Secret", type: "Opaque",
+      metadata: { name: p.metadata.name, namespace: "team-a", labels: p.metadata.labels, annotations: { "ephemera.dev/run-id": "rk1.db.create.provision.2" } },
+      data: { token: Buffer.from("tok-1").toString("base64") },
+    });
   });
 
   it("refuses an overlay that is not a pod template, naming the field and the rule", () => {
