@@ -5,19 +5,28 @@
 # (.ephemera/images/<role>), and the Dockerfile only copies them onto the Node image
 # scripts/base-images.sh gives (the official node:*-bookworm-slim when a registry serves
 # it, else one made from Debian's packages).
-#   scripts/images.sh [--stage] [ROLE...]    --stage: build and stage only, no Docker (Tilt)
+#   scripts/images.sh [--stage] [--no-build] [ROLE...]
+#     --stage: build and stage only, no Docker (Tilt); --no-build: the workspace is built already
+#     (pnpm test's suite: rebuilding would rewrite the bundles other suites are running)
 # Exit 3: Docker cannot run here (the reason on stderr, from ensure-docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "images: $*" >&2; }
 SERVICES=(sandbox scheduler runner iocontext)
 stage_only=false
-[ "${1:-}" = "--stage" ] && { stage_only=true; shift; }
-roles=("$@")
+build=true
+roles=()
+for arg in "$@"; do
+  case "$arg" in
+    --stage) stage_only=true ;;
+    --no-build) build=false ;;
+    *) roles+=("$arg") ;;
+  esac
+done
 [ ${#roles[@]} -gt 0 ] || roles=(agent "${SERVICES[@]}")
 version=$(node -p 'require("./package.json").version')
 
-pnpm -s build >&2
+! $build || pnpm -s build >&2
 for role in "${roles[@]}"; do
   dir=.ephemera/images/$role
   rm -rf "$dir" && mkdir -p "$dir"
@@ -30,8 +39,10 @@ for role in "${roles[@]}"; do
       # It resolves the dependencies' ranges again: from the store's metadata, the registry only for what it lacks.
       pnpm --filter "@ephemera/$role" deploy --prod --legacy --prefer-offline --ignore-scripts "$dir" >/dev/null 2>&1 \
         || pnpm --filter "@ephemera/$role" deploy --prod --legacy --prefer-offline --ignore-scripts "$dir" >&2
-      # Only what runs: no type declarations, source maps or build info in an image.
-      find "$dir" \( -name '*.d.ts' -o -name '*.d.ts.map' -o -name '*.js.map' -o -name '*.tsbuildinfo' \) -delete ;;
+      # Only what runs: no type declarations, source maps or build info in an image, nor pnpm's
+      # own records (.modules.yaml holds the time of the deploy: the same files would be a new image).
+      find "$dir" \( -name '*.d.ts' -o -name '*.d.ts.map' -o -name '*.js.map' -o -name '*.tsbuildinfo' \) -delete
+      rm -f "$dir/node_modules/.modules.yaml" "$dir/node_modules/.pnpm/lock.yaml" ;;
     *) say "no image $role (agent, ${SERVICES[*]})"; exit 2 ;;
   esac
 done
