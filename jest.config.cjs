@@ -21,6 +21,9 @@ module.exports = {
     { ...common, displayName: "e2e", testMatch: ["<rootDir>/{services,test}/**/*.e2e.spec.ts"] },
     // *.faults.spec.ts: own NATS/Redis/services killed, restarted and flushed (~4 min); part of `pnpm test`, so CI runs it.
     { ...common, displayName: "faults", testMatch: ["<rootDir>/test/**/*.faults.spec.ts"] },
+    // *.images.spec.ts: ephemera's images built with Docker and run as containers (`pnpm test:images`, a few
+    // minutes the first time); part of `pnpm test`. Where Docker cannot run it says so in one line.
+    { ...common, displayName: "images", testMatch: ["<rootDir>/test/images/**/*.images.spec.ts"] },
     // *.measure.ts: bounded measurements whose figures go to docs/performance.md (`pnpm test:outputs`);
     // listed only when asked for, so `pnpm test` never runs them.
     ...(process.env.EPHEMERA_MEASURE === "1" ? [{ ...common, displayName: "measure", testMatch: ["<rootDir>/test/load/**/*.measure.ts"] }] : []),

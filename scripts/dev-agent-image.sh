@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds ephemera/agent:0.1.0 (the runner pods' init and sidecar image) and loads it into
+# Builds ephemera/agent:<version> (the runner pods' init and sidecar image) and loads it into
 # the current kubectl context's cluster, as the Tiltfile's agent-image resource does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-image="ephemera/agent:0.1.0"
-docker build --target agent -t "$image" .
+image="ephemera/agent:$(node -p 'require("./package.json").version')"
+bash scripts/images.sh agent
 context="$(kubectl config current-context)"
 case "$context" in
   kind-*) kind load docker-image "$image" --name "${context#kind-}" ;;

@@ -167,12 +167,14 @@ describe("the Dockerfile and the Tiltfile", () => {
     const stages = [...dockerfile.matchAll(/^FROM \S+ AS (\S+)/gm)].map((m) => m[1]);
     expect(stages).toEqual(expect.arrayContaining(["sandbox", "scheduler", "runner", "iocontext", "agent"]));
     expect(dockerfile).toMatch(/^USER 10001:10001$/m);
-    expect(dockerfile).toContain("deploy --prod");
+    // Each image copies what scripts/images.sh stages: a service's production deploy, the agent's bundle.
+    expect(readFileSync(join(ROOT, "scripts/images.sh"), "utf8")).toContain("deploy --prod");
     const prod = objects(render("prod"));
     const config = prod.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"];
     const images = [...new Set(prod.flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string))), config.EPHEMERA_AGENT_IMAGE as string];
     const ours = images.map((i) => /^ephemera\/([a-z-]+):/.exec(i)?.[1]).filter((s): s is string => s !== undefined);
     expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler"]);
     for (const stage of ours) expect(stages).toContain(stage);
+    for (const stage of ours) expect(dockerfile).toContain(` .ephemera/images/${stage} /`);
   });
 });

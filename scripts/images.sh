@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `pnpm images`: builds ephemera's images with Docker, tagged with the workspace's version:
+# ephemera/sandbox, scheduler, runner, iocontext and agent (or the ROLEs named). No build
+# needs the network: the workspace is built and each image's files are staged on the host
+# (.ephemera/images/<role>), and the Dockerfile only copies them onto the Node image
+# scripts/base-images.sh gives (the official node:*-bookworm-slim when a registry serves
+# it, else one made from Debian's packages).
+#   scripts/images.sh [--stage] [--no-build] [ROLE...]
+#     --stage: build and stage only, no Docker (Tilt); --no-build: the workspace is built already
+#     (pnpm test's suite: rebuilding would rewrite the bundles other suites are running)
+# Exit 3: Docker cannot run here (the reason on stderr, from ensure-docker.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { echo "images: $*" >&2; }
+SERVICES=(sandbox scheduler runner iocontext)
+stage_only=false
+build=true
+roles=()
+for arg in "$@"; do
+  case "$arg" in
+    --stage) stage_only=true ;;
+    --no-build) build=false ;;
+    *) roles+=("$arg") ;;
+  esac
+done
+[ ${#roles[@]} -gt 0 ] || roles=(agent "${SERVICES[@]}")
+version=$(node -p 'require("./package.json").version')
+
+! $build || pnpm -s build >&2
+for role in "${roles[@]}"; do
+  dir=.ephemera/images/$role
+  rm -rf "$dir" && mkdir -p "$dir"
+  case "$role" in
+    # The agent is one bundle and its entry; the image makes their V8 code cache with its own Node.
+    agent) cp services/io-agent/dist/agent.cjs services/io-agent/dist/agent-bundle.cjs "$dir/" ;;
+    sandbox | scheduler | runner | iocontext)
+      # --legacy: the workspace does not inject its packages, and the injected layout would name
+      # them by this checkout's absolute path (the Tiltfile syncs into node_modules/.pnpm/@ephemera+kit@file+services+kit).
+      # It resolves the dependencies' ranges again: from the store's metadata, the registry only for what it lacks.
+      pnpm --filter "@ephemera/$role" deploy --prod --legacy --prefer-offline --ignore-scripts "$dir" >/dev/null 2>&1 \
+        || pnpm --filter "@ephemera/$role" deploy --prod --legacy --prefer-offline --ignore-scripts "$dir" >&2
+      # Only what runs: no type declarations, source maps or build info in an image, nor pnpm's
+      # own records (.modules.yaml holds the time of the deploy: the same files would be a new image).
+      find "$dir" \( -name '*.d.ts' -o -name '*.d.ts.map' -o -name '*.js.map' -o -name '*.tsbuildinfo' \) -delete
+      rm -f "$dir/node_modules/.modules.yaml" "$dir/node_modules/.pnpm/lock.yaml" ;;
+    *) say "no image $role (agent, ${SERVICES[*]})"; exit 2 ;;
+  esac
+done
+$stage_only && exit 0
+
+bash scripts/ensure-docker.sh
+base=$(bash scripts/base-images.sh)
+say "building on $base"
+base_size=$(docker image inspect -f '{{ .Size }}' "$base")
+base_id=$(docker image inspect -f '{{ .Id }}' "$base")
+# What an image is made of (its staged files, the Dockerfile, the base): an image already
+# labelled with it is kept, since the legacy builder takes long even when every layer is cached.
+inputs() {
+  { tar -C .ephemera/images --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - "$1" | sha256sum
+    sha256sum Dockerfile; echo "$base_id"; } | sha256sum | cut -c1-16
+}
+for role in "${roles[@]}"; do
+  image="ephemera/$role:$version"
+  hash=$(inputs "$role")
+  if [ "$(docker image inspect -f '{{ index .Config.Labels "dev.ephemera.inputs" }}' "$image" 2>/dev/null)" != "$hash" ]; then
+    # The legacy builder's deprecation notice on every build is noise: its output only when it fails.
+    log=$(DOCKER_BUILDKIT=0 docker build -q --target "$role" --build-arg "NODE_IMAGE=$base" \
+      --label "dev.ephemera.inputs=$hash" -t "$image" . 2>&1) || { echo "$log" >&2; say "building $image failed"; exit 1; }
+  fi
+  size=$(docker image inspect -f '{{ .Size }}' "$image")
+  say "$(awk -v i="$image" -v s="$size" -v b="$base_size" 'BEGIN { printf "%-26s %4.0f MB, %5.1f MB on the base", i, s / 1e6, (s - b) / 1e6 }')"
+done
