@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fresh, pod, podWhere, startHarness, waitFor, type Harness } from "./sim.testkit.js";
+import { startKubeSimProcess } from "./child.js";
 import { startKubeSim } from "./start.js";
 
 const DEBIAN = "debian:bookworm-slim";
@@ -166,4 +167,24 @@ if (dockerAnswers) it("with default settings, a pod cannot write to the host: a 
     expect(state(done)?.terminated).toMatchObject({ exitCode: 0, reason: "Completed" });
     expect(files.filter((f) => existsSync(f))).toEqual([]);
   } finally { await sim.stop(); }
+});
+
+if (dockerAnswers) it("removes at start the containers a killed kube-sim of the same data dir left", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kube-sim-killed-"));
+  const dataDir = join(dir, "data");
+  const killed = await startKubeSimProcess({ kubeconfigPath: join(dir, "a"), dataDir, runtime: "docker", deadlineMs: 30_000 });
+  try {
+    const res = await fetch(`${killed.url}/api/v1/namespaces/default/pods`, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(pod("left", { containers: [sh("main", "sleep 300")] })) });
+    expect(res.status).toBe(201);
+    const uid = ((await res.json()) as V1Pod).metadata!.uid!;
+    await waitFor("the pod's two containers", () => dockerPs(`dev.ephemera.kube-sim.pod=${uid}`).length === 2, 30_000);
+    process.kill(killed.pid, "SIGKILL");
+    await killed.kill();
+    expect(dockerPs(`dev.ephemera.kube-sim.pod=${uid}`)).toHaveLength(2);
+    const next = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(dir, "b"), dataDir, runtime: "docker" });
+    expect(dockerPs(`dev.ephemera.kube-sim.pod=${uid}`)).toEqual([]);
+    expect(next.runtime).toEqual({ name: "docker", why: "Docker answers; 2 leftover container(s) removed" });
+    await next.stop();
+  } finally { await killed.kill(); }
 });
