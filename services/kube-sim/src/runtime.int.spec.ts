@@ -48,19 +48,19 @@ describe.each(runtimes)("the %s runtime", (runtime) => {
     await h.core.deleteNamespacedPod({ name, namespace: h.ns, gracePeriodSeconds: 0 });
   });
 
-  it("mounts secret and configMap files, resolves secretKeyRef, and reports exit codes and logs", async () => {
+  it("mounts secret and configMap files, resolves secretKeyRef, and reports exit codes, termination messages and logs", async () => {
     const name = fresh("vol");
     await h.core.createNamespacedSecret({ namespace: h.ns, body: { metadata: { name: `${name}-s` }, stringData: { token: "s3cret", other: "o" } } });
     await h.core.createNamespacedConfigMap({ namespace: h.ns, body: { metadata: { name: `${name}-c` }, data: { "app.conf": "fast=1" } } });
     await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [sh("main",
-      "cat /etc/s/tok; echo; cat /etc/c/app.conf; echo; echo $TOKEN; ls /etc/s; exit 3", {
+      "cat /etc/s/tok; echo; cat /etc/c/app.conf; echo; echo $TOKEN; ls /etc/s; echo bye > /dev/termination-log; exit 3", {
         env: [{ name: "TOKEN", valueFrom: { secretKeyRef: { name: `${name}-s`, key: "token" } } }],
         volumeMounts: [{ name: "s", mountPath: "/etc/s", readOnly: true }, { name: "c", mountPath: "/etc/c" }],
       })],
     volumes: [{ name: "s", secret: { secretName: `${name}-s`, items: [{ key: "token", path: "tok" }] } }, { name: "c", configMap: { name: `${name}-c` } }],
     }) });
     const done = await podWhere(h, name, (p) => phase(p) === "Failed", "Failed", 30_000);
-    expect(state(done)?.terminated).toMatchObject({ exitCode: 3, reason: "Error" });
+    expect(state(done)?.terminated).toMatchObject({ exitCode: 3, reason: "Error", message: "bye\n" });
     expect(await log(h, name)).toBe("s3cret\nfast=1\ns3cret\ntok\n");
   });
 
