@@ -5,6 +5,8 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fresh, pod, podWhere, startHarness, waitFor, type Harness } from "./sim.testkit.js";
@@ -93,6 +95,20 @@ if (dockerAnswers) describe("the docker runtime", () => {
     await h.core.deleteNamespacedPod({ name, namespace: h.ns, gracePeriodSeconds: 1 });
     await waitFor("the pod gone", async () => !(await h.core.listNamespacedPod({ namespace: h.ns })).items.some((p) => p.metadata?.name === name), 30_000);
     await waitFor("its containers gone", () => dockerPs(label).length === 0, 30_000);
+  });
+
+  it("lets a pod reach a host service listening on the bridge gateway as host.kube-sim.internal", async () => {
+    const server = createServer((_req, res) => res.end("from-host"));
+    await new Promise<void>((ok) => server.listen(0, "0.0.0.0", () => ok()));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const name = fresh("host");
+      await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [{ name: "main", image: NODE,
+        command: ["node", "-e", `fetch("http://host.kube-sim.internal:${port}/").then((r) => r.text()).then(console.log)`] }] }) });
+      const done = await podWhere(h, name, (p) => phase(p) === "Succeeded" || phase(p) === "Failed", "the pod to end", 30_000);
+      expect(await log(h, name)).toBe("from-host\n");
+      expect(phase(done)).toBe("Succeeded");
+    } finally { server.close(); }
   });
 
   it("reports OOMKilled with exit code 137 for a container past its memory limit", async () => {
