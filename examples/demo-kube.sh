@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hello-db with the Kubernetes driver, on the simulated cluster: kube-sim (its kubelet runs
-# each pod's containers as local processes), then the stack with
+# each pod's containers as local processes, which reach the IO context on 127.0.0.1), then the stack with
 # EPHEMERA_RUNNER_DRIVER=kubernetes pointed at it. kubectl watches the runner pods come
 # and go while the sandbox is created; the simulator's call counts show the cost. Then a
 # sandbox forks a baseline Deployment: kubectl shows the fork, its Service and the outputs
@@ -16,6 +16,7 @@ export EPHEMERA_API="$EPHEMERA_API_LISTEN"
 export EPHEMERA_ROUTES_LISTEN="${EPHEMERA_ROUTES_LISTEN:-127.0.0.1:7427}"
 export EPHEMERA_ROUTES_HTTP_LISTEN="${EPHEMERA_ROUTES_HTTP_LISTEN:-127.0.0.1:7428}"
 export EPHEMERA_KUBE_SIM_LISTEN="${EPHEMERA_KUBE_SIM_LISTEN:-127.0.0.1:7443}"
+export EPHEMERA_KUBE_SIM_RUNTIME="${EPHEMERA_KUBE_SIM_RUNTIME:-process}"
 export EPHEMERA_KUBE_SIM_KUBECONFIG="${EPHEMERA_KUBE_SIM_KUBECONFIG:-.ephemera/kube-sim.kubeconfig}"
 export KUBECONFIG="$EPHEMERA_KUBE_SIM_KUBECONFIG"
 export EPHEMERA_RUNNER_DRIVER=kubernetes

@@ -179,7 +179,7 @@ describe("failures asked for by annotation", () => {
 
 it("leaves no process behind when it stops", async () => {
   const out = hostDir();
-  const own = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(out, "kubeconfig") });
+  const own = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(out, "kubeconfig"), runtime: "process" });
   const res = await fetch(`${own.url}/api/v1/namespaces/default/pods`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(pod("p", {
     containers: [sh("main", "sleep 300 & echo $$! > /out/child; echo $$$$ > /out/pid; wait", { volumeMounts: [{ name: "out", mountPath: "/out" }] })],
     volumes: [{ name: "out", hostPath: { path: out } }],
