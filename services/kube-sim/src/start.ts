@@ -3,13 +3,14 @@
 // tests both start it through here.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Crud } from "./api/crud.js";
 import { handler } from "./api/server.js";
 import { defaultImageMap, type ImageMount } from "./kubelet/images.js";
 import { Kubelet } from "./kubelet/kubelet.js";
+import { confinementConfig, type Confinement } from "./kubelet/launch.js";
 import { startWorkloadController } from "./controllers/workloads.js";
 import { writeKubeconfig } from "./kubeconfig.js";
 import { findRepoRoot } from "./repo.js";
@@ -34,6 +35,8 @@ export interface KubeSimOptions {
   repoRoot?: string;
   /** How often a watch with allowWatchBookmarks gets a BOOKMARK (default 1000 ms). */
   bookmarkEveryMs?: number;
+  /** How containers are confined; default the process driver's settings from the environment (launch.ts). */
+  confinement?: Confinement;
 }
 
 export interface KubeSim {
@@ -46,12 +49,15 @@ export interface KubeSim {
 }
 
 export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSim> {
+  const repoRoot = options.repoRoot ?? findRepoRoot();
+  const confinement = options.confinement ?? confinementConfig(process.env, process.getuid?.(), repoRoot);
+  if (!existsSync(confinement.launcher)) throw new Error(`no ephemera-launch at ${confinement.launcher}: \`pnpm build\` makes it (scripts/build-launcher.sh)`);
   const [host, portText] = splitListen(options.listen ?? "127.0.0.1:7443");
   const ownData = !options.dataDir;
   const dataDir = options.dataDir ? resolve(options.dataDir) : mkdtempSync(join(tmpdir(), "kube-sim-"));
   mkdirSync(dataDir, { recursive: true });
   const store = new Store(options.watchHistory ?? 1000);
-  const kubelet = new Kubelet(store, dataDir, [...(options.images ?? []), ...defaultImageMap(options.repoRoot ?? findRepoRoot())]);
+  const kubelet = new Kubelet(store, dataDir, [...(options.images ?? []), ...defaultImageMap(repoRoot)], confinement);
   const crud = new Crud(store, kubelet);
   const stopWorkloads = startWorkloadController(store);
   for (const ns of ["default", "kube-system", "kube-public"]) crud.create(typeOf("namespaces"), undefined, { metadata: { name: ns } } as unknown as Obj);

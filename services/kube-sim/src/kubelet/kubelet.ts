@@ -9,6 +9,7 @@ import type { Obj, Store } from "../store.js";
 import { rfc3339 } from "../time.js";
 import type { Lookup } from "./env.js";
 import type { ImageMount } from "./images.js";
+import type { Confinement } from "./launch.js";
 import { PodRunner } from "./pod.js";
 
 export class Kubelet implements PodTerminator {
@@ -16,7 +17,9 @@ export class Kubelet implements PodTerminator {
   private readonly unsubscribe: () => void;
   containersStarted = 0;
 
-  constructor(private readonly store: Store, private readonly dataDir: string, private readonly images: ImageMount[]) {
+  constructor(
+    private readonly store: Store, private readonly dataDir: string, private readonly images: ImageMount[], private readonly confinement: Confinement,
+  ) {
     this.unsubscribe = store.subscribe((c) => {
       const kind = c.object["kind"];
       if (kind === "Pod" && c.type === "ADDED") {
@@ -40,6 +43,7 @@ export class Kubelet implements PodTerminator {
       store: this.store,
       dir: this.podDir(pod.metadata.uid),
       images: this.images,
+      confinement: this.confinement,
       lookup: (ns) => this.lookup(ns),
       onContainerStarted: () => { this.containersStarted++; },
       onRemoved: (uid) => this.forget(uid),

@@ -1,11 +1,10 @@
 // One pod on the simulated node: its init containers in order, then its containers
-// together, each a local process (launch.ts); every change of state written as the pod's
+// together, each a confined local process (launch.ts); every change of state written as the pod's
 // status, one MODIFIED event each. Deletion, the active deadline and the injected faults
 // end it early.
 import type { ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, openSync, readSync, closeSync, writeFileSync, statSync, chmodSync } from "node:fs";
-import { constants } from "node:os";
 import { join, posix } from "node:path";
 import { typeOf } from "../resources.js";
 import type { Obj, Store } from "../store.js";
@@ -13,7 +12,7 @@ import { rfc3339 } from "../time.js";
 import { ConfigError, containerArgv, containerEnv, type Lookup, type PodFacts } from "./env.js";
 import { podFault, type PodFault } from "./faults.js";
 import { mountsFor, type ImageMount } from "./images.js";
-import { killGroup, launch, type Mount } from "./launch.js";
+import { containerUser, ended, killContainer, launch, type Confinement, type Mount } from "./launch.js";
 import { conditions, hasStarted, isRunning, isTerminated, type Condition, type ContainerState, type ContainerStatus } from "./status.js";
 import { prepareVolumes } from "./volumes.js";
 
@@ -28,10 +27,14 @@ export interface PodContext {
   /** This pod's own directory (volumes, private /tmp, logs, termination files). */
   dir: string;
   images: ImageMount[];
+  confinement: Confinement;
   lookup: (namespace: string) => Lookup;
   onContainerStarted: () => void;
   onRemoved: (uid: string) => void;
 }
+
+/** A container ready to start: its environment, command and user. */
+interface Prepared { env: Record<string, string>; argv: string[]; user: { uid: number; gid: number } | undefined }
 
 /** A terminal state fixed by the kubelet, not by the containers' exits. */
 interface Verdict { phase: "Failed" | "Unknown"; reason: string; message: string }
@@ -177,13 +180,15 @@ export class PodRunner {
       }
       const facts = this.facts();
       const prepared = await this.retrying(() => {
+        const sc = { ...((this.spec["securityContext"] ?? {}) as Rec), ...((spec["securityContext"] ?? {}) as Rec) };
+        const user = containerUser(sc, this.ctx.confinement);
         const env = containerEnv(spec, facts, this.ctx.lookup(this.ns));
-        return { env, argv: containerArgv(spec, env) };
+        return { env, argv: containerArgv(spec, env), user };
       }, (message) => {
         status.state = { waiting: { reason: /has no command/.test(message) ? "CreateContainerError" : "CreateContainerConfigError", message } };
       });
       if (!prepared) return undefined;
-      const exitCode = await this.startAndWait(spec, status, volumes, prepared.env, prepared.argv, init);
+      const exitCode = await this.startAndWait(spec, status, volumes, prepared, init);
       if (exitCode === undefined) return undefined;
       const restart = !this.ended && (policy === "Always" && !init || (policy !== "Never" && exitCode !== 0));
       if (!restart) return exitCode;
@@ -201,13 +206,12 @@ export class PodRunner {
     };
   }
 
-  private async startAndWait(spec: Rec, status: ContainerStatus, volumes: Map<string, string>, env: Record<string, string>, argv: string[], init: boolean): Promise<number | undefined> {
+  private async startAndWait(spec: Rec, status: ContainerStatus, volumes: Map<string, string>, prepared: Prepared, init: boolean): Promise<number | undefined> {
     const name = status.name;
-    const tmp = join(this.ctx.dir, "tmp", name);
+    // The launcher's run directory: its status, and the container's private /tmp (kept across restarts).
+    const runDir = join(this.ctx.dir, "run", name);
     const termFile = join(this.ctx.dir, "term", name);
     const logFile = join(this.ctx.dir, "logs", `${name}.log`);
-    mkdirSync(tmp, { recursive: true, mode: 0o1777 });
-    chmodSync(tmp, 0o1777);
     mkdirSync(join(this.ctx.dir, "term"), { recursive: true });
     mkdirSync(join(this.ctx.dir, "logs"), { recursive: true });
     writeFileSync(termFile, "", { mode: 0o666 });
@@ -219,18 +223,16 @@ export class PodRunner {
       mounts.push({ source: m["subPath"] ? join(source, String(m["subPath"])) : source, target: posix.resolve("/", String(m["mountPath"])), readOnly: !!m["readOnly"] });
     }
     for (const im of mountsFor(String(spec["image"] ?? ""), this.ctx.images)) mounts.push({ source: im.hostDir, target: im.mountPath, readOnly: true });
-    mounts.push({ source: termFile, target: String(spec["terminationMessagePath"] ?? "/dev/termination-log"), readOnly: false, file: true });
-    const sc = { ...((this.spec["securityContext"] ?? {}) as Rec), ...((spec["securityContext"] ?? {}) as Rec) };
+    mounts.push({ source: termFile, target: String(spec["terminationMessagePath"] ?? "/dev/termination-log"), readOnly: false });
     const proc = launch({
-      argv,
-      env: { PATH: process.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin", HOSTNAME: this.name, ...env },
+      argv: prepared.argv,
+      env: { PATH: process.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin", HOSTNAME: this.name, ...prepared.env },
       workingDir: spec["workingDir"] as string | undefined,
-      uid: sc["runAsUser"] as number | undefined,
-      gid: sc["runAsGroup"] as number | undefined,
-      privateTmp: tmp,
+      user: prepared.user,
+      runDir,
       mounts,
       logFile,
-    });
+    }, this.ctx.confinement);
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
       proc.once("exit", (code, signal) => resolve({ code, signal }));
       proc.once("error", (error) => resolve({ code: 128, signal: null, error }));
@@ -250,11 +252,12 @@ export class PodRunner {
 
     const { code, signal, error } = await exited;
     this.procs.delete(name);
-    const exitCode = code ?? 128 + (signal ? constants.signals[signal] : 0);
+    const end = ended(runDir, prepared.argv[0] ?? "", code, signal);
+    const exitCode = end.exitCode;
     if (!this.frozen) {
-      const reason = this.oomKilled.has(name) ? "OOMKilled" : exitCode === 0 ? "Completed" : "Error";
-      const message = error ? `failed to start the container: ${error.message}` : this.terminationMessage(spec, termFile, logFile, exitCode);
-      const state: ContainerState = { terminated: { exitCode, ...(signal ? { signal: constants.signals[signal] } : {}), reason, ...(message ? { message } : {}), startedAt, finishedAt: rfc3339(), containerID } };
+      const reason = this.oomKilled.has(name) ? "OOMKilled" : exitCode === 0 ? "Completed" : end.message ? "StartError" : "Error";
+      const message = error ? `failed to start the container: ${error.message}` : end.message ?? this.terminationMessage(spec, termFile, logFile, exitCode);
+      const state: ContainerState = { terminated: { exitCode, ...(end.signal ? { signal: end.signal } : {}), reason, ...(message ? { message } : {}), startedAt, finishedAt: rfc3339(), containerID } };
       status.state = state;
       status.ready = false;
       this.write();
@@ -295,7 +298,7 @@ export class PodRunner {
     switch (this.fault.kind) {
       case "OOMKilled":
         this.oomKilled.add(container);
-        killGroup(this.procs.get(container)?.pid, "SIGKILL");
+        killContainer(this.procs.get(container)?.pid, "SIGKILL");
         return;
       case "Evicted":
         this.endWith({ phase: "Failed", reason: "Evicted", message: "The node was low on resource: memory. " });
@@ -334,7 +337,7 @@ export class PodRunner {
   }
 
   private killAll(signal: NodeJS.Signals): void {
-    for (const p of this.procs.values()) killGroup(p.pid, signal);
+    for (const p of this.procs.values()) killContainer(p.pid, signal);
   }
 
   /** Nothing of the pod runs: a delete can remove it at once. */
