@@ -142,6 +142,14 @@ describe("confinement: what a pod's scripts can do to the host", () => {
     expect(await h.core.readNamespacedPodLog({ name, namespace: h.ns })).toBe("1234:4321\n");
   });
 
+  it("ends a container whose command is not found StartError, exit code 128, naming the command", async () => {
+    const name = fresh("nocmd");
+    await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [{ name: "main", image: "x", command: ["no-such-command-here"] }] }) });
+    const failed = await podWhere(h, name, (p) => phase(p) === "Failed", "Failed");
+    expect(main(failed)?.state?.terminated).toMatchObject({ exitCode: 128, reason: "StartError" });
+    expect(main(failed)?.state?.terminated?.message).toMatch(/^failed to start the container: exec "no-such-command-here": \w/);
+  });
+
   it.each([
     ["runAsUser 0", { runAsUser: 0 }, "securityContext.runAsUser 0 (root) is refused"],
     ["privileged", { privileged: true }, "securityContext.privileged is refused"],

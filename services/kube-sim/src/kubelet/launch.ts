@@ -42,7 +42,8 @@ export function confinementConfig(env: Env, processUid: number | undefined, repo
     ...(root ? { user: { uid, gid: envInt(env, "EPHEMERA_STEP_GID", uid === NOBODY ? NOBODY : uid) } } : {}),
     // Only root can remount the host's mounts.
     readOnlyHost: root && envBool(env, "EPHEMERA_STEP_HOST_READONLY", true),
-    allowRoot: envBool(env, "EPHEMERA_KUBE_SIM_ALLOW_ROOT", false),
+    // EPHEMERA_STEP_UID=0 asks for root already, as it keeps steps root.
+    allowRoot: envBool(env, "EPHEMERA_KUBE_SIM_ALLOW_ROOT", root && uid === 0),
   };
 }
 
