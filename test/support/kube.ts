@@ -17,10 +17,11 @@ export interface Sim {
   stop(): Promise<void>;
 }
 
-export async function startSim(): Promise<Sim> {
+/** `env`: kube-sim's settings, e.g. EPHEMERA_STEP_HOST_READONLY. */
+export async function startSim(env: Record<string, string> = {}): Promise<Sim> {
   // Outside /tmp: containers get a private /tmp of their own.
   const dir = mkdtempSync("/var/tmp/ephemera-kube-sim-");
-  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000, runtime: "process" });
+  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000, runtime: "process", env });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${sim.url}${path}`, { method, ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }) });
     if (!res.ok) throw new Error(`kube-sim ${method} ${path}: ${res.status} ${await res.text()}`);

@@ -3,7 +3,7 @@
 // tests both start it through here.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Crud } from "./api/crud.js";
@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { dockerRuntime, dockerUnavailable, removeLeftovers } from "./kubelet/docker-runtime.js";
 import { defaultImageMap, type ImageEntry } from "./kubelet/images.js";
 import { Kubelet } from "./kubelet/kubelet.js";
+import { confinementConfig, type Confinement } from "./kubelet/launch.js";
 import { processRuntime } from "./kubelet/process-runtime.js";
 import type { ContainerRuntime } from "./kubelet/runtime.js";
 import { startWorkloadController } from "./controllers/workloads.js";
@@ -40,6 +41,8 @@ export interface KubeSimOptions {
   repoRoot?: string;
   /** How often a watch with allowWatchBookmarks gets a BOOKMARK (default 1000 ms). */
   bookmarkEveryMs?: number;
+  /** How the process runtime confines containers; default the process driver's settings from the environment (launch.ts). */
+  confinement?: Confinement;
 }
 
 export type RuntimeName = "docker" | "process";
@@ -61,12 +64,14 @@ export interface KubeSim {
 }
 
 export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSim> {
+  const repoRoot = options.repoRoot ?? findRepoRoot();
   const [host, portText] = splitListen(options.listen ?? "127.0.0.1:7443");
   const ownData = !options.dataDir;
   const dataDir = options.dataDir ? resolve(options.dataDir) : mkdtempSync(join(tmpdir(), "kube-sim-"));
   mkdirSync(dataDir, { recursive: true });
-  const images = [...(options.images ?? []), ...defaultImageMap(options.repoRoot ?? findRepoRoot())];
-  const { runtime, why } = await chooseRuntime(options.runtime, dataDir, images);
+  const images = [...(options.images ?? []), ...defaultImageMap(repoRoot)];
+  const confined = () => processRuntime(confinementFor(options.confinement, repoRoot));
+  const { runtime, why } = await chooseRuntime(options.runtime, dataDir, images, confined);
   const store = new Store(options.watchHistory ?? 1000);
   const kubelet = new Kubelet(store, dataDir, images, runtime);
   const crud = new Crud(store, kubelet);
@@ -105,7 +110,9 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
 }
 
 /** The runtime asked for, or docker when Docker answers and process otherwise; docker asked for and not answering is an error. */
-async function chooseRuntime(asked: RuntimeName | undefined, dataDir: string, images: ImageEntry[]): Promise<{ runtime: ContainerRuntime; why: string }> {
+async function chooseRuntime(
+  asked: RuntimeName | undefined, dataDir: string, images: ImageEntry[], processRuntime: () => ContainerRuntime,
+): Promise<{ runtime: ContainerRuntime; why: string }> {
   if (asked === "process") return { runtime: processRuntime(), why: "asked for" };
   const unavailable = await dockerUnavailable();
   if (unavailable) {
@@ -116,6 +123,13 @@ async function chooseRuntime(asked: RuntimeName | undefined, dataDir: string, im
   const removed = await removeLeftovers(dataDir);
   const simId = randomBytes(6).toString("hex");
   return { runtime: dockerRuntime({ simId, dataDir, images }), why: `Docker answers${removed ? `; ${removed} leftover container(s) removed` : ""}` };
+}
+
+/** The process runtime's confinement: as given, or the process driver's settings; its launcher must be built. */
+function confinementFor(given: Confinement | undefined, repoRoot: string): Confinement {
+  const confinement = given ?? confinementConfig(process.env, process.getuid?.(), repoRoot);
+  if (!existsSync(confinement.launcher)) throw new Error(`no ephemera-launch at ${confinement.launcher}: \`pnpm build\` makes it (scripts/build-launcher.sh)`);
+  return confinement;
 }
 
 function splitListen(listen: string): [string, string] {

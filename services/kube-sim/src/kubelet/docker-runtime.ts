@@ -176,14 +176,14 @@ function attach(id: string, logFile: string): RunningContainer {
     closeSync(log);
   }
   const exited = new Promise<ContainerExit>((resolve) => {
-    proc.once("error", (error) => resolve({ code: 128, signal: null, error }));
+    proc.once("error", (error) => resolve({ exitCode: 128, startError: `failed to start the container: ${error.message}` }));
     proc.once("exit", (cliCode) => {
       void (async (): Promise<ContainerExit> => {
         try {
           const [code, oom, error] = (await docker(["inspect", "--format", "{{.State.ExitCode}}\t{{.State.OOMKilled}}\t{{.State.Error}}", id])).split("\t");
-          return { code: Number(code), signal: null, oomKilled: oom === "true", ...(error ? { error: new Error(error) } : {}) };
+          return { exitCode: Number(code), oomKilled: oom === "true", ...(error ? { startError: `failed to start the container: ${error}` } : {}) };
         } catch {
-          return { code: cliCode ?? 137, signal: null };
+          return { exitCode: cliCode ?? 137 };
         }
       })().then(async (exit) => {
         await docker(["rm", "-f", "-v", id]).catch(() => undefined);

@@ -3,7 +3,7 @@ import type { ContainerLaunch } from "./runtime.js";
 
 const launch = (over: Partial<ContainerLaunch>): ContainerLaunch => ({
   name: "main", image: "debian:bookworm-slim", command: ["true"], args: undefined, env: {}, workingDir: undefined,
-  securityContext: {}, resources: {}, mounts: [], privateTmp: "/unused", logFile: "/unused", ...over,
+  securityContext: {}, resources: {}, mounts: [], runDir: "/unused", logFile: "/unused", ...over,
 });
 const POD = '"p_ns(uid)"';
 
@@ -13,7 +13,7 @@ it("turns the security context and limits into docker create's options", () => {
       allowPrivilegeEscalation: false, capabilities: { add: ["NET_ADMIN"], drop: ["ALL"] }, privileged: true },
     resources: { limits: { memory: "64Mi", cpu: "500m" } },
     workingDir: "/w",
-    mounts: [{ source: "/data/v", target: "/v", readOnly: true }, { source: "/data/t", target: "/dev/termination-log", readOnly: false, file: true }],
+    mounts: [{ source: "/data/v", target: "/v", readOnly: true }, { source: "/data/t", target: "/dev/termination-log", readOnly: false }],
   }), "", POD)).toEqual([
     "--user", "1000:2000", "--group-add", "3000", "--group-add", "4000", "--read-only", "--privileged",
     "--security-opt", "no-new-privileges", "--cap-add", "NET_ADMIN", "--cap-drop", "ALL",

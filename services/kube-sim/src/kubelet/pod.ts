@@ -4,7 +4,6 @@
 // end it early.
 import { createHash } from "node:crypto";
 import { mkdirSync, openSync, readSync, closeSync, writeFileSync, statSync, chmodSync } from "node:fs";
-import { constants } from "node:os";
 import { join, posix } from "node:path";
 import { typeOf } from "../resources.js";
 import type { Obj, Store } from "../store.js";
@@ -222,11 +221,10 @@ export class PodRunner {
   /** Starts a container in the pod's sandbox and reports it running. */
   private async startContainer(spec: Rec, status: ContainerStatus, volumes: Map<string, string>, env: Record<string, string>, init: boolean): Promise<Started> {
     const name = status.name;
-    const tmp = join(this.ctx.dir, "tmp", name);
+    // The runtime's directory for this container (the process runtime's launcher status and private /tmp), kept across restarts.
+    const runDir = join(this.ctx.dir, "run", name);
     const termFile = join(this.ctx.dir, "term", name);
     const logFile = join(this.ctx.dir, "logs", `${name}.log`);
-    mkdirSync(tmp, { recursive: true, mode: 0o1777 });
-    chmodSync(tmp, 0o1777);
     mkdirSync(join(this.ctx.dir, "term"), { recursive: true });
     mkdirSync(join(this.ctx.dir, "logs"), { recursive: true });
     writeFileSync(termFile, "", { mode: 0o666 });
@@ -238,7 +236,7 @@ export class PodRunner {
       mounts.push({ source: m["subPath"] ? join(source, String(m["subPath"])) : source, target: posix.resolve("/", String(m["mountPath"])), readOnly: !!m["readOnly"] });
     }
     for (const im of mountsFor(String(spec["image"] ?? ""), this.ctx.images)) mounts.push({ source: im.hostDir, target: im.mountPath, readOnly: true });
-    mounts.push({ source: termFile, target: String(spec["terminationMessagePath"] ?? "/dev/termination-log"), readOnly: false, file: true });
+    mounts.push({ source: termFile, target: String(spec["terminationMessagePath"] ?? "/dev/termination-log"), readOnly: false });
     const container = await this.sandbox!.start({
       name,
       image: String(spec["image"] ?? ""),
@@ -248,7 +246,7 @@ export class PodRunner {
       securityContext: { ...((this.spec["securityContext"] ?? {}) as Rec), ...((spec["securityContext"] ?? {}) as Rec) },
       resources: (spec["resources"] ?? {}) as Rec,
       mounts,
-      privateTmp: tmp,
+      runDir,
       logFile,
     });
     this.procs.set(name, container);
@@ -268,13 +266,12 @@ export class PodRunner {
   /** Waits for a started container to end and reports how; its exit code, or undefined once the kubelet stopped reporting. */
   private async wait(spec: Rec, status: ContainerStatus, started: Started): Promise<number | undefined> {
     const name = status.name;
-    const { code, signal, oomKilled, error } = await started.container.exited;
+    const { exitCode, signal, oomKilled, startError } = await started.container.exited;
     this.procs.delete(name);
-    const exitCode = code ?? 128 + (signal ? constants.signals[signal] : 0);
     if (!this.frozen) {
-      const reason = this.oomKilled.has(name) || oomKilled ? "OOMKilled" : exitCode === 0 ? "Completed" : "Error";
-      const message = error ? `failed to start the container: ${error.message}` : this.terminationMessage(spec, started.termFile, started.logFile, exitCode);
-      const state: ContainerState = { terminated: { exitCode, ...(signal ? { signal: constants.signals[signal] } : {}), reason, ...(message ? { message } : {}),
+      const reason = this.oomKilled.has(name) || oomKilled ? "OOMKilled" : exitCode === 0 ? "Completed" : startError ? "StartError" : "Error";
+      const message = startError ?? this.terminationMessage(spec, started.termFile, started.logFile, exitCode);
+      const state: ContainerState = { terminated: { exitCode, ...(signal ? { signal } : {}), reason, ...(message ? { message } : {}),
         startedAt: started.startedAt, finishedAt: rfc3339(), containerID: started.container.id } };
       status.state = state;
       status.ready = false;

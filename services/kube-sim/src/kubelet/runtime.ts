@@ -19,17 +19,20 @@ export interface ContainerLaunch {
   securityContext: Rec;
   resources: Rec;
   mounts: Mount[];
-  /** Host directory the process runtime shows as /tmp (a container has its own). */
-  privateTmp: string;
+  /** A host directory of the container's own, kept across its restarts: the process runtime's launcher status and private /tmp. */
+  runDir: string;
   logFile: string;
 }
 
+/** How a container ended, as containerStatuses[].state.terminated reports it. */
 export interface ContainerExit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
+  exitCode: number;
+  /** The signal number that ended it. */
+  signal?: number;
   /** Killed by the kernel's OOM killer at the container's memory limit. */
   oomKilled?: boolean;
-  error?: Error;
+  /** It never ran its command (not found, not executable): reason StartError, with this message. */
+  startError?: string;
 }
 
 export interface RunningContainer {
@@ -43,7 +46,10 @@ export interface RunningContainer {
 export interface PodSandbox {
   podIP: string;
   hostIP: string;
-  /** Starts a container; throws ConfigError (CreateContainerConfigError) or ImagePullError. */
+  /**
+   * Starts a container; throws ConfigError (CreateContainerConfigError: a user the runtime
+   * refuses, such as root), CreateContainerError or ImagePullError.
+   */
   start(launch: ContainerLaunch): Promise<RunningContainer>;
   /** Removes what is left of the pod (its pause container); its containers have exited. */
   remove(): Promise<void>;
