@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hello-db with the Kubernetes driver, on the simulated cluster: kube-sim (its kubelet runs
-# each pod's containers as local processes), then the stack with
+# each pod's containers as local processes, which reach the IO context on 127.0.0.1), then the stack with
 # EPHEMERA_RUNNER_DRIVER=kubernetes pointed at it. kubectl watches the runner pods come
 # and go while the sandbox is created; the simulator's call counts show the cost. Then a
 # sandbox forks a baseline Deployment: kubectl shows the fork, its Service and the outputs
@@ -16,6 +16,7 @@ export EPHEMERA_API="$EPHEMERA_API_LISTEN"
 export EPHEMERA_ROUTES_LISTEN="${EPHEMERA_ROUTES_LISTEN:-127.0.0.1:7427}"
 export EPHEMERA_ROUTES_HTTP_LISTEN="${EPHEMERA_ROUTES_HTTP_LISTEN:-127.0.0.1:7428}"
 export EPHEMERA_KUBE_SIM_LISTEN="${EPHEMERA_KUBE_SIM_LISTEN:-127.0.0.1:7443}"
+export EPHEMERA_KUBE_SIM_RUNTIME="${EPHEMERA_KUBE_SIM_RUNTIME:-process}"
 export EPHEMERA_KUBE_SIM_KUBECONFIG="${EPHEMERA_KUBE_SIM_KUBECONFIG:-.ephemera/kube-sim.kubeconfig}"
 export KUBECONFIG="$EPHEMERA_KUBE_SIM_KUBECONFIG"
 export EPHEMERA_RUNNER_DRIVER=kubernetes
@@ -38,7 +39,11 @@ wait_for() {
   echo "no \"$2\" within 30 s"; cat "$1"; exit 1
 }
 
-node services/kube-sim/dist/main.js >"$logs/kube-sim.log" 2>&1 &
+# As root, containers without a runAsUser run as the agent's user (10001), not nobody: the
+# step must read the env file the agent writes, mode 0600, as a root image would.
+agent_uid=()
+[ "$(id -u)" = 0 ] && agent_uid=(EPHEMERA_STEP_UID="${EPHEMERA_STEP_UID:-10001}")
+env "${agent_uid[@]}" node services/kube-sim/dist/main.js >"$logs/kube-sim.log" 2>&1 &
 pids+=($!)
 wait_for "$logs/kube-sim.log" "kube-sim is up" "${pids[-1]}"
 head -1 "$logs/kube-sim.log"; echo

@@ -5,7 +5,7 @@
 // the rule come and go; delete removing the forks before the resource's delete workflow
 // runs; updates (an image changed in place, a fork added and one removed); a baseline
 // that does not exist.
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as pb from "@ephemera/proto";
 import { call, grpc, waitFor } from "@ephemera/kit";
@@ -47,7 +47,9 @@ describe("forks and the Routes API (Kubernetes driver, simulated cluster)", () =
   let http: string;
   const gate = join("/var/tmp", `ephemera-forks-gate-${process.pid}`);
   beforeAll(async () => {
-    sim = await startSim();
+    // The gate is a host directory shared with the test, written by steps running as nobody:
+    // the host stays writable to pods here (kubelet.int.spec.ts proves the read-only host).
+    sim = await startSim({ EPHEMERA_STEP_HOST_READONLY: "false" });
     stack = await startTestStack("e2e-forks", { EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: sim.kubeconfig, EPHEMERA_KUBE_NAMESPACE: "default" });
     const line = await waitFor(() => stack.output.map((l) => { try { return JSON.parse(l) as Json; } catch { return {}; } })
       .find((l) => String(l["msg"] ?? "").startsWith("Routes API listening")) ?? false, { timeoutMs: 15_000, what: "the Routes API's ports in the log" });
@@ -56,6 +58,7 @@ describe("forks and the Routes API (Kubernetes driver, simulated cluster)", () =
     await kubectl(sim, ["apply", "-f", "-"], { stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n" });
     await kubectl(sim, ["apply", "-f", "-"], { stdin: baseline("orders", 8080) + "---" + baseline("cart", 9090) });
     mkdirSync(gate, { recursive: true });
+    chmodSync(gate, 0o777);
     await ok(["plugin", "apply", "-f", stack.file("kv.yaml", `
 name: kv
 spec:

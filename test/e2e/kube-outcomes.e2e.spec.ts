@@ -1,7 +1,7 @@
 // Every way a runner pod can end, named (the simulated cluster's failure injection, set
 // through the plugin's podTemplateOverlay), and a runner killed with SIGKILL mid-step that
 // follows its pod again instead of running the step twice.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { waitFor } from "@ephemera/kit";
 import { ephOk } from "../support/eph.js";
@@ -31,19 +31,28 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
   let sim: Sim;
   let stack: OwnStack;
   beforeAll(async () => {
-    sim = await startSim();
+    // The gates are host files shared with the test, written by steps running as nobody: the
+    // host stays writable to pods here (kubelet.int.spec.ts proves the read-only host).
+    sim = await startSim({ EPHEMERA_STEP_HOST_READONLY: "false" });
     stack = await startOwnStack("kube-outcomes", {
       env: {
         EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: sim.kubeconfig, EPHEMERA_KUBE_NAMESPACE: "default",
         EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS: String(GRACE_MS), EPHEMERA_KUBE_NODE_LOST_GRACE_MS: String(GRACE_MS),
       },
     });
+    chmodSync(stack.scratch, 0o711);
   }, 90_000);
   afterAll(async () => {
     await stack?.stop();
     await sim?.stop();
   });
 
+  const gateDir = (name: string) => {
+    const dir = join(stack.scratch, name);
+    mkdirSync(dir);
+    chmodSync(dir, 0o777);
+    return dir;
+  };
   const file = (name: string, text: string) => {
     const p = join(stack.scratch, name);
     writeFileSync(p, text);
@@ -100,8 +109,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
   }, 120_000);
 
   it("names a pod someone else deleted PodDeleted, and runs the step again as a new attempt", async () => {
-    const gate = join(stack.scratch, "gate-deleted");
-    mkdirSync(gate);
+    const gate = gateDir("gate-deleted");
     await ephOk(stack.eph, ["plugin", "apply", "-f", file("deleted-plugin.yaml", plugin("deleted", "", `#!/bin/sh\necho "attempt $EPHEMERA_RUN_ID"\nwhile [ ! -e ${gate}/open ]; do sleep 0.05; done\n`))]);
     const applying = stack.eph(["sandbox", "apply", "-f", sandbox("deleted", "deleted"), "--wait"], { timeoutMs: 90_000 });
     const first = await waitFor(async () => (await ourPods()).find((p) => p["metadata"].labels["ephemera.dev/sandbox"] === "deleted" && p["status"]?.phase === "Running") ?? false,
@@ -180,9 +188,11 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
   }, 120_000);
 
   it("a runner killed with SIGKILL mid-step follows its pod again when restarted: the step runs once, in one pod", async () => {
-    const gate = join(stack.scratch, "gate-reattach");
-    mkdirSync(gate);
+    const gate = gateDir("gate-reattach");
     const ran = join(gate, "ran");
+    // Made here (the wait below opens it too), writable by the step's user.
+    writeFileSync(ran, "");
+    chmodSync(ran, 0o666);
     await ephOk(stack.eph, ["plugin", "apply", "-f", file("reattach-plugin.yaml", plugin("reattach", "", [
       "#!/bin/sh", `echo "$EPHEMERA_RUN_ID" >> ${ran}`, "echo before the restart", `while [ ! -e ${gate}/open ]; do sleep 0.05; done`, "printf done > /tmp/out", "",
     ].join("\n"), "    outputs: [{name: out, valueFromPath: /tmp/out}]\n"))]);

@@ -1,6 +1,7 @@
 // The simulated cluster for the Kubernetes driver's tests: kube-sim as a process on a free
-// port (its kubelet runs pods' containers as local processes), and the real kubectl
-// pointed at it.
+// port (its kubelet runs pods' containers as local processes: the pods reach the test's IO
+// context on 127.0.0.1, which a Docker container could not), and the real kubectl pointed
+// at it.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -16,10 +17,14 @@ export interface Sim {
   stop(): Promise<void>;
 }
 
-export async function startSim(): Promise<Sim> {
+/** `env`: kube-sim's settings, e.g. EPHEMERA_STEP_HOST_READONLY. */
+export async function startSim(env: Record<string, string> = {}): Promise<Sim> {
   // Outside /tmp: containers get a private /tmp of their own.
   const dir = mkdtempSync("/var/tmp/ephemera-kube-sim-");
-  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000 });
+  // A container without runAsUser runs as the agent's user (10001, AGENT_UID of the runner's pod), as a root image would
+  // read what the agent writes: the step's env file is 0600, its own, and nobody (the default) could not read it.
+  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000, runtime: "process",
+    env: { EPHEMERA_STEP_UID: "10001", ...env } });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${sim.url}${path}`, { method, ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }) });
     if (!res.ok) throw new Error(`kube-sim ${method} ${path}: ${res.status} ${await res.text()}`);

@@ -21,6 +21,8 @@ export interface KubeSimProcessOptions {
   dataDir?: string;
   /** EPHEMERA_KUBE_SIM_IMAGES. */
   images?: string;
+  /** EPHEMERA_KUBE_SIM_RUNTIME; default docker when Docker answers. */
+  runtime?: "docker" | "process";
   deadlineMs?: number;
   /** Where the ephemera checkout is; default found above the cwd. */
   repoRoot?: string;
@@ -39,6 +41,7 @@ export function startKubeSimProcess(options: KubeSimProcessOptions = {}): Promis
       EPHEMERA_KUBE_SIM_KUBECONFIG: kubeconfigPath,
       ...(options.dataDir ? { EPHEMERA_KUBE_SIM_DATA: options.dataDir } : {}),
       ...(options.images ? { EPHEMERA_KUBE_SIM_IMAGES: options.images } : {}),
+      ...(options.runtime ? { EPHEMERA_KUBE_SIM_RUNTIME: options.runtime } : {}),
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

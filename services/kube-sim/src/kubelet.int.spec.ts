@@ -3,7 +3,7 @@
 // deadlines, graceful deletion and the injected failures; nothing left running after stop.
 // Commands say `$$$$` for the shell's `$$`: Kubernetes reduces `$$` to `$` in commands.
 import { Log, Watch, type V1Pod } from "@kubernetes/client-node";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -17,7 +17,13 @@ afterAll(async () => { await h.sim.stop(); });
 const phase = (p: V1Pod) => p.status?.phase;
 const main = (p: V1Pod) => p.status?.containerStatuses?.find((c) => c.name === "main");
 const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/State:\s+Z/.test(readFileSync(`/proc/${pid}/status`, "utf8"));
-const hostDir = () => mkdtempSync(join(tmpdir(), "kube-sim-host-"));
+// Containers run as nobody: a hostPath they write must let them, as on a real node.
+const hostDir = () => { const d = mkdtempSync(join(tmpdir(), "kube-sim-host-")); chmodSync(d, 0o777); return d; };
+/** Host pids of the processes whose environment holds MARKER=value (a container has its own pid namespace). */
+const pidsMarked = (value: string) => readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((d) => {
+  try { return readFileSync(`/proc/${d}/environ`, "utf8").split("\0").includes(`MARKER=${value}`); } catch { return false; }
+}).map(Number);
+const marked = (value: string) => ({ env: [{ name: "MARKER", value }] });
 
 it("runs an init container, then main and a sidecar sharing an emptyDir, to Succeeded; logs read and followed", async () => {
   const name = fresh("p");
@@ -104,6 +110,62 @@ it("gives each of two pods running at once its own view of the same mountPath", 
   }
 });
 
+describe("confinement: what a pod's scripts can do to the host", () => {
+  const probe = fresh("ephemera-probe");
+  const onHost = [`/etc/${probe}`, `/usr/${probe}`, `/tmp/${probe}`];
+  afterAll(() => { for (const f of onHost) rmSync(f, { recursive: true, force: true }); });
+
+  it("runs a container as nobody, the host read-only, /tmp its own; the refused writes are in its log", async () => {
+    const name = fresh("confined");
+    await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [sh("main", [
+      "echo uid=$(id -u)",
+      `touch /etc/${probe} 2>&1 || echo etc-refused`,
+      `mkdir /usr/${probe} 2>&1 || echo usr-refused`,
+      `echo mine > /tmp/${probe} && cat /tmp/${probe}`,
+    ].join("; "))] }) });
+    await podWhere(h, name, (p) => phase(p) === "Succeeded", "Succeeded");
+    const log = await h.core.readNamespacedPodLog({ name, namespace: h.ns });
+    expect(log).toMatch(/^uid=65534\n/);
+    expect(log).toMatch(/Read-only file system\netc-refused\n/);
+    expect(log).toMatch(/Read-only file system\nusr-refused\n/);
+    expect(log).toMatch(/\nmine\n$/);
+    expect(onHost.filter((f) => existsSync(f))).toEqual([]);
+  });
+
+  it("honours a non-zero runAsUser and runAsGroup", async () => {
+    const name = fresh("as");
+    await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, {
+      securityContext: { runAsGroup: 4321 },
+      containers: [sh("main", "echo $(id -u):$(id -g)", { securityContext: { runAsUser: 1234 } })],
+    }) });
+    await podWhere(h, name, (p) => phase(p) === "Succeeded", "Succeeded");
+    expect(await h.core.readNamespacedPodLog({ name, namespace: h.ns })).toBe("1234:4321\n");
+  });
+
+  it("ends a container whose command is not found StartError, exit code 128, naming the command", async () => {
+    const name = fresh("nocmd");
+    await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [{ name: "main", image: "x", command: ["no-such-command-here"] }] }) });
+    const failed = await podWhere(h, name, (p) => phase(p) === "Failed", "Failed");
+    expect(main(failed)?.state?.terminated).toMatchObject({ exitCode: 128, reason: "StartError" });
+    expect(main(failed)?.state?.terminated?.message).toMatch(/^failed to start the container: exec "no-such-command-here": \w/);
+  });
+
+  it.each([
+    ["runAsUser 0", { runAsUser: 0 }, "securityContext.runAsUser 0 (root) is refused"],
+    ["privileged", { privileged: true }, "securityContext.privileged is refused"],
+  ])("refuses %s: the container waits with CreateContainerConfigError and never runs", async (_, securityContext, message) => {
+    const out = hostDir();
+    const name = fresh("root");
+    await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [sh("main", "touch /out/ran",
+      { securityContext, volumeMounts: [{ name: "out", mountPath: "/out" }] })], volumes: [{ name: "out", hostPath: { path: out } }] }) });
+    const waiting = await podWhere(h, name, (p) => main(p)?.state?.waiting?.reason === "CreateContainerConfigError", "CreateContainerConfigError");
+    expect(main(waiting)?.state?.waiting?.message).toContain(message);
+    expect(main(waiting)?.state?.waiting?.message).toContain("EPHEMERA_KUBE_SIM_ALLOW_ROOT");
+    expect(phase(waiting)).toBe("Pending");
+    expect(existsSync(join(out, "ran"))).toBe(false);
+  });
+});
+
 it("fails a pod past its activeDeadlineSeconds", async () => {
   const name = fresh("deadline");
   await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { activeDeadlineSeconds: 1, containers: [sh("main", "sleep 60")] }) });
@@ -117,9 +179,10 @@ it("deletes gracefully: TERM to the container, KILL after the grace period, then
   const name = fresh("del");
   await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [sh("main",
     "trap 'echo TERM > /out/signal' TERM; echo $$$$ > /out/pid; while true; do sleep 0.05; done",
-    { volumeMounts: [{ name: "out", mountPath: "/out" }] })], volumes: [{ name: "out", hostPath: { path: out } }] }) });
+    { volumeMounts: [{ name: "out", mountPath: "/out" }], ...marked(name) })], volumes: [{ name: "out", hostPath: { path: out } }] }) });
   await waitFor("the pid", () => existsSync(join(out, "pid")) && readFileSync(join(out, "pid"), "utf8").trim());
-  const pid = Number(readFileSync(join(out, "pid"), "utf8"));
+  const pids = pidsMarked(name);
+  expect(pids.length).toBeGreaterThan(0);
   const events: string[] = [];
   const list = await h.core.listNamespacedPod({ namespace: h.ns });
   const req = await new Watch(h.kc).watch(`/api/v1/namespaces/${h.ns}/pods`, { resourceVersion: list.metadata!.resourceVersion!, fieldSelector: `metadata.name=${name}` },
@@ -133,7 +196,7 @@ it("deletes gracefully: TERM to the container, KILL after the grace period, then
     expect(readFileSync(join(out, "signal"), "utf8")).toBe("TERM\n");
     expect(events[0]).toBe("MODIFIED deleting");
     expect(events[events.length - 1]).toBe("DELETED deleting");
-    expect(alive(pid)).toBe(false);
+    expect(pids.some(alive)).toBe(false);
   } finally { req.abort(); }
 });
 
@@ -165,12 +228,15 @@ describe("failures asked for by annotation", () => {
   it("NodeLost: the pod's phase becomes Unknown and the kubelet stops reporting it", async () => {
     const out = hostDir();
     const name = fresh("lost");
-    await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [sh("main", "echo $$$$ > /out/pid; sleep 30", { volumeMounts: [{ name: "out", mountPath: "/out" }] })],
-      volumes: [{ name: "out", hostPath: { path: out } }] }, { "sim.ephemera.dev/fail": "NodeLost" }) });
+    await h.core.createNamespacedPod({ namespace: h.ns, body: pod(name, { containers: [sh("main", "echo $$$$ > /out/pid; sleep 30", { volumeMounts: [{ name: "out", mountPath: "/out" }], ...marked(name) })],
+      volumes: [{ name: "out", hostPath: { path: out } }] }, { "sim.ephemera.dev/fail": "NodeLost", "sim.ephemera.dev/fail-after-ms": "3000" }) });
+    // Its host pids while it runs (it has its own pid namespace); the node is lost seconds later.
+    await waitFor("the pid", () => existsSync(join(out, "pid")));
+    const pids = pidsMarked(name);
+    expect(pids.length).toBeGreaterThan(0);
     const p = await podWhere(h, name, (x) => phase(x) === "Unknown", "Unknown");
     expect(p.status?.reason).toBe("NodeLost");
-    const pid = Number(readFileSync(join(out, "pid"), "utf8"));
-    await waitFor("the container killed", () => !alive(pid));
+    await waitFor("the container killed", () => !pids.some(alive));
     // Still reported as running: nothing updates it any more.
     expect((await h.core.readNamespacedPod({ name, namespace: h.ns })).metadata?.resourceVersion).toBe(p.metadata?.resourceVersion);
     expect(main(p)?.state?.running).toBeDefined();
@@ -179,14 +245,17 @@ describe("failures asked for by annotation", () => {
 
 it("leaves no process behind when it stops", async () => {
   const out = hostDir();
-  const own = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(out, "kubeconfig") });
+  const marker = fresh("stop");
+  const own = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(out, "kubeconfig"), runtime: "process" });
   const res = await fetch(`${own.url}/api/v1/namespaces/default/pods`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(pod("p", {
-    containers: [sh("main", "sleep 300 & echo $$! > /out/child; echo $$$$ > /out/pid; wait", { volumeMounts: [{ name: "out", mountPath: "/out" }] })],
+    containers: [sh("main", "sleep 300 & echo $$! > /out/child; echo $$$$ > /out/pid; wait", { volumeMounts: [{ name: "out", mountPath: "/out" }], ...marked(marker) })],
     volumes: [{ name: "out", hostPath: { path: out } }],
   })) });
   expect(res.status).toBe(201);
   await waitFor("both pids", () => existsSync(join(out, "pid")) && existsSync(join(out, "child")) && readFileSync(join(out, "child"), "utf8").trim());
-  const pids = ["pid", "child"].map((f) => Number(readFileSync(join(out, f), "utf8")));
+  // The shell and its background sleep, by their host pids (the container has its own pid namespace).
+  const pids = pidsMarked(marker);
+  expect(pids.length).toBeGreaterThanOrEqual(2);
   expect(pids.every(alive)).toBe(true);
   await own.stop();
   await waitFor("no process left", () => !pids.some(alive));

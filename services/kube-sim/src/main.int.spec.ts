@@ -1,4 +1,4 @@
-// `pnpm kube-sim` on an address that is taken says so in one line and exits 1.
+// `pnpm kube-sim` on an address that is taken, or with a variable it cannot read, says so in one line and exits 1.
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,4 +23,16 @@ it("refuses an address in use with one line naming it and the variable to change
     await first?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+it("refuses an unknown runtime or image map entry with one line naming the variable and the rule", async () => {
+  const start = (env: Record<string, string>) => run(process.execPath, [join(__dirname, "..", "dist", "main.js")], {
+    env: { ...process.env, EPHEMERA_KUBE_SIM_LISTEN: "127.0.0.1:0", ...env }, timeout: 15_000,
+  }).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
+  const runtime = await start({ EPHEMERA_KUBE_SIM_RUNTIME: "vm" });
+  expect(runtime.code).toBe(1);
+  expect(runtime.stderr.trim()).toBe('kube-sim cannot start: EPHEMERA_KUBE_SIM_RUNTIME must be one of docker, process (or unset: docker when Docker answers), not "vm"');
+  const images = await start({ EPHEMERA_KUBE_SIM_IMAGES: "=debian:bookworm-slim" });
+  expect(images.code).toBe(1);
+  expect(images.stderr.trim()).toBe('kube-sim cannot start: EPHEMERA_KUBE_SIM_IMAGES entry "=debian:bookworm-slim" is neither IMAGE=HOSTDIR:MOUNTPATH nor IMAGE=LOCAL_IMAGE');
 });

@@ -4,7 +4,7 @@ import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startKubeSim, type KubeSim } from "./start.js";
+import { startKubeSim, type KubeSim, type KubeSimOptions } from "./start.js";
 
 export interface Harness { sim: KubeSim; kc: KubeConfig; core: CoreV1Api; ns: string }
 
@@ -12,9 +12,10 @@ let counter = 0;
 /** A fresh name per test, so tests of one run never share objects. */
 export const fresh = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
 
-export async function startHarness(): Promise<Harness> {
+/** A simulator of its own; the process runtime unless the options say otherwise. */
+export async function startHarness(options: KubeSimOptions = { runtime: "process" }): Promise<Harness> {
   const dir = mkdtempSync(join(tmpdir(), "kube-sim-test-"));
-  const sim = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(dir, "kubeconfig") });
+  const sim = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(dir, "kubeconfig"), ...options });
   const kc = new KubeConfig();
   kc.loadFromFile(sim.kubeconfigPath);
   const core = kc.makeApiClient(CoreV1Api);

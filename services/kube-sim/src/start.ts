@@ -3,13 +3,18 @@
 // tests both start it through here.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Crud } from "./api/crud.js";
 import { handler } from "./api/server.js";
-import { defaultImageMap, type ImageMount } from "./kubelet/images.js";
+import { randomBytes } from "node:crypto";
+import { dockerRuntime, dockerUnavailable, removeLeftovers } from "./kubelet/docker-runtime.js";
+import { defaultImageMap, type ImageEntry } from "./kubelet/images.js";
 import { Kubelet } from "./kubelet/kubelet.js";
+import { confinementConfig, type Confinement } from "./kubelet/launch.js";
+import { processRuntime } from "./kubelet/process-runtime.js";
+import type { ContainerRuntime } from "./kubelet/runtime.js";
 import { startWorkloadController } from "./controllers/workloads.js";
 import { writeKubeconfig } from "./kubeconfig.js";
 import { findRepoRoot } from "./repo.js";
@@ -28,16 +33,29 @@ export interface KubeSimOptions {
   dataDir?: string;
   /** How many changes are kept for watches to resume from (default 1000). */
   watchHistory?: number;
-  /** Extra image map entries, before the default `ephemera/agent` one. */
-  images?: ImageMount[];
+  /** Extra image map entries, before the default `ephemera/agent` ones. */
+  images?: ImageEntry[];
+  /** How containers run: Docker containers, or host processes; default docker when Docker answers. */
+  runtime?: RuntimeName;
   /** The ephemera checkout, for the default image map; default found above the cwd. */
   repoRoot?: string;
   /** How often a watch with allowWatchBookmarks gets a BOOKMARK (default 1000 ms). */
   bookmarkEveryMs?: number;
+  /** How the process runtime confines containers; default the process driver's settings from the environment (launch.ts). */
+  confinement?: Confinement;
+}
+
+export type RuntimeName = "docker" | "process";
+export const RUNTIMES: readonly RuntimeName[] = ["docker", "process"];
+
+export class RuntimeUnavailableError extends Error {
+  override readonly name = "RuntimeUnavailableError";
 }
 
 export interface KubeSim {
   url: string;
+  /** The container runtime, and why it was chosen (one line). */
+  runtime: { name: RuntimeName; why: string };
   kubeconfigPath: string;
   dataDir: string;
   stats(): StatsSnapshot;
@@ -46,12 +64,16 @@ export interface KubeSim {
 }
 
 export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSim> {
+  const repoRoot = options.repoRoot ?? findRepoRoot();
   const [host, portText] = splitListen(options.listen ?? "127.0.0.1:7443");
   const ownData = !options.dataDir;
   const dataDir = options.dataDir ? resolve(options.dataDir) : mkdtempSync(join(tmpdir(), "kube-sim-"));
   mkdirSync(dataDir, { recursive: true });
+  const images = [...(options.images ?? []), ...defaultImageMap(repoRoot)];
+  const confined = () => processRuntime(confinementFor(options.confinement, repoRoot));
+  const { runtime, why } = await chooseRuntime(options.runtime, dataDir, images, confined);
   const store = new Store(options.watchHistory ?? 1000);
-  const kubelet = new Kubelet(store, dataDir, [...(options.images ?? []), ...defaultImageMap(options.repoRoot ?? findRepoRoot())]);
+  const kubelet = new Kubelet(store, dataDir, images, runtime);
   const crud = new Crud(store, kubelet);
   const stopWorkloads = startWorkloadController(store);
   for (const ns of ["default", "kube-system", "kube-public"]) crud.create(typeOf("namespaces"), undefined, { metadata: { name: ns } } as unknown as Obj);
@@ -76,7 +98,7 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   writeKubeconfig(kubeconfigPath, url);
   let stopped: Promise<void> | undefined;
   return {
-    url, kubeconfigPath, dataDir, stats,
+    url, kubeconfigPath, dataDir, stats, runtime: { name: runtime.name, why },
     stop: () => (stopped ??= (async () => {
       stopWorkloads();
       await kubelet.stop();
@@ -85,6 +107,29 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
       if (ownData) rmSync(dataDir, { recursive: true, force: true });
     })()),
   };
+}
+
+/** The runtime asked for, or docker when Docker answers and process otherwise; docker asked for and not answering is an error. */
+async function chooseRuntime(
+  asked: RuntimeName | undefined, dataDir: string, images: ImageEntry[], processRuntime: () => ContainerRuntime,
+): Promise<{ runtime: ContainerRuntime; why: string }> {
+  if (asked === "process") return { runtime: processRuntime(), why: "asked for" };
+  const unavailable = await dockerUnavailable();
+  if (unavailable) {
+    if (asked === "docker") throw new RuntimeUnavailableError(`the docker runtime was asked for, but Docker does not answer (${unavailable})`);
+    return { runtime: processRuntime(), why: `Docker does not answer (${unavailable})` };
+  }
+  // Containers of a kube-sim that was killed (this data dir's, or of a process now gone).
+  const removed = await removeLeftovers(dataDir);
+  const simId = randomBytes(6).toString("hex");
+  return { runtime: dockerRuntime({ simId, dataDir, images }), why: `Docker answers${removed ? `; ${removed} leftover container(s) removed` : ""}` };
+}
+
+/** The process runtime's confinement: as given, or the process driver's settings; its launcher must be built. */
+function confinementFor(given: Confinement | undefined, repoRoot: string): Confinement {
+  const confinement = given ?? confinementConfig(process.env, process.getuid?.(), repoRoot);
+  if (!existsSync(confinement.launcher)) throw new Error(`no ephemera-launch at ${confinement.launcher}: \`pnpm build\` makes it (scripts/build-launcher.sh)`);
+  return confinement;
 }
 
 function splitListen(listen: string): [string, string] {

@@ -8,6 +8,13 @@
  *                   [--netns PATH [--resolv FILE] | --newnet]
  *                   [--tmpfs-size BYTES] [--readonly-host] [--limit BYTES]
  *                   [--view DIR]... [--file N:DEST]... [--output PATH]...
+ *                   [--bind SRC DEST | --bind-ro SRC DEST]... [--chdir DIR] [-- COMMAND ARG...]
+ *
+ * With a COMMAND (kube-sim's containers), it is run instead of the run directory's script,
+ * found on the environment's PATH, in --chdir (default /tmp); --bind and --bind-ro show a
+ * host file or directory SRC (opened before any view can hide it) at DEST, writable or
+ * read-only, mounted in order after the views were given to the script's user (so a
+ * bind's files keep their owners) and left writable by --readonly-host (--bind only).
  *
  * The step's network: --netns joins a namespace the runner prepared (one of its pool, wired
  * to the runner's bridge; FILE is bind-mounted over /etc/resolv.conf), --newnet makes an
@@ -70,6 +77,11 @@ static const char *files[MAX_ITEMS]; /* "N:DEST" */
 static int nfiles;
 static const char *outputs[MAX_ITEMS];
 static int noutputs;
+struct bind { const char *src, *dest; int ro, fd; };
+static struct bind binds[MAX_ITEMS];
+static int nbinds;
+static char **command;
+static const char *workdir = "/tmp";
 
 static int dirfd_run = -1;
 static char status[1 << 16];
@@ -233,6 +245,7 @@ static void make_host_readonly(void) {
     /* The runners' namespace handles (nsfs): not files a script can write, and many. */
     int keep = within(path, rundir) || strncmp(path, "/run/netns/", 11) == 0;
     for (int i = 0; i < nviews && !keep; i++) keep = within(path, views[i]);
+    for (int i = 0; i < nbinds && !keep; i++) keep = !binds[i].ro && within(path, binds[i].dest);
     if (keep) continue;
     unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
     int ro = 0;
@@ -271,14 +284,15 @@ static int run_script(char **envp, int *exec_failed) {
   if (pid == 0) {
     close(pipefd[0]);
     setpgid(0, 0);
-    if (chdir("/tmp") < 0) goto failed;
+    if (chdir(workdir) < 0) goto failed;
     if (uid >= 0) {
       if (setgroups(0, NULL) < 0 || setgid((gid_t)gid) < 0 || setuid((uid_t)uid) < 0) goto failed;
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (terminated) _exit(143);
     char *argv[] = { SCRIPT_PATH, NULL };
-    execvpe(SCRIPT_PATH, argv, envp);
+    if (command) execvpe(command[0], command, envp);
+    else execvpe(SCRIPT_PATH, argv, envp);
   failed:;
     int e = errno;
     if (write(pipefd[1], &e, sizeof e) < 0) _exit(127);
@@ -328,6 +342,40 @@ static void collect_outputs(void) {
   }
 }
 
+/* The --bind sources, opened while every one is in sight (one may lie under the host's /tmp). */
+static void open_binds(void) {
+  for (int i = 0; i < nbinds; i++) {
+    binds[i].fd = open(binds[i].src, O_PATH | O_CLOEXEC);
+    if (binds[i].fd < 0) fail("cannot prepare the step: cannot open %s to show it at %s: %s", binds[i].src, binds[i].dest, strerror(errno));
+  }
+}
+
+static void mount_binds(void) {
+  for (int i = 0; i < nbinds; i++) {
+    const struct bind *b = &binds[i];
+    struct stat st;
+    if (fstat(b->fd, &st) < 0) fail("cannot prepare the step: cannot read %s: %s", b->src, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+      if (mkdirs(b->dest, 0755) < 0) fail("cannot prepare the step: cannot create %s: %s", b->dest, strerror(errno));
+    } else {
+      char parent[4096];
+      snprintf(parent, sizeof parent, "%s", b->dest);
+      char *slash = strrchr(parent, '/');
+      if (slash && slash != parent) { *slash = '\0'; if (mkdirs(parent, 0755) < 0) fail("cannot prepare the step: cannot create %s: %s", parent, strerror(errno)); }
+      int fd = open(b->dest, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) fail("cannot prepare the step: cannot create %s: %s", b->dest, strerror(errno));
+      close(fd);
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", b->fd);
+    if (mount(path, b->dest, NULL, MS_BIND | MS_REC, NULL) < 0)
+      fail("cannot prepare the step: cannot show %s at %s: %s", b->src, b->dest, strerror(errno));
+    if (b->ro && mount(NULL, b->dest, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)
+      fail("cannot prepare the step: cannot make %s read-only: %s", b->dest, strerror(errno));
+    close(b->fd);
+  }
+}
+
 static void note_full_views(void) {
   if (!tmpfs_size) return;
   for (int i = 0; i < nviews; i++) {
@@ -345,6 +393,7 @@ static int step(char **envp) {
   if (pidns && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
     fail("cannot prepare the step: cannot mount /proc: %s", strerror(errno));
   /* Before the views: the file may lie under /tmp (the runner's workdir). */
+  open_binds();
   if (resolv_path && mount(resolv_path, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0)
     fail("cannot prepare the step: cannot mount its resolver configuration over /etc/resolv.conf: %s", strerror(errno));
   mount_views();
@@ -354,13 +403,16 @@ static int step(char **envp) {
     snprintf(src, sizeof src, "in/%.*s", (int)(colon - files[i]), files[i]);
     install(src, colon + 1, 0600);
   }
-  if (mkdirs(SCRIPT_DIR, 0755) < 0) fail("cannot prepare the step: cannot create %s: %s", SCRIPT_DIR, strerror(errno));
-  install("script", SCRIPT_PATH, 0755);
+  if (!command) {
+    if (mkdirs(SCRIPT_DIR, 0755) < 0) fail("cannot prepare the step: cannot create %s: %s", SCRIPT_DIR, strerror(errno));
+    install("script", SCRIPT_PATH, 0755);
+  }
   if (uid >= 0) {
     for (int i = 0; i < nviews; i++)
       if (nftw(views[i], chown_one, 32, FTW_PHYS | FTW_MOUNT) != 0)
         fail("cannot prepare the step: cannot give %s to the script's user: %s", views[i], strerror(errno));
   }
+  mount_binds();
   if (readonly_host) make_host_readonly();
   if (terminated) { say("cancelled\n"); write_status(); return 0; }
   int exec_failed = 0;
@@ -423,6 +475,14 @@ int main(int argc, char **argv, char **envp) {
     else if (!strcmp(a, "--view")) { NEED(); if (nviews == MAX_ITEMS) usage("too many views"); views[nviews++] = v; }
     else if (!strcmp(a, "--file")) { NEED(); if (nfiles == MAX_ITEMS || !strchr(v, ':')) usage("bad --file"); files[nfiles++] = v; }
     else if (!strcmp(a, "--output")) { NEED(); if (noutputs == MAX_ITEMS) usage("too many outputs"); outputs[noutputs++] = v; }
+    else if (!strcmp(a, "--bind") || !strcmp(a, "--bind-ro")) {
+      if (i + 2 >= argc) usage("--bind needs a source and a destination");
+      if (nbinds == MAX_ITEMS) usage("too many binds");
+      binds[nbinds++] = (struct bind){ argv[i + 1], argv[i + 2], !strcmp(a, "--bind-ro"), -1 };
+      i += 2;
+    }
+    else if (!strcmp(a, "--chdir")) { NEED(); workdir = v; }
+    else if (!strcmp(a, "--")) { if (i + 1 >= argc) usage("-- needs a command"); command = argv + i + 1; break; }
     else usage("unknown flag");
   }
   if (!rundir || rundir[0] != '/') usage("--rundir must be an absolute path");

@@ -5,7 +5,7 @@
 type Rec = Record<string, unknown>;
 
 export class ConfigError extends Error {
-  override readonly name = "ConfigError";
+  override readonly name: string = "ConfigError";
 }
 
 export interface Lookup {
@@ -80,10 +80,8 @@ export function containerEnv(container: Rec, pod: PodFacts, lookup: Lookup): Rec
   return vars;
 }
 
-/** Command then args, expanded; a container with no command has nothing to run (no image to read it from). */
-export function containerArgv(container: Rec, env: Record<string, string>): string[] {
-  const command = ((container["command"] ?? []) as string[]).map((s) => expand(String(s), env));
-  const args = ((container["args"] ?? []) as string[]).map((s) => expand(String(s), env));
-  if (!command.length) throw new ConfigError(`container "${String(container["name"])}" has no command: kube-sim runs no images, so there is no ENTRYPOINT to take it from`);
-  return [...command, ...args];
+/** Command and args expanded; either undefined when the container leaves it to the image (ENTRYPOINT, CMD). */
+export function containerCommand(container: Rec, env: Record<string, string>): { command: string[] | undefined; args: string[] | undefined } {
+  const expanded = (list: unknown) => (Array.isArray(list) && list.length ? list.map((s) => expand(String(s), env)) : undefined);
+  return { command: expanded(container["command"]), args: expanded(container["args"]) };
 }

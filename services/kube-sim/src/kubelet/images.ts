@@ -1,21 +1,34 @@
-// The image map: images are never pulled; instead a host directory can be bound read-only
-// into the containers of an image (`ephemera/agent` → services/io-agent/dist at /agent),
-// so an image's files are what its containers find at the paths they expect.
+// The image map, two kinds of entry. A mount binds a host directory read-only into the
+// containers of an image (`ephemera/agent` → services/io-agent/dist at /agent), so an
+// image's files are what its containers find at the paths they expect, under either
+// runtime. A stand-in names a local image the docker runtime runs instead of one that is
+// neither here nor pullable (`ubuntu:24.04=debian:bookworm-slim`).
 import { join, resolve } from "node:path";
 
 export interface ImageMount { image: string; hostDir: string; mountPath: string }
+export interface ImageStandIn { image: string; use: string }
+export type ImageEntry = ImageMount | ImageStandIn;
 
-/** The agent image sees the built agent (services/io-agent/dist/agent.cjs) as /agent/agent.cjs. */
-export const defaultImageMap = (repoRoot: string): ImageMount[] => [
+/** The image the services run on (scripts/base-images.sh makes it where no registry serves one). */
+export const NODE_IMAGE = "ephemera/node:20.20.2";
+
+/** The agent image sees the built agent (services/io-agent/dist/agent.cjs) as /agent/agent.cjs, on Node's image when it is not built. */
+export const defaultImageMap = (repoRoot: string): ImageEntry[] => [
   { image: "ephemera/agent", hostDir: join(repoRoot, "services/io-agent/dist"), mountPath: "/agent" },
+  { image: "ephemera/agent", use: NODE_IMAGE },
 ];
 
-/** `IMAGE=HOSTDIR:MOUNTPATH` entries separated by commas or semicolons (EPHEMERA_KUBE_SIM_IMAGES). */
-export function parseImageMap(text: string): ImageMount[] {
-  return text.split(/[;,]/).map((s) => s.trim()).filter(Boolean).map((entry) => {
-    const m = /^([^=]+)=(.+):([^:]+)$/.exec(entry);
-    if (!m) throw new Error(`image map entry "${entry}" is not IMAGE=HOSTDIR:MOUNTPATH`);
-    return { image: m[1]!.trim(), hostDir: resolve(m[2]!), mountPath: m[3]! };
+/**
+ * `IMAGE=HOSTDIR:MOUNTPATH` (a mount: MOUNTPATH is absolute) or `IMAGE=LOCAL_IMAGE` (a
+ * stand-in) entries separated by commas or semicolons (EPHEMERA_KUBE_SIM_IMAGES).
+ */
+export function parseImageMap(text: string): ImageEntry[] {
+  return text.split(/[;,]/).map((s) => s.trim()).filter(Boolean).map((entry): ImageEntry => {
+    const m = /^([^=]+)=(.+)$/.exec(entry);
+    if (!m || !m[1]!.trim()) throw new Error(`EPHEMERA_KUBE_SIM_IMAGES entry "${entry}" is neither IMAGE=HOSTDIR:MOUNTPATH nor IMAGE=LOCAL_IMAGE`);
+    const image = m[1]!.trim();
+    const mount = /^(.+):(\/[^:]*)$/.exec(m[2]!.trim());
+    return mount ? { image, hostDir: resolve(mount[1]!), mountPath: mount[2]! } : { image, use: m[2]!.trim() };
   });
 }
 
@@ -29,7 +42,18 @@ export function repository(image: string): string {
 
 const globToRegExp = (glob: string) => new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`);
 
-export function mountsFor(image: string, map: ImageMount[]): ImageMount[] {
-  const repo = repository(image);
-  return map.filter((m) => globToRegExp(m.image).test(repo));
+/** An entry names a repository (a glob, any tag) or, with a tag or digest, that one image. */
+function matches(entry: string, image: string): boolean {
+  return repository(entry) !== entry ? entry === image : globToRegExp(entry).test(repository(image));
+}
+
+export const isMount = (e: ImageEntry): e is ImageMount => "mountPath" in e;
+
+export function mountsFor(image: string, map: ImageEntry[]): ImageMount[] {
+  return map.filter(isMount).filter((m) => matches(m.image, image));
+}
+
+/** The first stand-in the map names for an image. */
+export function standInFor(image: string, map: ImageEntry[]): string | undefined {
+  return map.filter((e): e is ImageStandIn => !isMount(e)).find((e) => matches(e.image, image))?.use;
 }

@@ -8,15 +8,16 @@ import { typeOf } from "../resources.js";
 import type { Obj, Store } from "../store.js";
 import { rfc3339 } from "../time.js";
 import type { Lookup } from "./env.js";
-import type { ImageMount } from "./images.js";
+import type { ImageEntry } from "./images.js";
 import { PodRunner } from "./pod.js";
+import type { ContainerRuntime } from "./runtime.js";
 
 export class Kubelet implements PodTerminator {
   private readonly runners = new Map<string, PodRunner>();
   private readonly unsubscribe: () => void;
   containersStarted = 0;
 
-  constructor(private readonly store: Store, private readonly dataDir: string, private readonly images: ImageMount[]) {
+  constructor(private readonly store: Store, private readonly dataDir: string, private readonly images: ImageEntry[], private readonly runtime: ContainerRuntime) {
     this.unsubscribe = store.subscribe((c) => {
       const kind = c.object["kind"];
       if (kind === "Pod" && c.type === "ADDED") {
@@ -40,6 +41,7 @@ export class Kubelet implements PodTerminator {
       store: this.store,
       dir: this.podDir(pod.metadata.uid),
       images: this.images,
+      runtime: this.runtime,
       lookup: (ns) => this.lookup(ns),
       onContainerStarted: () => { this.containersStarted++; },
       onRemoved: (uid) => this.forget(uid),
@@ -100,5 +102,6 @@ export class Kubelet implements PodTerminator {
     this.unsubscribe();
     await Promise.all([...this.runners.values()].map((r) => r.kill()));
     this.runners.clear();
+    await this.runtime.stop();
   }
 }

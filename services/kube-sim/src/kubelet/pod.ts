@@ -1,37 +1,40 @@
-// One pod on the simulated node: its init containers in order, then its containers
-// together, each a local process (launch.ts); every change of state written as the pod's
+// One pod on the simulated node: its sandbox, its init containers in order, then its
+// containers together, each run by the kubelet's container runtime (runtime.ts); every change of state written as the pod's
 // status, one MODIFIED event each. Deletion, the active deadline and the injected faults
 // end it early.
-import type { ChildProcess } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { mkdirSync, openSync, readSync, closeSync, writeFileSync, statSync, chmodSync } from "node:fs";
-import { constants } from "node:os";
 import { join, posix } from "node:path";
 import { typeOf } from "../resources.js";
 import type { Obj, Store } from "../store.js";
 import { rfc3339 } from "../time.js";
-import { ConfigError, containerArgv, containerEnv, type Lookup, type PodFacts } from "./env.js";
+import { ConfigError, containerCommand, containerEnv, type Lookup, type PodFacts } from "./env.js";
 import { podFault, type PodFault } from "./faults.js";
-import { mountsFor, type ImageMount } from "./images.js";
-import { killGroup, launch, type Mount } from "./launch.js";
+import { mountsFor, type ImageEntry } from "./images.js";
+import type { Mount } from "./launch.js";
+import { CreateContainerError, isImagePullError, type ContainerRuntime, type PodSandbox, type RunningContainer } from "./runtime.js";
 import { conditions, hasStarted, isRunning, isTerminated, type Condition, type ContainerState, type ContainerStatus } from "./status.js";
 import { prepareVolumes } from "./volumes.js";
 
 type Rec = Record<string, unknown>;
 
 export const NODE_NAME = "kube-sim";
-export const POD_IP = "127.0.0.1";
 const RETRY_MS = 1000;
+/** How long a container waits in ImagePullBackOff before its image is tried again. */
+const PULL_BACKOFF_MS = 10_000;
 
 export interface PodContext {
   store: Store;
   /** This pod's own directory (volumes, private /tmp, logs, termination files). */
   dir: string;
-  images: ImageMount[];
+  images: ImageEntry[];
+  runtime: ContainerRuntime;
   lookup: (namespace: string) => Lookup;
   onContainerStarted: () => void;
   onRemoved: (uid: string) => void;
 }
+
+interface Started { container: RunningContainer; startedAt: string; termFile: string; logFile: string }
 
 /** A terminal state fixed by the kubelet, not by the containers' exits. */
 interface Verdict { phase: "Failed" | "Unknown"; reason: string; message: string }
@@ -44,7 +47,9 @@ export class PodRunner {
   private readonly fault: PodFault | undefined;
   private readonly inits: ContainerStatus[];
   private readonly mains: ContainerStatus[];
-  private readonly procs = new Map<string, ChildProcess>();
+  private readonly procs = new Map<string, RunningContainer>();
+  private sandbox: PodSandbox | undefined;
+  private sandboxRemoved: Promise<void> | undefined;
   private readonly oomKilled = new Set<string>();
   private readonly timers: NodeJS.Timeout[] = [];
   private conds: Condition[] = [];
@@ -105,7 +110,7 @@ export class PodRunner {
       phase: this.verdict?.phase ?? this.phase,
       ...(this.verdict ? { reason: this.verdict.reason, message: this.verdict.message } : {}),
       conditions: [...this.conds, ...extra],
-      hostIP: POD_IP, hostIPs: [{ ip: POD_IP }], podIP: POD_IP, podIPs: [{ ip: POD_IP }],
+      ...(this.sandbox ? { hostIP: this.sandbox.hostIP, hostIPs: [{ ip: this.sandbox.hostIP }], podIP: this.sandbox.podIP, podIPs: [{ ip: this.sandbox.podIP }] } : {}),
       startTime: this.startTime,
       ...(this.inits.length ? { initContainerStatuses: structuredClone(this.inits) } : {}),
       containerStatuses: structuredClone(this.mains),
@@ -121,10 +126,13 @@ export class PodRunner {
     const deadline = this.spec["activeDeadlineSeconds"];
     if (typeof deadline === "number") this.timers.push(setTimeout(() => this.deadlineExceeded(), deadline * 1000));
 
-    const volumes = await this.retrying(() => prepareVolumes(this.spec, join(this.ctx.dir, "volumes"), this.ctx.lookup(this.ns)), (message) => {
+    const volumes = await this.retrying(() => prepareVolumes(this.spec, join(this.ctx.dir, "volumes"), this.ctx.lookup(this.ns)), ({ message }) => {
       for (const c of [...this.inits, ...this.mains]) if ("waiting" in c.state) c.state = { waiting: { reason: "ContainerCreating", message } };
     });
     if (!volumes) return;
+    this.sandbox = await this.ctx.runtime.sandbox({ uid: this.uid, namespace: this.ns, name: this.name, spec: this.spec });
+    // Deleted or stopped while the sandbox was made: nothing else will remove it.
+    if (this.ended) { await this.sandbox.remove().catch(() => undefined); return; }
 
     for (const [i, spec] of this.containers("initContainers").entries()) {
       const exitCode = await this.runContainer(spec, this.inits[i]!, volumes, true);
@@ -145,15 +153,15 @@ export class PodRunner {
   }
 
   /** Calls `attempt` until it stops throwing a ConfigError (retried every second and when a secret or config map changes). */
-  private async retrying<T>(attempt: () => T, onError: (message: string) => void): Promise<T | undefined> {
+  private async retrying<T>(attempt: () => T | Promise<T>, onError: (err: ConfigError) => void): Promise<T | undefined> {
     let lastMessage = "";
     for (;;) {
       if (this.ended) return undefined;
       try {
-        return attempt();
+        return await attempt();
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
-        if (err.message !== lastMessage) { onError(err.message); this.write(); lastMessage = err.message; }
+        if (err.message !== lastMessage) { onError(err); this.write(); lastMessage = err.message; }
       }
       await new Promise<void>((resolve) => {
         const wake = () => { clearTimeout(t); this.wakers.delete(wake); resolve(); };
@@ -172,18 +180,27 @@ export class PodRunner {
     for (;;) {
       if (this.ended) return undefined;
       if (this.fault?.kind === "ImagePullBackOff" && this.fault.container === status.name) {
-        await this.pullFailure(status);
+        await this.delay(this.fault.afterMs);
+        const image = status.image;
+        await this.pullFailure(status, `failed to pull and unpack image "${image}": failed to resolve reference "${image}": pull access denied, repository does not exist or may require authorization`);
         return undefined;
       }
       const facts = this.facts();
-      const prepared = await this.retrying(() => {
-        const env = containerEnv(spec, facts, this.ctx.lookup(this.ns));
-        return { env, argv: containerArgv(spec, env) };
-      }, (message) => {
-        status.state = { waiting: { reason: /has no command/.test(message) ? "CreateContainerError" : "CreateContainerConfigError", message } };
-      });
-      if (!prepared) return undefined;
-      const exitCode = await this.startAndWait(spec, status, volumes, prepared.env, prepared.argv, init);
+      let exitCode: number | undefined;
+      try {
+        const started = await this.retrying(() => {
+          const env = containerEnv(spec, facts, this.ctx.lookup(this.ns));
+          return this.startContainer(spec, status, volumes, env, init);
+        }, (err) => {
+          status.state = { waiting: { reason: err instanceof CreateContainerError ? "CreateContainerError" : "CreateContainerConfigError", message: err.message } };
+        });
+        if (!started) return undefined;
+        exitCode = await this.wait(spec, status, started);
+      } catch (err) {
+        if (!isImagePullError(err)) throw err;
+        await this.pullFailure(status, err.message, PULL_BACKOFF_MS);
+        continue;
+      }
       if (exitCode === undefined) return undefined;
       const restart = !this.ended && (policy === "Always" && !init || (policy !== "Never" && exitCode !== 0));
       if (!restart) return exitCode;
@@ -197,17 +214,17 @@ export class PodRunner {
     const pod = this.current();
     return {
       name: this.name, namespace: this.ns, uid: this.uid, labels: pod?.metadata.labels ?? {}, annotations: pod?.metadata.annotations ?? {},
-      nodeName: NODE_NAME, podIP: POD_IP, hostIP: POD_IP, serviceAccountName: String(this.spec["serviceAccountName"] ?? "default"),
+      nodeName: NODE_NAME, podIP: this.sandbox?.podIP ?? "", hostIP: this.sandbox?.hostIP ?? "", serviceAccountName: String(this.spec["serviceAccountName"] ?? "default"),
     };
   }
 
-  private async startAndWait(spec: Rec, status: ContainerStatus, volumes: Map<string, string>, env: Record<string, string>, argv: string[], init: boolean): Promise<number | undefined> {
+  /** Starts a container in the pod's sandbox and reports it running. */
+  private async startContainer(spec: Rec, status: ContainerStatus, volumes: Map<string, string>, env: Record<string, string>, init: boolean): Promise<Started> {
     const name = status.name;
-    const tmp = join(this.ctx.dir, "tmp", name);
+    // The runtime's directory for this container (the process runtime's launcher status and private /tmp), kept across restarts.
+    const runDir = join(this.ctx.dir, "run", name);
     const termFile = join(this.ctx.dir, "term", name);
     const logFile = join(this.ctx.dir, "logs", `${name}.log`);
-    mkdirSync(tmp, { recursive: true, mode: 0o1777 });
-    chmodSync(tmp, 0o1777);
     mkdirSync(join(this.ctx.dir, "term"), { recursive: true });
     mkdirSync(join(this.ctx.dir, "logs"), { recursive: true });
     writeFileSync(termFile, "", { mode: 0o666 });
@@ -219,42 +236,43 @@ export class PodRunner {
       mounts.push({ source: m["subPath"] ? join(source, String(m["subPath"])) : source, target: posix.resolve("/", String(m["mountPath"])), readOnly: !!m["readOnly"] });
     }
     for (const im of mountsFor(String(spec["image"] ?? ""), this.ctx.images)) mounts.push({ source: im.hostDir, target: im.mountPath, readOnly: true });
-    mounts.push({ source: termFile, target: String(spec["terminationMessagePath"] ?? "/dev/termination-log"), readOnly: false, file: true });
-    const sc = { ...((this.spec["securityContext"] ?? {}) as Rec), ...((spec["securityContext"] ?? {}) as Rec) };
-    const proc = launch({
-      argv,
-      env: { PATH: process.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin", HOSTNAME: this.name, ...env },
+    mounts.push({ source: termFile, target: String(spec["terminationMessagePath"] ?? "/dev/termination-log"), readOnly: false });
+    const container = await this.sandbox!.start({
+      name,
+      image: String(spec["image"] ?? ""),
+      ...containerCommand(spec, env),
+      env: { HOSTNAME: this.name, ...env },
       workingDir: spec["workingDir"] as string | undefined,
-      uid: sc["runAsUser"] as number | undefined,
-      gid: sc["runAsGroup"] as number | undefined,
-      privateTmp: tmp,
+      securityContext: { ...((this.spec["securityContext"] ?? {}) as Rec), ...((spec["securityContext"] ?? {}) as Rec) },
+      resources: (spec["resources"] ?? {}) as Rec,
       mounts,
+      runDir,
       logFile,
     });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
-      proc.once("exit", (code, signal) => resolve({ code, signal }));
-      proc.once("error", (error) => resolve({ code: 128, signal: null, error }));
-    });
-    this.procs.set(name, proc);
+    this.procs.set(name, container);
     const startedAt = rfc3339();
-    const containerID = `containerd://${randomBytes(32).toString("hex")}`;
     status.state = { running: { startedAt } };
     status.ready = !init;
     status.started = true;
-    status.containerID = containerID;
+    status.containerID = container.id;
     status.imageID = `${status.image.split(":")[0]}@sha256:${createHash("sha256").update(status.image).digest("hex")}`;
     if (!init && this.mains.every(hasStarted)) this.phase = "Running";
     this.ctx.onContainerStarted();
     this.write();
     if (this.fault && this.fault.container === name) this.timers.push(setTimeout(() => this.injectFault(name), this.fault.afterMs));
+    return { container, startedAt, termFile, logFile };
+  }
 
-    const { code, signal, error } = await exited;
+  /** Waits for a started container to end and reports how; its exit code, or undefined once the kubelet stopped reporting. */
+  private async wait(spec: Rec, status: ContainerStatus, started: Started): Promise<number | undefined> {
+    const name = status.name;
+    const { exitCode, signal, oomKilled, startError } = await started.container.exited;
     this.procs.delete(name);
-    const exitCode = code ?? 128 + (signal ? constants.signals[signal] : 0);
     if (!this.frozen) {
-      const reason = this.oomKilled.has(name) ? "OOMKilled" : exitCode === 0 ? "Completed" : "Error";
-      const message = error ? `failed to start the container: ${error.message}` : this.terminationMessage(spec, termFile, logFile, exitCode);
-      const state: ContainerState = { terminated: { exitCode, ...(signal ? { signal: constants.signals[signal] } : {}), reason, ...(message ? { message } : {}), startedAt, finishedAt: rfc3339(), containerID } };
+      const reason = this.oomKilled.has(name) || oomKilled ? "OOMKilled" : exitCode === 0 ? "Completed" : startError ? "StartError" : "Error";
+      const message = startError ?? this.terminationMessage(spec, started.termFile, started.logFile, exitCode);
+      const state: ContainerState = { terminated: { exitCode, ...(signal ? { signal } : {}), reason, ...(message ? { message } : {}),
+        startedAt: started.startedAt, finishedAt: rfc3339(), containerID: started.container.id } };
       status.state = state;
       status.ready = false;
       this.write();
@@ -270,18 +288,23 @@ export class PodRunner {
     return tail(logFile, 2048, 80);
   }
 
-  private async pullFailure(status: ContainerStatus): Promise<void> {
-    await this.delay(this.fault!.afterMs);
+  /**
+   * ErrImagePull, then ImagePullBackOff, as a kubelet reports an image it cannot have; the
+   * pull is tried again after `backOffMs`, or (an injected failure) never.
+   */
+  private async pullFailure(status: ContainerStatus, message: string, backOffMs?: number): Promise<void> {
     if (this.ended) return;
     const image = status.image;
-    status.state = { waiting: { reason: "ErrImagePull", message: `failed to pull and unpack image "${image}": failed to resolve reference "${image}": pull access denied, repository does not exist or may require authorization` } };
+    status.state = { waiting: { reason: "ErrImagePull", message } };
     this.write();
     await this.delay(500);
     if (this.ended) return;
     status.state = { waiting: { reason: "ImagePullBackOff", message: `Back-off pulling image "${image}"` } };
     this.write();
     await new Promise<void>((resolve) => {
-      const wake = () => { if (this.ended) { this.wakers.delete(wake); resolve(); } };
+      const wake = () => { if (this.ended) done(); };
+      const t = backOffMs === undefined ? undefined : setTimeout(() => done(), backOffMs);
+      const done = () => { clearTimeout(t); this.wakers.delete(wake); resolve(); };
       this.wakers.add(wake);
     });
   }
@@ -295,7 +318,7 @@ export class PodRunner {
     switch (this.fault.kind) {
       case "OOMKilled":
         this.oomKilled.add(container);
-        killGroup(this.procs.get(container)?.pid, "SIGKILL");
+        this.procs.get(container)?.signal("SIGKILL");
         return;
       case "Evicted":
         this.endWith({ phase: "Failed", reason: "Evicted", message: "The node was low on resource: memory. " });
@@ -330,11 +353,17 @@ export class PodRunner {
     this.ended = true;
     this.write();
     this.clearTimers();
+    void this.removeSandbox();
     this.maybeRemove();
   }
 
-  private killAll(signal: NodeJS.Signals): void {
-    for (const p of this.procs.values()) killGroup(p.pid, signal);
+  private killAll(signal: "SIGTERM" | "SIGKILL"): void {
+    for (const c of this.procs.values()) c.signal(signal);
+  }
+
+  /** The pod's sandbox goes once nothing of it runs (finished, deleted, or the simulator stopping). */
+  private removeSandbox(): Promise<void> {
+    return (this.sandboxRemoved ??= this.sandbox?.remove().catch(() => undefined) ?? Promise.resolve());
   }
 
   /** Nothing of the pod runs: a delete can remove it at once. */
@@ -362,8 +391,10 @@ export class PodRunner {
       this.phase = "Failed";
       this.write();
     }
-    if (this.current()) this.ctx.store.remove(typeOf("pods"), this.ns, this.name);
-    this.ctx.onRemoved(this.uid);
+    void this.removeSandbox().then(() => {
+      if (this.current()) this.ctx.store.remove(typeOf("pods"), this.ns, this.name);
+      this.ctx.onRemoved(this.uid);
+    });
   }
 
   /** The simulator stops, or the object went: kill everything, report nothing more. */
@@ -372,12 +403,10 @@ export class PodRunner {
     this.frozen = true;
     this.kick();
     this.clearTimers();
-    const waits = [...this.procs.values()].map((p) => new Promise<void>((resolve) => {
-      if (p.exitCode !== null || p.signalCode !== null) resolve();
-      else p.once("exit", () => resolve());
-    }));
+    const waits = [...this.procs.values()].map((c) => c.exited);
     this.killAll("SIGKILL");
     await Promise.all(waits);
+    await this.removeSandbox();
   }
 
   private clearTimers(): void {
