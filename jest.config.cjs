@@ -13,6 +13,9 @@ const common = {
   },
   testEnvironment: "node",
   rootDir: __dirname,
+  // .ephemera/ holds what scripts make at run time (the images' staged packages, kubeconfigs):
+  // never modules of the workspace, though the staged ones have the same package names.
+  modulePathIgnorePatterns: ["<rootDir>/\\.ephemera/"],
 };
 module.exports = {
   projects: [
