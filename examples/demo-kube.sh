@@ -39,11 +39,7 @@ wait_for() {
   echo "no \"$2\" within 30 s"; cat "$1"; exit 1
 }
 
-# As root, containers without a runAsUser run as the agent's user (10001), not nobody: the
-# step must read the env file the agent writes, mode 0600, as a root image would.
-agent_uid=()
-[ "$(id -u)" = 0 ] && agent_uid=(EPHEMERA_STEP_UID="${EPHEMERA_STEP_UID:-10001}")
-env "${agent_uid[@]}" node services/kube-sim/dist/main.js >"$logs/kube-sim.log" 2>&1 &
+node services/kube-sim/dist/main.js >"$logs/kube-sim.log" 2>&1 &
 pids+=($!)
 wait_for "$logs/kube-sim.log" "kube-sim is up" "${pids[-1]}"
 head -1 "$logs/kube-sim.log"; echo

@@ -49,9 +49,7 @@ const stats = async (url) => (await (await globalThis.fetch(`${url}/sim/stats`))
  */
 export async function kubeFigures({ natsUrl, redisUrl, scratch, chain, samples }) {
   // The process runtime, as the figures in performance.md were taken: the pods reach the stack's IO context on 127.0.0.1.
-  const sim = await startKubeSimProcess({ kubeconfigPath: join(scratch, "kube-sim.kubeconfig"), dataDir: join(scratch, "kube-sim"), deadlineMs: 30_000, runtime: "process",
-    // As root, containers without a runAsUser run as the agent's user: the step must read the agent's 0600 env file.
-    ...(process.getuid?.() === 0 ? { env: { EPHEMERA_STEP_UID: "10001" } } : {}) });
+  const sim = await startKubeSimProcess({ kubeconfigPath: join(scratch, "kube-sim.kubeconfig"), dataDir: join(scratch, "kube-sim"), deadlineMs: 30_000, runtime: "process" });
   const pods = watchPods(sim.url);
   const stack = await startStack({
     natsUrl, redisUrl, scratch, tag: "kube",

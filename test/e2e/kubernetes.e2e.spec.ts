@@ -136,6 +136,34 @@ spec:
     await ok(["sandbox", "delete", "overlay-sb", "--wait"]);
   });
 
+  it("runs main as the user its overlay names, which reads the inputs the agent (another user) wrote", async () => {
+    await ok(["plugin", "apply", "-f", stack.file("other-user.yaml", `
+name: other-user
+spec:
+  runner:
+    image: debian:bookworm-slim
+    podTemplateOverlay: |
+      spec:
+        containers:
+        - name: main
+          securityContext: {runAsNonRoot: true, runAsUser: 2000, runAsGroup: 2000}
+  create:
+  - name: show
+    inputs:
+    - {name: secret, valueFromSandbox: true, as: {env: SECRET, path: /work/in/secret}}
+    outputs: [{name: seen, valueFromPath: /tmp/seen}]
+    script: |
+      #!/bin/sh
+      set -e
+      printf '%s/%s/%s' "$(id -u)" "$SECRET" "$(cat /work/in/secret)" > /tmp/seen
+`)]);
+    await ok(["sandbox", "apply", "-f", stack.file("sb-other-user.yaml",
+      "name: other-user-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: other-user, params: {secret: s3cret}}\n"), "--wait"]);
+    const view = JSON.parse((await ok(["sandbox", "get", "other-user-sb", "--show-outputs", "-o", "json"])).stdout) as Json;
+    expect(view["resources"][0].outputs["show.seen"].value).toBe("2000/s3cret/s3cret");
+    await ok(["sandbox", "delete", "other-user-sb", "--wait"]);
+  });
+
   it("creates and deletes one pod and its token Secret per step: four API writes a step, and no polling", async () => {
     const before = await sim.stats();
     await ok(["plugin", "apply", "-f", stack.file("three.yaml", `

@@ -21,10 +21,7 @@ export interface Sim {
 export async function startSim(env: Record<string, string> = {}): Promise<Sim> {
   // Outside /tmp: containers get a private /tmp of their own.
   const dir = mkdtempSync("/var/tmp/ephemera-kube-sim-");
-  // A container without runAsUser runs as the agent's user (10001, AGENT_UID of the runner's pod), as a root image would
-  // read what the agent writes: the step's env file is 0600, its own, and nobody (the default) could not read it.
-  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000, runtime: "process",
-    env: { EPHEMERA_STEP_UID: "10001", ...env } });
+  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000, runtime: "process", env });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${sim.url}${path}`, { method, ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }) });
     if (!res.ok) throw new Error(`kube-sim ${method} ${path}: ${res.status} ${await res.text()}`);

@@ -22,6 +22,9 @@ export interface StepPlan {
   outputs: Array<{ name: string; path: string }>;
 }
 
+/** The env file's and input files' mode: readable by main, whatever its user (see writeStepFiles). */
+export const INPUT_FILE_MODE = 0o644;
+
 export const absolutePath = (p: string) => posix.resolve(STEP_HOME, p);
 
 /** Pure: what the step's environment and filesystem must hold before the script starts. */
@@ -41,11 +44,17 @@ export function planStep(res: pb.GetStepInputsResponse): StepPlan {
   };
 }
 
-/** Writes the input files (readable by the step only) and the executable script. */
+/**
+ * Writes the input files and the executable script. The input files are 0644: `main` runs
+ * as whichever user its image or overlay says, not the agent's, and must read them; they
+ * are in the pod's own volumes, which nothing outside the pod mounts (`chmod` again, as
+ * writeFile's mode applies only to a file it creates and the umask may narrow it).
+ */
 export async function writeStepFiles(plan: StepPlan, scriptPath: string): Promise<void> {
   for (const f of plan.files) {
     await mkdir(dirname(f.path), { recursive: true });
-    await writeFile(f.path, f.value, { mode: 0o600 });
+    await writeFile(f.path, f.value, { mode: INPUT_FILE_MODE });
+    await chmod(f.path, INPUT_FILE_MODE);
   }
   await mkdir(dirname(scriptPath), { recursive: true });
   await writeFile(scriptPath, plan.script, { mode: 0o755 });

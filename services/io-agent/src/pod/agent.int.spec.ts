@@ -137,8 +137,9 @@ describe("ephemera-agent against a real IO context", () => {
     const paths = agentPaths(s.agentDir);
     expect((await stat(paths.entrypoint)).mode & 0o777).toBe(0o755);
     expect((await stat(paths.script)).mode & 0o777).toBe(0o755);
-    expect((await stat(paths.env)).mode & 0o777).toBe(0o600);
-    expect((await stat(`${s.dir}/in/password`)).mode & 0o777).toBe(0o600);
+    // Readable by main, which may run as another user than the agent (its image's, or its overlay's runAsUser).
+    expect((await stat(paths.env)).mode & 0o777).toBe(0o644);
+    expect((await stat(`${s.dir}/in/password`)).mode & 0o777).toBe(0o644);
     expect(await readFile(`${s.dir}/in/config`, "utf8")).toBe("a=1\n");
     expect(JSON.parse(await readFile(paths.outputs, "utf8"))).toEqual([
       { name: "host", path: `${s.dir}/out/host` }, { name: "echo", path: `${s.dir}/out/echo` },

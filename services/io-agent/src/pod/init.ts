@@ -5,7 +5,7 @@ import { chmod, mkdir, rm, writeFile } from "node:fs/promises";
 import { UnauthenticatedError, PermissionDeniedError, errorMessage, isRetryable } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { fetchStepInputs, ioContextClient } from "../client.js";
-import { planStep, writeStepFiles } from "../init.js";
+import { INPUT_FILE_MODE, planStep, writeStepFiles } from "../init.js";
 import { FailureReason, type StepReport } from "../report.js";
 import type { AgentConfig } from "./config.js";
 import { entrypointScript } from "./entrypoint.js";
@@ -53,7 +53,9 @@ export async function runInit(config: AgentConfig, say: Say): Promise<InitResult
     return failed(FailureReason.Error, `cannot set the step's environment: ${errorMessage(err)}`);
   }
   try {
-    await writeFile(paths.env, env, { mode: 0o600 });
+    // Readable by main, whose user is its image's or its overlay's, not the agent's (INPUT_FILE_MODE).
+    await writeFile(paths.env, env, { mode: INPUT_FILE_MODE });
+    await chmod(paths.env, INPUT_FILE_MODE);
     await writeFile(paths.outputs, JSON.stringify(plan.outputs), { mode: 0o644 });
     // Again, now that the outputs are known: it opens them to the sidecar.
     await writeFile(paths.entrypoint, entrypointScript(config.agentDir, plan.outputs.map((o) => o.path)), { mode: 0o755 });
