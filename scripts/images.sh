@@ -12,6 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "images: $*" >&2; }
+# One build at a time: two at once (two test suites, a demo) would stage into the same directories.
+mkdir -p .ephemera
+exec 9>.ephemera/images.lock
+flock 9
 SERVICES=(sandbox scheduler runner iocontext)
 stage_only=false
 build=true

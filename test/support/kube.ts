@@ -2,7 +2,7 @@
 // port (its kubelet runs pods' containers as local processes: the pods reach the test's IO
 // context on 127.0.0.1, which a Docker container could not), and the real kubectl pointed
 // at it.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { startKubeSimProcess, type FaultSpec, type StatsSnapshot } from "@ephemera/kube-sim";
@@ -17,11 +17,15 @@ export interface Sim {
   stop(): Promise<void>;
 }
 
-/** `env`: kube-sim's settings, e.g. EPHEMERA_STEP_HOST_READONLY. */
-export async function startSim(env: Record<string, string> = {}): Promise<Sim> {
+/**
+ * `env`: kube-sim's settings, e.g. EPHEMERA_STEP_HOST_READONLY. `runtime`: the process
+ * runtime unless asked (its pods reach the test's services on 127.0.0.1); with docker, a
+ * pod reaches the host at host.kube-sim.internal (Docker's bridge gateway, bridgeGateway()).
+ */
+export async function startSim(env: Record<string, string> = {}, runtime: "process" | "docker" = "process"): Promise<Sim> {
   // Outside /tmp: containers get a private /tmp of their own.
   const dir = mkdtempSync("/var/tmp/ephemera-kube-sim-");
-  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000, runtime: "process", env });
+  const sim = await startKubeSimProcess({ kubeconfigPath: join(dir, "kubeconfig"), dataDir: join(dir, "data"), deadlineMs: 30_000, runtime, env });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${sim.url}${path}`, { method, ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }) });
     if (!res.ok) throw new Error(`kube-sim ${method} ${path}: ${res.status} ${await res.text()}`);
@@ -64,4 +68,12 @@ export function kubectl(sim: Pick<Sim, "kubeconfig">, args: string[], { allowFai
       else resolve(r);
     });
   });
+}
+
+/** The address of Docker's bridge on this machine (docker0): where a service listens for kube-sim's docker pods to reach it. */
+export function bridgeGateway(): string {
+  const out = execFileSync("ip", ["-4", "-o", "addr", "show", "docker0"], { encoding: "utf8" });
+  const m = /inet (\d+\.\d+\.\d+\.\d+)\//.exec(out);
+  if (!m) throw new Error(`Docker's bridge (docker0) has no IPv4 address: ${out.trim()}`);
+  return m[1]!;
 }

@@ -165,6 +165,23 @@ if (dockerAnswers) describe("the docker runtime", () => {
       execFileSync("docker", ["rmi", "-f", local], { stdio: "ignore" });
     }
   });
+
+  it("runs a built ephemera/agent image with its own /agent, and the built agent on Node's image where that tag is not built", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kube-sim-agent-"));
+    const built = `ephemera/agent:test-${process.pid}`;
+    writeFileSync(join(dir, "Dockerfile"), `FROM ${DEBIAN}\nRUN mkdir /agent && echo from-the-image > /agent/marker\n`);
+    execFileSync("docker", ["build", "-q", "-t", built, dir], { env: { ...process.env, DOCKER_BUILDKIT: "0" }, stdio: "ignore", timeout: 120_000 });
+    try {
+      const [own, standIn] = [fresh("agent"), fresh("agent")];
+      await h.core.createNamespacedPod({ namespace: h.ns, body: pod(own, { containers: [{ ...sh("main", "ls /agent"), image: built }] }) });
+      await h.core.createNamespacedPod({ namespace: h.ns, body: pod(standIn, { containers: [{ ...sh("main", "ls /agent"), image: `ephemera/agent:absent-${process.pid}` }] }) });
+      for (const name of [own, standIn]) await podWhere(h, name, (p) => phase(p) === "Succeeded", "Succeeded", 60_000);
+      expect(await log(h, own)).toBe("marker\n");
+      expect((await log(h, standIn)).split("\n")).toContain("agent.cjs");
+    } finally {
+      execFileSync("docker", ["rmi", "-f", built], { stdio: "ignore" });
+    }
+  });
 });
 
 if (dockerAnswers) it("with default settings, a pod cannot write to the host: a touch in /etc and an install into /usr leave nothing", async () => {

@@ -1,7 +1,8 @@
 // The docker runtime: a pod is a pause container (`sleep infinity` under --init) holding
 // the pod's network namespace, and each of its containers a Docker container joined to it
 // (`--network container:<pause>`), so they share localhost and the pod's IP on Docker's
-// bridge. Volumes are the same host directories the process runtime binds; the container's
+// bridge. Containers are named as the kubelet's Docker integration named them
+// (`k8s_<container>_<pod>_<namespace>_<uid>_<attempt>`, `k8s_POD_…` for the pause one). Volumes are the same host directories the process runtime binds; the container's
 // output is attached to the same log file (`docker start -a`), so the API's log endpoint
 // reads either runtime alike. Every container carries kube-sim's labels, so what a killed
 // kube-sim left is found and removed at the next start.
@@ -98,7 +99,7 @@ async function sandbox(pod: PodIdentity, labels: string[], images: ImageEntry[])
   const podLabel = ["--label", `${POD_LABEL}=${pod.uid}`];
   const aliases = ((pod.spec["hostAliases"] ?? []) as Rec[]).flatMap((a) => ((a["hostnames"] ?? []) as string[]).flatMap((h) => ["--add-host", `${h}:${String(a["ip"])}`]));
   const pause = await resolveImage(PAUSE_IMAGE, images);
-  const pauseId = await docker(["run", "-d", "--init", "--name", `kube-sim-${pod.uid}`, ...labels, ...podLabel,
+  const pauseId = await docker(["run", "-d", "--init", "--name", `k8s_POD_${pod.name}_${pod.namespace}_${pod.uid}_0`, ...labels, ...podLabel,
     "--hostname", pod.name.slice(0, 63), "--add-host", `${HOST_ALIAS}:host-gateway`, ...aliases, pause.image, "sleep", "infinity"]);
   const [podIP = "", hostIP = ""] = (await docker(["inspect", "--format", "{{.NetworkSettings.IPAddress}} {{.NetworkSettings.Gateway}}", pauseId])).split(" ");
   let attempts = 0;
@@ -107,12 +108,13 @@ async function sandbox(pod: PodIdentity, labels: string[], images: ImageEntry[])
     podIP, hostIP,
     start: async (c) => {
       const { image, user } = await resolveImage(c.image, images);
-      const args = createArgs(c, user, ident);
+      // The image itself has its files: the mounts that stand in for them are for its stand-in only.
+      const args = createArgs(image === c.image ? { ...c, mounts: c.mounts.filter((m) => !m.standInOnly) } : c, user, ident);
       // Values go through the CLI's environment (`-e NAME`), not its argv, where any process could read them.
       const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => CLI_ENV.test(k)));
       const vars = Object.entries(c.env).flatMap(([k, v]) => (CLI_ENV.test(k) ? ["-e", `${k}=${v}`] : (env[k] = v, ["-e", k])));
       const [entrypoint, ...rest] = c.command ?? [];
-      const id = await docker(["create", "--name", `kube-sim-${pod.uid}-${c.name}-${++attempts}`, ...labels, ...podLabel,
+      const id = await docker(["create", "--name", `k8s_${c.name}_${pod.name}_${pod.namespace}_${pod.uid}_${attempts++}`, ...labels, ...podLabel,
         "--network", `container:${pauseId}`, ...args, ...vars, ...(entrypoint !== undefined ? ["--entrypoint", entrypoint] : []),
         image, ...(c.command ? rest : []), ...(c.args ?? [])], CALL_TIMEOUT_MS, env).catch((err: Error) => {
         throw new CreateContainerError(err.message, { cause: err });

@@ -5,16 +5,30 @@
 // neither here nor pullable (`ubuntu:24.04=debian:bookworm-slim`).
 import { join, resolve } from "node:path";
 
-export interface ImageMount { image: string; hostDir: string; mountPath: string }
+export interface ImageMount {
+  image: string;
+  hostDir: string;
+  mountPath: string;
+  /**
+   * Bound only where the image itself is not run: always in the process runtime, and in the
+   * docker runtime when it runs the image's stand-in. The default agent mount is one: a
+   * built ephemera/agent image runs with its own /agent.
+   */
+  standInOnly?: boolean;
+}
 export interface ImageStandIn { image: string; use: string }
 export type ImageEntry = ImageMount | ImageStandIn;
 
 /** The image the services run on (scripts/base-images.sh makes it where no registry serves one). */
 export const NODE_IMAGE = "ephemera/node:20.20.2";
 
-/** The agent image sees the built agent (services/io-agent/dist/agent.cjs) as /agent/agent.cjs, on Node's image when it is not built. */
+/**
+ * Where the agent image is not built (or under the process runtime, which runs no image),
+ * its containers see the built agent (services/io-agent/dist/agent.cjs) as /agent/agent.cjs,
+ * on Node's image; a built ephemera/agent image runs as it is.
+ */
 export const defaultImageMap = (repoRoot: string): ImageEntry[] => [
-  { image: "ephemera/agent", hostDir: join(repoRoot, "services/io-agent/dist"), mountPath: "/agent" },
+  { image: "ephemera/agent", hostDir: join(repoRoot, "services/io-agent/dist"), mountPath: "/agent", standInOnly: true },
   { image: "ephemera/agent", use: NODE_IMAGE },
 ];
 

@@ -10,7 +10,13 @@ import { join } from "node:path";
 import { envBool, envInt, envString, type Env } from "@ephemera/kit/config";
 import { ConfigError } from "./env.js";
 
-export interface Mount { source: string; target: string; readOnly: boolean }
+export interface Mount {
+  source: string;
+  target: string;
+  readOnly: boolean;
+  /** An image map's default mount: the docker runtime binds it only when it runs the image's stand-in, not the image itself. */
+  standInOnly?: boolean;
+}
 
 /** How kube-sim's process runtime confines a container. */
 export interface Confinement {

@@ -235,7 +235,9 @@ export class PodRunner {
       if (!source) continue;
       mounts.push({ source: m["subPath"] ? join(source, String(m["subPath"])) : source, target: posix.resolve("/", String(m["mountPath"])), readOnly: !!m["readOnly"] });
     }
-    for (const im of mountsFor(String(spec["image"] ?? ""), this.ctx.images)) mounts.push({ source: im.hostDir, target: im.mountPath, readOnly: true });
+    for (const im of mountsFor(String(spec["image"] ?? ""), this.ctx.images)) {
+      mounts.push({ source: im.hostDir, target: im.mountPath, readOnly: true, ...(im.standInOnly ? { standInOnly: true } : {}) });
+    }
     mounts.push({ source: termFile, target: String(spec["terminationMessagePath"] ?? "/dev/termination-log"), readOnly: false });
     const container = await this.sandbox!.start({
       name,
