@@ -10,7 +10,13 @@
 # Each is made once per input (suite, Node version, this script) and kept: the label
 # dev.ephemera.inputs holds their hash. Prints the Node image to build on, on stdout.
 set -euo pipefail
+# apt-get one at a time on this machine: .ci/run runs these scripts side by side.
+apt() { flock /tmp/ephemera-apt.lock apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 cd "$(dirname "$0")/.."
+# One at a time: a second caller waits, then finds the images made.
+mkdir -p .ephemera
+exec 8>.ephemera/base-images.lock
+flock 8
 NODE="${EPHEMERA_NODE_VERSION:-20.20.2}"
 SUITE=bookworm
 say() { echo "base-images: $*" >&2; }
@@ -31,7 +37,7 @@ say "no registry serves node:$NODE-bookworm-slim: making $node_image from Debian
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if ! have ephemera/debian:$SUITE; then
-  command -v mmdebstrap >/dev/null || { say "installing mmdebstrap"; apt-get update -qq && apt-get install -y -qq mmdebstrap >/dev/null; }
+  command -v mmdebstrap >/dev/null || { say "installing mmdebstrap"; apt update -qq && apt install -y -qq mmdebstrap >/dev/null; }
   say "mmdebstrap --variant=minbase $SUITE (about a minute)"
   mmdebstrap --quiet --variant=minbase \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \

@@ -2,13 +2,15 @@
 # Compiles ephemera-launch, the process driver's step launcher, next to the runner's
 # built modules (services/runner/dist). Only when its source is newer: builds stay quick.
 set -euo pipefail
+# apt-get one at a time on this machine: .ci/run runs these scripts side by side.
+apt() { flock /tmp/ephemera-apt.lock apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 cd "$(dirname "$0")/.."
 src=services/runner/native/ephemera-launch.c
 out=services/runner/dist/ephemera-launch
 if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
   if ! command -v "${CC:-cc}" >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "build-launcher: installing gcc" >&2
-    apt-get update -qq && apt-get install -y -qq gcc libc6-dev >/dev/null
+    apt update -qq && apt install -y -qq gcc libc6-dev >/dev/null
   fi
   command -v "${CC:-cc}" >/dev/null || { echo "build-launcher: no C compiler (${CC:-cc}); install gcc (apt-get install -y gcc)" >&2; exit 1; }
   mkdir -p "$(dirname "$out")"

@@ -5,6 +5,8 @@
 # script started (its pid is in .ephemera/dockerd.pid) and nothing else.
 # Exit 0: Docker answers. Exit 3: it cannot run here (the reason on stderr, one line).
 set -euo pipefail
+# apt-get one at a time on this machine: .ci/run runs these scripts side by side.
+apt() { as_root flock /tmp/ephemera-apt.lock apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 cd "$(dirname "$0")/.."
 pidfile=.ephemera/dockerd.pid
 up() { docker info >/dev/null 2>&1; }
@@ -18,7 +20,7 @@ fi
 up && exit 0
 if ! command -v dockerd >/dev/null; then
   echo "installing docker.io (Docker engine)" >&2
-  { as_root apt-get update -qq && as_root apt-get install -y -qq docker.io >/dev/null; } \
+  { apt update -qq && apt install -y -qq docker.io >/dev/null; } \
     || { echo "Docker cannot run here: docker.io could not be installed (apt-get as root)" >&2; exit 3; }
 fi
 mkdir -p .ephemera

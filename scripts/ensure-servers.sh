@@ -3,6 +3,8 @@
 # them as this kind of machine does when they are not (installing them if missing), and
 # that the tools of the steps' networks are here.
 set -euo pipefail
+# apt-get one at a time on this machine: .ci/run runs these scripts side by side.
+apt() { as_root flock /tmp/ephemera-apt.lock apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 # The process driver's step networks need ip and nft (without them steps get loopback only).
 bash "$(dirname "$0")/ensure-step-network.sh" || echo "could not install iproute2 and nftables: steps will have loopback only" >&2
 nats_up() { (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; }
@@ -12,7 +14,7 @@ if nats_up && redis_up; then exit 0; fi
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 if ! command -v nats-server >/dev/null || ! command -v redis-server >/dev/null; then
   echo "installing nats-server and redis-server" >&2
-  as_root apt-get update -qq && as_root apt-get install -y -qq nats-server redis-server >/dev/null
+  apt update -qq && apt install -y -qq nats-server redis-server >/dev/null
 fi
 if ! nats_up; then
   echo "starting nats-server (JetStream) on 127.0.0.1:4222" >&2

@@ -3,6 +3,7 @@
 // the four services as containers and every step pod's containers as Docker containers. It
 // ends with "demo finished" and leaves no container behind.
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describeWithDocker } from "../support/docker.js";
@@ -11,7 +12,7 @@ import { freePort } from "../support/stack.js";
 
 const ROOT = join(__dirname, "..", "..");
 const run = promisify(execFile);
-const VERSION = (require(join(ROOT, "package.json")) as { version: string }).version;
+const VERSION = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version;
 
 describeWithDocker("pnpm demo:containers", () => {
   it("runs hello-db with the services and the step pods as containers, to 'demo finished', and removes them", async () => {
