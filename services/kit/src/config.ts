@@ -121,6 +121,8 @@ export const DEFAULT_API_LISTEN = "127.0.0.1:7400";
 export const DEFAULT_ROUTES_LISTEN = "127.0.0.1:7777";
 export const DEFAULT_ROUTES_HTTP_LISTEN = "127.0.0.1:7778";
 export const DEFAULT_IOCONTEXT_LISTEN = "127.0.0.1:7401";
+/** The preview gateway: serves sandboxes' endpoint URLs. */
+export const DEFAULT_GATEWAY_LISTEN = "127.0.0.1:7780";
 
 /** A service's configuration, or its refusal logged (fatal) and exit 1: a bad setting stops a service at once, said plainly. */
 export function configured<T>(logger: Logger, service: string, read: () => T): T {

@@ -1,12 +1,13 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
 import { JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
-import { ROUTES_SERVER, followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
+import { GATEWAY_SERVER, ROUTES_SERVER, followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
 import { sandboxMetrics } from "./metrics.js";
 import { SandboxCore } from "./service.js";
 import { startRoutes } from "./routes/server.js";
+import { startGateway } from "./gateway/server.js";
 
 export { SandboxCore } from "./service.js";
 export { decidePlugin, type PluginCommand } from "./plugin/decide.js";
@@ -29,6 +30,8 @@ export interface SandboxConfig extends CommonConfig {
   metrics?: Registry;
   /** The Routes API: gRPC (EPHEMERA_ROUTES_LISTEN) and HTTP (EPHEMERA_ROUTES_HTTP_LISTEN); absent: not served. */
   routes?: { listen: string; httpListen: string };
+  /** The preview gateway (EPHEMERA_GATEWAY_LISTEN; EPHEMERA_GATEWAY_DNS: the name servers of the targets' hosts); absent: not served. */
+  gateway?: { listen: string; dns?: string[] };
 }
 
 export interface RunningSandboxService {
@@ -36,6 +39,8 @@ export interface RunningSandboxService {
   port: number;
   /** The Routes API's gRPC and HTTP ports, when it is served. */
   routes?: { port: number; httpPort: number };
+  /** The preview gateway's port, when it is served. */
+  gateway?: { port: number };
   stop(): Promise<void>;
 }
 
@@ -46,6 +51,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
     openApiNotice(config.listen, { secured: !!config.access, ...allowOpen }),
     ...(config.routes ? [config.routes.listen, config.routes.httpListen] : [])
       .map((listen) => openApiNotice(listen, { secured: !!config.access, ...allowOpen, server: ROUTES_SERVER })),
+    ...(config.gateway ? [openApiNotice(config.gateway.listen, { secured: !!config.access, ...allowOpen, server: GATEWAY_SERVER })] : []),
   ].filter((line) => line !== undefined);
   const nc = await connectNats(config.natsUrl, "ephemera-sandbox", config.natsAuth);
   const registry = config.metrics;
@@ -60,6 +66,12 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
     ? await startRoutes({ sandboxes: () => core.placedSandboxes(), onSandboxChange: (l) => core.onSandboxChange(l) },
       { ...config.routes, ...(config.access ? { access: config.access } : {}), ...(config.tls ? { tls: config.tls } : {}) }, logger)
     : undefined;
+  const gateway = config.gateway
+    ? await startGateway({ sandboxes: () => records(core) }, {
+      listen: config.gateway.listen, domain: config.previewDomain, ...(config.gateway.dns?.length ? { dns: config.gateway.dns } : {}),
+      ...(config.access ? { access: config.access } : {}), ...(config.tls ? { tls: config.tls } : {}),
+    }, logger)
+    : undefined;
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),
   });
@@ -71,11 +83,17 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   return {
     port: server.port,
     ...(routes ? { routes: { port: routes.port, httpPort: routes.httpPort } } : {}),
+    ...(gateway ? { gateway: { port: gateway.port } } : {}),
     stop: async () => {
+      await gateway?.stop();
       await routes?.stop();
       await core.stop();
       await server.shutdown();
       await nc.drain();
     },
   };
+}
+
+function* records(core: SandboxCore) {
+  for (const { sandbox } of core.placedSandboxes()) yield sandbox;
 }

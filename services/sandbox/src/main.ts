@@ -1,5 +1,5 @@
 // Entry point of the sandbox service (the public API).
-import { DEFAULT_API_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, commonConfig, configured, createLogger, envBool, envString, onShutdown, serverTlsFromEnv } from "@ephemera/kit";
+import { DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, commonConfig, configured, createLogger, envBool, envString, onShutdown, serverTlsFromEnv } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
 
@@ -15,6 +15,10 @@ const config = configured(logger, "sandbox service", () => ({
   routes: {
     listen: envString(process.env, "EPHEMERA_ROUTES_LISTEN", DEFAULT_ROUTES_LISTEN),
     httpListen: envString(process.env, "EPHEMERA_ROUTES_HTTP_LISTEN", DEFAULT_ROUTES_HTTP_LISTEN),
+  },
+  gateway: {
+    listen: envString(process.env, "EPHEMERA_GATEWAY_LISTEN", DEFAULT_GATEWAY_LISTEN),
+    dns: envString(process.env, "EPHEMERA_GATEWAY_DNS", "").split(",").map((s) => s.trim()).filter(Boolean),
   },
 }));
 const metrics = serviceRegistry("sandbox");

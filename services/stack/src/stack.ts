@@ -4,7 +4,7 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import {
-  DEFAULT_API_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, ROUTES_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
+  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
   openApiNotice, waitFor, type ClientTls, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
@@ -112,6 +112,7 @@ export function accessNotice(env: Env): string {
   const allowOpen = envBool(env, "EPHEMERA_API_ALLOW_OPEN", false);
   const routes = [envString(env, "EPHEMERA_ROUTES_LISTEN", DEFAULT_ROUTES_LISTEN), envString(env, "EPHEMERA_ROUTES_HTTP_LISTEN", DEFAULT_ROUTES_HTTP_LISTEN)];
   for (const listen of routes) openApiNotice(listen, { secured, allowOpen, server: ROUTES_SERVER });
+  openApiNotice(envString(env, "EPHEMERA_GATEWAY_LISTEN", DEFAULT_GATEWAY_LISTEN), { secured, allowOpen, server: GATEWAY_SERVER });
   const open = openApiNotice(api, { secured, allowOpen });
   const transport = envString(env, "EPHEMERA_TLS_CERT", "") ? "over TLS" : "in plaintext";
   if (open) return `Note: ${open}; ${transport}. To ask for tokens, see docs/security.md.`;
