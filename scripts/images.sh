@@ -47,7 +47,10 @@ for role in "${roles[@]}"; do
       # own records (.modules.yaml holds the time of the deploy: the same files would be a new image).
       find "$dir" \( -name '*.d.ts' -o -name '*.d.ts.map' -o -name '*.js.map' -o -name '*.tsbuildinfo' \) -delete
       rm -f "$dir/node_modules/.modules.yaml" "$dir/node_modules/.pnpm/lock.yaml" ;;
-    *) say "no image $role (agent, ${SERVICES[*]})"; exit 2 ;;
+    # The routing example's app (examples/routing/app, its own Dockerfile): built on request
+    # (`scripts/images.sh example-echo`, as `pnpm demo:routing` does), not with ephemera's own.
+    example-echo) cp examples/routing/app/echo.js examples/routing/app/Dockerfile "$dir/" ;;
+    *) say "no image $role (agent, ${SERVICES[*]}, example-echo)"; exit 2 ;;
   esac
 done
 $stage_only && exit 0
@@ -68,8 +71,11 @@ for role in "${roles[@]}"; do
   hash=$(inputs "$role")
   if [ "$(docker image inspect -f '{{ index .Config.Labels "dev.ephemera.inputs" }}' "$image" 2>/dev/null)" != "$hash" ]; then
     # The legacy builder's deprecation notice on every build is noise: its output only when it fails.
-    log=$(DOCKER_BUILDKIT=0 docker build -q --target "$role" --build-arg "NODE_IMAGE=$base" \
-      --label "dev.ephemera.inputs=$hash" -t "$image" . 2>&1) || { echo "$log" >&2; say "building $image failed"; exit 1; }
+    # ephemera's images are stages of ./Dockerfile; the example's, its own directory.
+    context=(--target "$role" .)
+    [ "$role" = example-echo ] && context=(".ephemera/images/$role")
+    log=$(DOCKER_BUILDKIT=0 docker build -q --build-arg "NODE_IMAGE=$base" \
+      --label "dev.ephemera.inputs=$hash" -t "$image" "${context[@]}" 2>&1) || { echo "$log" >&2; say "building $image failed"; exit 1; }
   fi
   size=$(docker image inspect -f '{{ .Size }}' "$image")
   say "$(awk -v i="$image" -v s="$size" -v b="$base_size" 'BEGIN { printf "%-26s %4.0f MB, %5.1f MB on the base", i, s / 1e6, (s - b) / 1e6 }')"
