@@ -41,7 +41,7 @@ describe("the preview gateway under pnpm start", () => {
       if (r.code !== 0) throw new Error(`eph ${args.join(" ")} exited ${r.code}: ${r.stderr}`);
       return r.stdout;
     };
-    await ok(["plugin", "apply", "-f", stack.file("noop.yaml", "name: noop\nspec:\n  create:\n  - name: nothing\n    script: |\n      #!/bin/sh\n      true\n")]);
+    await ok(["plugin", "apply", "-f", stack.file("noop.yaml", "name: noop\nspec:\n  runner: {image: \"debian:bookworm-slim\"}\n  create:\n  - name: nothing\n    script: |\n      #!/bin/sh\n      true\n")]);
     const port = (app.address() as AddressInfo).port;
     await ok(["sandbox", "apply", "--wait", "-f", stack.file("sb.yaml", `name: gw-sb
 spec:
