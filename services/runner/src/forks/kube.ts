@@ -92,14 +92,16 @@ export class KubeForkCluster implements ForkCluster {
         if (!(err instanceof ValidationError)) throw err;
         throw new Refused({ fork: label, reason: "PatchFailed", message: err.violations.map((v) => v.description).join("; ") });
       }
-      const services = (await this.servicesSelecting(base, baseline.namespace)).map((s) => buildForkService(s as never, workload as never, d.routingKey) as unknown as Obj);
+      const selecting = await this.servicesSelecting(base, baseline.namespace);
+      const services = selecting.map((s) => buildForkService(s as never, workload as never, d.routingKey) as unknown as Obj);
       objects.push(workload, ...services);
       placements.push({
         fork: label, baseline,
         workload: { kind: baseline.kind, namespace: baseline.namespace, name: workload.metadata!.name! },
-        services: services.map((s) => ({
+        services: services.map((s, i) => ({
           host: `${s.metadata!.name}.${baseline.namespace}.svc`,
           ports: ((s.spec?.["ports"] ?? []) as Array<{ port: number }>).map((p) => p.port),
+          baselineHost: `${selecting[i]!.metadata!.name}.${baseline.namespace}.svc`,
         })),
       });
     }
