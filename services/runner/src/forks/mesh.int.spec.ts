@@ -2,7 +2,8 @@
 // process, serving networking.istio.io/v1 VirtualService as if Istio's CRDs were
 // installed) and the in-memory event store: the VirtualService of each baseline Service
 // gains a route per sandbox forking its workload, loses it when the sandbox's forks go,
-// and is deleted with the last; without Istio's CRDs the forks fail Rejected, saying why.
+// and is deleted with the last (a leftover route of a crashed runner too); without
+// Istio's CRDs the forks fail Rejected, saying why.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -85,6 +86,12 @@ describe("the fork reconciler keeping Istio's VirtualServices", () => {
     ?.map((r) => [r.name, r.route[0]!.destination.host]);
 
   it("routes each sandbox's key to its fork Service, per baseline Service, and removes the VirtualService with the last fork", async () => {
+    // Left by a runner that died after sweeping a fork Service and before removing its route.
+    await api.create({
+      apiVersion: "networking.istio.io/v1", kind: "VirtualService",
+      metadata: { name: "ephemera-legacy", namespace, labels: { "ephemera.dev/mesh": "istio", "ephemera.dev/baseline-service": "legacy" } },
+      spec: { hosts: ["legacy"], http: [{ name: "sandbox-gone00000000", route: [{ destination: { host: `legacy-gone00000000.${namespace}.svc.cluster.local` } }] }] },
+    });
     const store = await start("istio");
     await ask(store, "sb-a", "aaaa00000001", 1, [ordersFork]);
     await ask(store, "sb-b", "bbbb00000002", 1, [ordersFork]);
@@ -95,6 +102,8 @@ describe("the fork reconciler keeping Istio's VirtualServices", () => {
       [`orders-grpc-aaaa00000001.${namespace}.svc`, `orders-grpc.${namespace}.svc`],
     ]);
     await applied(store, "bbbb00000002", 1);
+    // Its fork Services gone, the leftover goes with the next generation written in its namespace.
+    expect(await virtualService("legacy")).toBeUndefined();
     const both = [
       ["sandbox-aaaa00000001", `orders-aaaa00000001.${namespace}.svc.cluster.local`],
       ["sandbox-bbbb00000002", `orders-bbbb00000002.${namespace}.svc.cluster.local`],
