@@ -41,6 +41,10 @@ describe("deploy/ rendered", () => {
     expect(names).toContain("NetworkPolicy/ephemera-system/iocontext-ingress");
     const api = objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "sandbox")!;
     expect(api["spec"].ports.map((p: Obj) => p.port)).toEqual([7400, 7777, 7778]); // the API and the Routes API
+    // The forks' routes may also be Istio's: the runner may keep VirtualServices, and nothing else of Istio's.
+    const forks = objs.find((o) => o["kind"] === "ClusterRole" && o["metadata"].name === "ephemera-forks")!;
+    expect((forks["rules"] as Obj[]).filter((r) => r["apiGroups"].includes("networking.istio.io")))
+      .toEqual([{ apiGroups: ["networking.istio.io"], resources: ["virtualservices"], verbs: ["get", "list", "create", "update", "delete"] }]);
     for (const binding of objs.filter((o) => o["kind"] === "RoleBinding")) {
       expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "runner", namespace: "ephemera-system" }]);
     }
@@ -49,6 +53,21 @@ describe("deploy/ rendered", () => {
       expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
       expect(d["spec"].template.metadata.annotations).toMatchObject({ "prometheus.io/scrape": "true", "prometheus.io/port": "9090" });
     }
+  });
+
+  it.each(OVERLAYS)("%s serves the Routes API as routeserver on 7777 (gRPC) and 7778 (HTTP), where Signadot's clients look for it: the sandbox service's pods", (overlay) => {
+    const objs = objects(rendered[overlay]);
+    const alias = objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "routeserver")!;
+    expect(alias["metadata"].namespace).toBe("ephemera-system");
+    const sandbox = objs.find((o) => o["kind"] === "Deployment" && o["metadata"].name === "sandbox")!["spec"].template;
+    // It selects the sandbox pods, and only them.
+    expect(Object.entries(alias["spec"].selector as Record<string, string>).every(([k, v]) => sandbox.metadata.labels[k] === v)).toBe(true);
+    const others = objs.filter((o) => o["kind"] === "Deployment" && o["metadata"].name !== "sandbox").map((o) => o["spec"].template.metadata.labels as Record<string, string>);
+    for (const labels of others) expect(Object.entries(alias["spec"].selector as Record<string, string>).every(([k, v]) => labels[k] === v)).toBe(false);
+    // Each port reaches the container port the sandbox service serves the Routes API on (EPHEMERA_ROUTES_LISTEN, EPHEMERA_ROUTES_HTTP_LISTEN).
+    const containerPorts = Object.fromEntries((sandbox.spec.containers[0].ports as Obj[]).map((p) => [p["name"], p["containerPort"]]));
+    expect((alias["spec"].ports as Obj[]).map((p) => [p["name"], p["port"], containerPorts[p["targetPort"]]])).toEqual([["grpc", 7777, 7777], ["http", 7778, 7778]]);
+    expect(alias["spec"].type ?? "ClusterIP").toBe("ClusterIP");
   });
 
   it.each(OVERLAYS)("%s lets the runner make and remove its pods' token Secrets, in a namespace enforcing Pod Security baseline", (overlay) => {
@@ -132,7 +151,11 @@ describe("deploy/ rendered", () => {
       expect(applied.stdout).toMatch(/deployment.apps\/runner (created|configured|unchanged)/);
       const listed = JSON.parse((await kubectl(sim, ["get", "deploy,sts,svc,networkpolicy", "-n", "ephemera-system", "-o", "json"])).stdout) as Obj;
       const names = (listed["items"] as Obj[]).map((o) => `${o["kind"]}/${o["metadata"].name}`);
-      expect(names).toEqual(expect.arrayContaining(["Deployment/sandbox", "Deployment/runner", "StatefulSet/nats", "Service/iocontext", "NetworkPolicy/iocontext-ingress"]));
+      expect(names).toEqual(expect.arrayContaining([
+        "Deployment/sandbox", "Deployment/runner", "StatefulSet/nats", "Service/iocontext", "Service/routeserver", "NetworkPolicy/iocontext-ingress",
+      ]));
+      const routeserver = (listed["items"] as Obj[]).find((o) => o["kind"] === "Service" && o["metadata"].name === "routeserver")!;
+      expect(routeserver["spec"].clusterIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
       const role = JSON.parse((await kubectl(sim, ["get", "role", "ephemera-runner", "-n", "ephemera-runs", "-o", "json"])).stdout) as Obj;
       expect(role["rules"]).toEqual([
         { apiGroups: [""], resources: ["pods"], verbs: ["create", "delete", "get", "list", "watch"] },

@@ -196,6 +196,8 @@ ${forks}
       expect(none).toEqual(pb.routes.GetWorkloadRoutingRulesResponse.toJSON({ routingRules: [] })); // proto3 JSON: an empty list is left out
       const services = await call<pb.routes.GetClusterServicesRequest, pb.routes.GetClusterServicesResponse>(client.getClusterServices.bind(client), {});
       expect(services.services).toContainEqual(expect.objectContaining({ hostname: `${fork}.shop.svc`, sandboxInfo: { sandboxRoutingKey: key, baselineHostname: "orders.shop.svc" } }));
+      // The baseline Service in front of the forked workload, as the runner recorded it.
+      expect(services.services).toContainEqual({ serviceIp: "", hostname: "orders.shop.svc", ports: [{ name: "port-8080", port: 8080, protocol: "TCP", appProtocol: "" }] });
 
       // Delete: the rule goes, and the fork, Service and Secret are gone while the delete workflow's step runs.
       const deleting = stack.eph(["sandbox", "delete", "routed", "--wait"]);

@@ -46,6 +46,8 @@ export const RESOURCE_TYPES: ResourceType[] = [
   t("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, ["pdb"], ["status"]),
   // Argo Rollouts' custom resource, as if its CRD were installed.
   t("argoproj.io", "v1alpha1", "rollouts", "Rollout", true, ["ro"], ["status"]),
+  // Istio's VirtualService (EPHEMERA_ROUTING_MESH=istio), as if Istio's CRDs were installed; stored, never acted on.
+  t("networking.istio.io", "v1", "virtualservices", "VirtualService", true, ["vs"]),
 ];
 
 export const apiVersionOf = (r: ResourceType) => (r.group ? `${r.group}/${r.version}` : r.version);

@@ -76,6 +76,11 @@ export interface KubeConfigSettings {
   namespace: string;
   /** EPHEMERA_AGENT_IMAGE: the image of ephemera-init and ephemera-sidecar. */
   agentImage: string;
+  /**
+   * EPHEMERA_ROUTING_MESH: none (default), or istio: each baseline Service with forks gets
+   * a VirtualService sending its sandboxes' routing keys to their fork Services.
+   */
+  routingMesh: RoutingMesh;
   /** EPHEMERA_POD_IOCONTEXT: the IO context's host:port as pods reach it (default: the runner's own address of it). */
   podIOContext: string;
   /** EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS, EPHEMERA_KUBE_NODE_LOST_GRACE_MS: how long a failing pull, or a pod Unknown, is given. */
@@ -125,6 +130,9 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
   const { natsUrl, natsAuth, prefix, streamReplicas } = commonConfig(env);
   const driver = envString(env, "EPHEMERA_RUNNER_DRIVER", "process");
   if (driver !== "process" && driver !== "kubernetes") throw new Error(`EPHEMERA_RUNNER_DRIVER "${driver}" is not available (drivers: process, kubernetes)`);
+  if (driver !== "kubernetes" && env["EPHEMERA_ROUTING_MESH"] && env["EPHEMERA_ROUTING_MESH"] !== "none") {
+    throw new Error(`EPHEMERA_ROUTING_MESH=${env["EPHEMERA_ROUTING_MESH"]} needs EPHEMERA_RUNNER_DRIVER=kubernetes (the process driver runs no forks to route)`);
+  }
   const iocontextAddr = envString(env, "EPHEMERA_IOCONTEXT_ADDR", envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN));
   const hostEnv: Record<string, string> = {};
   const iocontextTls = clientTlsFromEnv(env);
@@ -145,6 +153,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
         namespace: envString(env, "EPHEMERA_KUBE_NAMESPACE", "default"),
         agentImage: envString(env, "EPHEMERA_AGENT_IMAGE", DEFAULT_AGENT_IMAGE),
         podIOContext: envString(env, "EPHEMERA_POD_IOCONTEXT", iocontextAddr),
+        routingMesh: routingMesh(env),
         imagePullGraceMs: envInt(env, "EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS", 15_000),
         nodeLostGraceMs: envInt(env, "EPHEMERA_KUBE_NODE_LOST_GRACE_MS", 15_000),
         ...podResources(env),
@@ -162,6 +171,18 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     shutdownGraceMs: envInt(env, "EPHEMERA_RUNNER_SHUTDOWN_GRACE_MS", 30_000),
     logRetentionMs: logRetention(env),
   };
+}
+
+export const ROUTING_MESHES = ["none", "istio"] as const;
+export type RoutingMesh = (typeof ROUTING_MESHES)[number];
+
+/** EPHEMERA_ROUTING_MESH: the mesh whose routes the fork reconciler keeps (none, istio). */
+export function routingMesh(env: Env): RoutingMesh {
+  const mesh = envString(env, "EPHEMERA_ROUTING_MESH", "none");
+  if (!(ROUTING_MESHES as readonly string[]).includes(mesh)) {
+    throw new Error(`EPHEMERA_ROUTING_MESH must be one of ${ROUTING_MESHES.join(", ")}, got "${mesh}"`);
+  }
+  return mesh as RoutingMesh;
 }
 
 /** EPHEMERA_STEP_NETWORK, EPHEMERA_STEP_SUBNETS, EPHEMERA_STEP_DNS and EPHEMERA_STEP_DENY. */

@@ -44,3 +44,22 @@ describe("runner configuration: runner pods' requests and limits", () => {
       .toThrow('EPHEMERA_KUBE_AGENT_REQUESTS: "cpu" is not name=quantity (e.g. cpu=100m,memory=128Mi)');
   });
 });
+
+describe("runner configuration: the routing mesh", () => {
+  const kube = (env: Record<string, string>) => runnerConfig({ EPHEMERA_RUNNER_DRIVER: "kubernetes", ...env }, defaults).kube!;
+
+  it("keeps no mesh's routes unless EPHEMERA_ROUTING_MESH names istio", () => {
+    expect(kube({}).routingMesh).toBe("none");
+    expect(kube({ EPHEMERA_ROUTING_MESH: "none" }).routingMesh).toBe("none");
+    expect(kube({ EPHEMERA_ROUTING_MESH: "istio" }).routingMesh).toBe("istio");
+  });
+
+  it("refuses a mesh it does not know, and a mesh without the Kubernetes driver", () => {
+    for (const bad of ["linkerd", "Istio", " istio"]) {
+      expect(() => kube({ EPHEMERA_ROUTING_MESH: bad })).toThrow(`EPHEMERA_ROUTING_MESH must be one of none, istio, got "${bad}"`);
+    }
+    expect(() => runnerConfig({ EPHEMERA_ROUTING_MESH: "istio" }, defaults))
+      .toThrow("EPHEMERA_ROUTING_MESH=istio needs EPHEMERA_RUNNER_DRIVER=kubernetes (the process driver runs no forks to route)");
+    expect(runnerConfig({ EPHEMERA_ROUTING_MESH: "none" }, defaults).kube).toBeUndefined();
+  });
+});

@@ -139,10 +139,11 @@ async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ dri
   await driver.start().catch((err: unknown) => {
     throw new Error(`the Kubernetes driver cannot start (cluster ${kubeconfig.getCurrentCluster()?.server ?? "none: set KUBECONFIG"}): ${errorMessage(err)}`);
   });
-  deps.logger.info({ cluster: kubeconfig.getCurrentCluster()?.server, namespace: kube.namespace, agentImage: kube.agentImage }, "Kubernetes driver ready");
+  deps.logger.info({ cluster: kubeconfig.getCurrentCluster()?.server, namespace: kube.namespace, agentImage: kube.agentImage, routingMesh: kube.routingMesh }, "Kubernetes driver ready");
   const forkCluster = new KubeForkCluster({
     kubeconfig, calls: driver.calls, logger: deps.logger.child({ component: "forks" }),
     outputs: (d, forks) => readOutputs(deps.store, deps.values, d.routingKey, outputsRead(forks)),
+    mesh: kube.routingMesh,
   });
   return { driver, forkCluster };
 }

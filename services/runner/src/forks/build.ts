@@ -25,6 +25,9 @@ export interface ForkRequest {
 
 const LABEL = "ephemera.dev";
 
+/** On each fork Service (and ephemera's VirtualServices): the baseline Service, in the same namespace, it stands for. */
+export const BASELINE_SERVICE_LABEL = `${LABEL}/baseline-service`;
+
 /** Pure: the Secret holding a sandbox's resource outputs that its forks' env reads. */
 export const outputsSecretName = (routingKey: string) => `ephemera-${routingKey}-outputs`;
 
@@ -213,7 +216,8 @@ export function buildOutputsSecret(sandbox: { name: string; routingKey: string }
 }
 
 /**
- * Pure: for a baseline Service, the fork's: the same ports, selecting the fork's pods. It
+ * Pure: for a baseline Service, the fork's: the same ports, selecting the fork's pods,
+ * labelled with the baseline Service's name (a mesh's routes are found from it). It
  * is always a ClusterIP Service (traffic reaches forks inside the cluster, by the routing
  * rules): a NodePort's port or a LoadBalancer of the baseline is not claimed a second time.
  */
@@ -226,7 +230,7 @@ export function buildForkService(baselineService: Obj, fork: Obj, routingKey: st
     apiVersion: "v1", kind: "Service",
     metadata: {
       name: forkName(String(meta["name"]), routingKey), namespace: meta["namespace"] ?? forkMeta["namespace"] ?? "default",
-      labels: { ...((forkMeta["labels"] as Obj) ?? {}) },
+      labels: { ...((forkMeta["labels"] as Obj) ?? {}), [BASELINE_SERVICE_LABEL]: meta["name"] ?? "" },
     },
     spec: { selector: podLabels, ports: ((spec["ports"] ?? []) as Obj[]).map(({ nodePort: _n, ...port }) => port) },
   };

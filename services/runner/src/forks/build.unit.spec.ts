@@ -132,6 +132,8 @@ describe("the outputs Secret and the fork's Services", () => {
     const w = build();
     const svc = buildForkService({ metadata: { name: "orders", namespace: "shop" }, spec: { selector: { app: "orders" }, ports: [{ name: "http", port: 80, targetPort: 8080 }] } }, w, "rk1") as Obj;
     expect(svc["metadata"]["name"]).toBe("orders-rk1");
+    // Labelled as the fork is, and with the baseline Service it stands for (a mesh's routes are found from it).
+    expect(svc["metadata"]["labels"]).toEqual({ ...w["metadata"].labels, "ephemera.dev/baseline-service": "orders" });
     expect(svc["spec"]).toEqual({ selector: w["spec"].selector.matchLabels, ports: [{ name: "http", port: 80, targetPort: 8080 }] });
   });
 

@@ -2,13 +2,16 @@
 // (forks/build.ts) and written with a Service per baseline Service and the outputs Secret
 // its env reads; what an earlier generation placed and this one no longer has is deleted
 // (found by the routing key's label, so nothing a crashed runner wrote is left behind).
-// Availability is followed with one shared watch per namespace and kind, no polling.
+// With EPHEMERA_ROUTING_MESH=istio, the VirtualServices of the baseline Services follow
+// (mesh.ts). Availability is followed with one shared watch per namespace and kind, no polling.
 import * as k8s from "@kubernetes/client-node";
 import type * as pb from "@ephemera/proto";
 import { ValidationError, baselineLabel, baselineOf, errorMessage, type BaselineRef, type Logger } from "@ephemera/kit";
+import type { RoutingMesh } from "../config.js";
 import { retryableApiError, statusOf, type ApiCalls } from "../driver/kube/calls.js";
 import { ObjectWatch } from "../driver/kube/watch.js";
 import { buildFork, buildForkService, buildOutputsSecrets, isOutputsTooLargeError } from "./build.js";
+import { IstioRoutes, isMeshNotInstalledError, type ServiceRef } from "./mesh.js";
 import { OutputMissingError } from "./outputs.js";
 import type { ApplyResult, ForkCluster } from "./reconciler.js";
 import type { ForkDesire } from "./state.js";
@@ -40,7 +43,10 @@ export interface KubeForkClusterOptions {
   logger: Logger;
   /** The resource outputs the forks read, keyed as the outputs Secret keys them. */
   outputs: (desire: ForkDesire, forks: pb.Fork[]) => Promise<Map<string, Buffer>>;
+  /** EPHEMERA_ROUTING_MESH: with istio, each baseline Service with forks gets a VirtualService routing to them. */
+  mesh?: RoutingMesh;
 }
+
 
 class Refused extends Error {
   constructor(readonly failure: pb.ForkFailure) {
@@ -50,6 +56,7 @@ class Refused extends Error {
 
 export class KubeForkCluster implements ForkCluster {
   private readonly api: k8s.KubernetesObjectApi;
+  private readonly istio?: IstioRoutes;
   private readonly watches = new Map<string, Promise<ObjectWatch<Obj>>>();
   /** The generation each workload was last written at: a watch's cache older than that is not its state yet. */
   private readonly written = new Map<string, number>();
@@ -57,6 +64,7 @@ export class KubeForkCluster implements ForkCluster {
 
   constructor(private readonly o: KubeForkClusterOptions) {
     this.api = k8s.KubernetesObjectApi.makeApiClient(o.kubeconfig);
+    if (o.mesh === "istio") this.istio = new IstioRoutes({ api: this.api, calls: o.calls, logger: o.logger });
   }
 
   async apply(d: ForkDesire, wanted: pb.Fork[]): Promise<ApplyResult> {
@@ -66,6 +74,7 @@ export class KubeForkCluster implements ForkCluster {
       if (err instanceof Refused) return { kind: "failed", failure: err.failure };
       if (err instanceof OutputMissingError) return { kind: "failed", failure: { fork: "", reason: "OutputMissing", message: err.message } };
       if (isOutputsTooLargeError(err)) return { kind: "failed", failure: { fork: "", reason: "OutputsTooLarge", message: err.message } };
+      if (isMeshNotInstalledError(err)) return { kind: "failed", failure: { fork: "", reason: "Rejected", message: err.message } };
       // Refused by the API server (forbidden, invalid): trying again would not help.
       if (statusOf(err) !== undefined && !retryableApiError(err) && statusOf(err) !== 409) {
         return { kind: "failed", failure: { fork: "", reason: "Rejected", message: `the cluster refused: ${apiMessage(err)}` } };
@@ -81,6 +90,7 @@ export class KubeForkCluster implements ForkCluster {
     const secrets = buildOutputsSecrets(sandbox, wanted, values) as unknown as Obj[];
     const placements: pb.ForkPlacement[] = [];
     const objects: Obj[] = [];
+    const baselineServices: ServiceRef[] = [];
     for (const fork of wanted) {
       const baseline = baselineOf(fork.forkOf);
       const label = baselineLabel(baseline);
@@ -92,14 +102,17 @@ export class KubeForkCluster implements ForkCluster {
         if (!(err instanceof ValidationError)) throw err;
         throw new Refused({ fork: label, reason: "PatchFailed", message: err.violations.map((v) => v.description).join("; ") });
       }
-      const services = (await this.servicesSelecting(base, baseline.namespace)).map((s) => buildForkService(s as never, workload as never, d.routingKey) as unknown as Obj);
+      const selecting = await this.servicesSelecting(base, baseline.namespace);
+      const services = selecting.map((s) => buildForkService(s as never, workload as never, d.routingKey) as unknown as Obj);
       objects.push(workload, ...services);
+      baselineServices.push(...selecting.map((s) => ({ namespace: baseline.namespace, name: s.metadata!.name! })));
       placements.push({
         fork: label, baseline,
         workload: { kind: baseline.kind, namespace: baseline.namespace, name: workload.metadata!.name! },
-        services: services.map((s) => ({
+        services: services.map((s, i) => ({
           host: `${s.metadata!.name}.${baseline.namespace}.svc`,
           ports: ((s.spec?.["ports"] ?? []) as Array<{ port: number }>).map((p) => p.port),
+          baselineHost: `${selecting[i]!.metadata!.name}.${baseline.namespace}.svc`,
         })),
       });
     }
@@ -107,7 +120,10 @@ export class KubeForkCluster implements ForkCluster {
     for (const obj of [...secrets, ...objects]) await this.upsert(obj);
     // Everywhere any generation may have written something (this one, and a failed or interrupted apply, included).
     const touched = d.touched.map((t) => t.split("/") as [string, string]);
-    await this.sweep(d.routingKey, [...secrets, ...objects], new Set(touched.map(([, ns]) => ns)), new Set(touched.map(([kind]) => kind)));
+    const namespaces = new Set(touched.map(([, ns]) => ns));
+    await this.sweep(d.routingKey, [...secrets, ...objects], namespaces, new Set(touched.map(([kind]) => kind)));
+    // The mesh's routes last: they name the fork Services, which exist (or are gone) by now.
+    await this.istio?.sync(namespaces, baselineServices);
     return placements;
   }
 

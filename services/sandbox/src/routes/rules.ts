@@ -1,7 +1,8 @@
 // The Routes API's routing rules, derived from the sandboxes (pure): one rule per fork a
 // ready sandbox has on its cluster, keyed by its baseline workload and the sandbox's
 // routing key, sending each port to the fork's Service that serves it. What a request
-// filters on, and how one set of rules becomes another as ADD, REMOVE and REPLACE operations.
+// filters on, how one set of rules becomes another as ADD, REMOVE and REPLACE operations,
+// and the cluster's Services as GetClusterServices lists them.
 import * as pb from "@ephemera/proto";
 import { baselineLabel, baselineOf, forkName } from "@ephemera/kit";
 import type { SandboxRecord } from "../sandbox/state.js";
@@ -22,6 +23,8 @@ export interface RoutedFork {
   baseline: { kind: string; namespace: string; name: string };
   /** Each port routed and the fork Service's host serving it (`<service>-<routing key>.<namespace>.svc`). */
   ports: Array<{ port: number; host: string }>;
+  /** The fork's Services as the runner placed them, each with the baseline Service it stands for. */
+  services: pb.ForkServiceAddress[];
 }
 
 /**
@@ -39,11 +42,12 @@ export function* routedForks(sandboxes: Iterable<PlacedSandbox>): Iterable<Route
       const baseline = baselineOf(fork.forkOf);
       const p = placed.get(baselineLabel(baseline));
       if (!p) continue;
-      const services = p.services.length ? p.services : [{ host: `${forkName(baseline.name, sandbox.routingKey)}.${baseline.namespace}.svc`, ports: [] }];
+      const services: pb.ForkServiceAddress[] = p.services.length
+        ? p.services : [{ host: `${forkName(baseline.name, sandbox.routingKey)}.${baseline.namespace}.svc`, ports: [], baselineHost: "" }];
       const declared = fork.endpoints.map((e) => e.port).filter((n) => n > 0);
       const numbers = [...new Set(declared.length ? declared : services.flatMap((x) => x.ports))];
       const ports = numbers.map((port) => ({ port, host: (services.find((x) => x.ports.includes(port)) ?? services[0]!).host }));
-      yield { sandbox, fork, baseline, ports };
+      yield { sandbox, fork, baseline, ports, services };
     }
   }
 }
@@ -57,6 +61,42 @@ export function routingRules(sandboxes: Iterable<PlacedSandbox>): Rule[] {
     mappings: ports.map(({ port, host }) => ({ workloadPort: port, destinations: [{ host, port }] })),
   }));
   return rules.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+}
+
+/**
+ * Pure: GetClusterServices. The baseline Services in front of the workloads the routing
+ * sandboxes fork (once each, with every port, from what the runner recorded when it applied
+ * the forks), then each fork Service with its sandbox's routing key and the hostname of the
+ * baseline Service it stands for (of the baseline workload, for forks recorded before the
+ * runner named the Service).
+ */
+export function clusterServices(sandboxes: Iterable<PlacedSandbox>): pb.routes.ClusterService[] {
+  const baselines = new Map<string, Set<number>>();
+  const forks: pb.routes.ClusterService[] = [];
+  const portOf = (fork: pb.Fork, port: number): pb.routes.ClusterServicePort => {
+    const declared = fork.endpoints.find((e) => e.port === port);
+    return { name: declared?.name || `port-${port}`, port, protocol: declared?.protocol || "TCP", appProtocol: "" };
+  };
+  for (const { sandbox, fork, baseline, ports, services } of routedForks(sandboxes)) {
+    for (const s of services) {
+      if (s.baselineHost) baselines.set(s.baselineHost, new Set([...baselines.get(s.baselineHost) ?? [], ...s.ports]));
+    }
+    for (const host of new Set(ports.map((p) => p.host))) {
+      const baselineHost = services.find((s) => s.host === host)?.baselineHost || `${baseline.name}.${baseline.namespace}.svc`;
+      forks.push({
+        serviceIp: "",
+        hostname: host,
+        ports: ports.filter((p) => p.host === host).map((p) => portOf(fork, p.port)),
+        sandboxInfo: { sandboxRoutingKey: sandbox.routingKey, baselineHostname: baselineHost },
+      });
+    }
+  }
+  const listed = [...baselines].sort(([a], [b]) => a.localeCompare(b)).map(([hostname, ports]): pb.routes.ClusterService => ({
+    serviceIp: "",
+    hostname,
+    ports: [...ports].sort((a, b) => a - b).map((port) => ({ name: `port-${port}`, port, protocol: "TCP", appProtocol: "" })),
+  }));
+  return [...listed, ...forks];
 }
 
 /** Rules are kept by baseline and routing key, as the API defines them. */

@@ -1,11 +1,14 @@
 import * as pb from "@ephemera/proto";
 import type { SandboxRecord } from "../sandbox/state.js";
 import { forkName } from "@ephemera/kit";
-import { diff, keyOf, matches, routingRules, type PlacedSandbox } from "./rules.js";
+import { clusterServices, diff, keyOf, matches, routingRules, type PlacedSandbox } from "./rules.js";
 
-type ForkSpec = { name: string; ns: string; port: number; services?: Array<{ host: string; ports: number[] }>; declared?: boolean };
+type ForkSpec = { name: string; ns: string; port: number; services?: Array<{ host: string; ports: number[]; baselineHost?: string }>; declared?: boolean };
 
-/** A sandbox with forks, each placed on the cluster (its Service `<name>-<rk>` with the fork's port, unless given). */
+/**
+ * A sandbox with forks, each placed on the cluster (its Service `<name>-<rk>` with the
+ * fork's port, standing for the baseline Service `<name>`, unless given).
+ */
 const sandbox = (name: string, routingKey: string, over: Partial<SandboxRecord> = {}, forks: ForkSpec[] = [{ name: "orders", ns: "shop", port: 8080 }], placed = true): PlacedSandbox => ({
   sandbox: {
     status: "active", name, routingKey, cluster: "c1", endpoints: [], resources: [], ready: true, forced: false,
@@ -24,7 +27,8 @@ const sandbox = (name: string, routingKey: string, over: Partial<SandboxRecord> 
     fork: `Deployment ${f.ns}/${f.name}`,
     baseline: { kind: "Deployment", namespace: f.ns, name: f.name },
     workload: { kind: "Deployment", namespace: f.ns, name: forkName(f.name, routingKey) },
-    services: f.services ?? [{ host: `${forkName(f.name, routingKey)}.${f.ns}.svc`, ports: [f.port] }],
+    services: (f.services ?? [{ host: `${forkName(f.name, routingKey)}.${f.ns}.svc`, ports: [f.port], baselineHost: `${f.name}.${f.ns}.svc` }])
+      .map((x) => ({ baselineHost: "", ...x })),
   })) : [],
 });
 
@@ -86,5 +90,36 @@ describe("routing rules from sandboxes", () => {
       ["ADD", "Deployment/shop/orders@rk3"], ["REMOVE", "Deployment/shop/orders@rk2"], ["REPLACE", "Deployment/shop/orders@rk1"],
     ].sort());
     expect(diff(after, after)).toEqual([]);
+  });
+});
+
+describe("the cluster's Services (GetClusterServices)", () => {
+  const port = (n: number, name = `port-${n}`, protocol = "TCP") => ({ name, port: n, protocol, appProtocol: "" });
+
+  it("lists the baseline Services behind the forked workloads once each, then every fork Service with its sandbox's key and baseline Service", () => {
+    const cart = { name: "cart", ns: "shop", port: 9090, declared: false, services: [
+      { host: "cart-web-rk2.shop.svc", ports: [80, 9090], baselineHost: "cart-web.shop.svc" },
+      { host: "cart-admin-rk2.shop.svc", ports: [9900], baselineHost: "cart-admin.shop.svc" },
+    ] };
+    expect(clusterServices([sandbox("a", "rk1"), sandbox("b", "rk2", {}, [{ name: "orders", ns: "shop", port: 8080 }, cart])])).toEqual([
+      { serviceIp: "", hostname: "cart-admin.shop.svc", ports: [port(9900)] },
+      { serviceIp: "", hostname: "cart-web.shop.svc", ports: [port(80), port(9090)] },
+      { serviceIp: "", hostname: "orders.shop.svc", ports: [port(8080)] },
+      { serviceIp: "", hostname: "orders-rk1.shop.svc", ports: [port(8080, "http", "http")], sandboxInfo: { sandboxRoutingKey: "rk1", baselineHostname: "orders.shop.svc" } },
+      { serviceIp: "", hostname: "orders-rk2.shop.svc", ports: [port(8080, "http", "http")], sandboxInfo: { sandboxRoutingKey: "rk2", baselineHostname: "orders.shop.svc" } },
+      { serviceIp: "", hostname: "cart-web-rk2.shop.svc", ports: [port(80), port(9090)], sandboxInfo: { sandboxRoutingKey: "rk2", baselineHostname: "cart-web.shop.svc" } },
+      { serviceIp: "", hostname: "cart-admin-rk2.shop.svc", ports: [port(9900)], sandboxInfo: { sandboxRoutingKey: "rk2", baselineHostname: "cart-admin.shop.svc" } },
+    ]);
+  });
+
+  it("lists a baseline Service only while a sandbox that routes forks a workload behind it", () => {
+    expect(clusterServices([sandbox("a", "rk1", { status: "deleting" }), sandbox("b", "rk2", {}, undefined, false)])).toEqual([]);
+  });
+
+  it("names the baseline workload's host for a fork recorded before the runner named its baseline Service", () => {
+    const old = { name: "orders", ns: "shop", port: 8080, services: [{ host: "orders-web-rk1.shop.svc", ports: [8080] }] };
+    expect(clusterServices([sandbox("a", "rk1", {}, [old])])).toEqual([
+      { serviceIp: "", hostname: "orders-web-rk1.shop.svc", ports: [port(8080, "http", "http")], sandboxInfo: { sandboxRoutingKey: "rk1", baselineHostname: "orders.shop.svc" } },
+    ]);
   });
 });

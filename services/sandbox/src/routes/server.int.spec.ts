@@ -1,11 +1,13 @@
 // The Routes API behind the API's bearer tokens: the real sandbox service on the real NATS,
 // with a tokens file. Every method, over gRPC and HTTP, refuses a call without a valid
 // token (UNAUTHENTICATED, 401) and serves a viewer; without tokens it stays on loopback
-// unless told otherwise, with the same refusal as the API.
+// unless told otherwise, with the same refusal as the API. GetClusterServices lists the
+// baseline Services and fork Services a runner recorded for a sandbox with forks.
 import { get as httpsGet } from "node:https";
-import { channelCredentials, clientOptions, createLogger, grpc } from "@ephemera/kit";
+import { call, channelCredentials, clientOptions, createLogger, grpc, waitFor } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
-import { connectNats } from "@ephemera/eventstore";
+import { Aggregates, decode, encode, ev, type DomainEvent } from "@ephemera/events";
+import { JetStreamEventStore, connectNats, type EventStore } from "@ephemera/eventstore";
 import { TOKENS, tokensAccess } from "../../../../test/support/api-tokens.js";
 import { makeCerts } from "../../../../test/support/certs.js";
 import { testNats } from "../../../../test/support/servers.js";
@@ -164,5 +166,73 @@ describe("the Routes API with the API's certificate", () => {
     expect(await https(certs.client().ca!)).toBe(200);
     // Plain HTTP is not answered.
     await expect(fetch(`http://127.0.0.1:${service.routes!.httpPort}/api/v1/cluster-services`)).rejects.toThrow();
+  });
+});
+
+describe("GetClusterServices with a sandbox's forks on its cluster", () => {
+  let service: Running;
+  let store: EventStore;
+  let nc: Awaited<ReturnType<typeof connectNats>>;
+  beforeAll(async () => {
+    service = await start(config(), logger);
+    nc = await connectNats(nats.url, "routes-test-runner");
+    store = await JetStreamEventStore.open(nc, { prefix: nats.prefix, logger });
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await nc?.close();
+  });
+
+  /** What the runner of the sandbox's cluster records, as it would. */
+  const asRunner = async (routingKey: string, events: DomainEvent[]) => {
+    const current = await store.read(Aggregates.forks, routingKey);
+    await store.append(Aggregates.forks, routingKey, { revision: current.revision, version: current.version }, events.map(encode), { source: "runner" });
+  };
+
+  it("lists the baseline Services behind the forked workloads, and each fork Service with its baseline Service, over gRPC and HTTP", async () => {
+    const api = new pb.SandboxServiceClient(`127.0.0.1:${service.port}`, grpc.credentials.createInsecure());
+    const routes = new pb.routes.RoutesClient(`127.0.0.1:${service.routes!.port}`, grpc.credentials.createInsecure());
+    try {
+      const sandbox = pb.Sandbox.fromJSON({
+        name: "listed", spec: { cluster: "c1", forks: [{ forkOf: { kind: "Deployment", namespace: "shop", name: "orders" } }] },
+      });
+      const applied = await call(api.apply.bind(api), { sandbox, dryRun: false });
+      const routingKey = applied.sandbox!.routingKey;
+      // No resources: the forks are asked for at once.
+      await waitFor(async () => (await store.read(Aggregates.sandbox, "listed")).events.some((e) => decode(e)?.type === "ephemera.sandbox.forks_requested.v1"),
+        { timeoutMs: 10_000, what: "the forks asked for" });
+      const fork = pb.ForkPlacement.fromPartial({
+        fork: "Deployment shop/orders",
+        baseline: { kind: "Deployment", namespace: "shop", name: "orders" },
+        workload: { kind: "Deployment", namespace: "shop", name: `orders-${routingKey}` },
+        // Two Services in front of the baseline's pods, named apart from the Deployment.
+        services: [
+          { host: `web-${routingKey}.shop.svc`, ports: [8080], baselineHost: "web.shop.svc" },
+          { host: `admin-${routingKey}.shop.svc`, ports: [9090, 9091], baselineHost: "admin.shop.svc" },
+        ],
+      });
+      await asRunner(routingKey, [ev("ephemera.forks.applied.v1", { sandbox: "listed", generation: 1, forks: [fork] })]);
+      await asRunner(routingKey, [ev("ephemera.forks.available.v1", { sandbox: "listed", generation: 1 })]);
+
+      const port = (n: number) => ({ name: `port-${n}`, port: n, protocol: "TCP", appProtocol: "" });
+      const expected: pb.routes.ClusterService[] = [
+        { serviceIp: "", hostname: "admin.shop.svc", ports: [port(9090), port(9091)] },
+        { serviceIp: "", hostname: "web.shop.svc", ports: [port(8080)] },
+        { serviceIp: "", hostname: `web-${routingKey}.shop.svc`, ports: [port(8080)], sandboxInfo: { sandboxRoutingKey: routingKey, baselineHostname: "web.shop.svc" } },
+        { serviceIp: "", hostname: `admin-${routingKey}.shop.svc`, ports: [port(9090), port(9091)], sandboxInfo: { sandboxRoutingKey: routingKey, baselineHostname: "admin.shop.svc" } },
+      ];
+      const listed = () => call<pb.routes.GetClusterServicesRequest, pb.routes.GetClusterServicesResponse>(routes.getClusterServices.bind(routes), {});
+      await waitFor(async () => (await listed()).services.length > 0, { timeoutMs: 10_000, what: "the sandbox ready and routing" });
+      expect((await listed()).services).toEqual(expected);
+      const http = await fetch(`http://127.0.0.1:${service.routes!.httpPort}/api/v1/cluster-services`);
+      expect(await http.json()).toEqual(pb.routes.GetClusterServicesResponse.toJSON({ services: expected }));
+
+      // Deleted: neither its forks nor the baselines behind them are listed any more.
+      await call(api.delete.bind(api), { name: "listed", force: true });
+      await waitFor(async () => (await listed()).services.length === 0, { timeoutMs: 10_000, what: "the services gone with the sandbox" });
+    } finally {
+      api.close();
+      routes.close();
+    }
   });
 });

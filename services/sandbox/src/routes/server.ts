@@ -14,7 +14,7 @@ import type { ApiAccess } from "../auth/access.js";
 import { guard } from "../auth/guard.js";
 import { ROUTES_POLICY } from "../auth/policy.js";
 import { roleAllows } from "../auth/roles.js";
-import { diff, matches, routedForks, routingRules, type PlacedSandbox } from "./rules.js";
+import { clusterServices, diff, matches, routingRules, type PlacedSandbox } from "./rules.js";
 
 
 /** What the Routes API reads: the sandboxes with their forks' placements, and word of every change to them. */
@@ -61,28 +61,6 @@ export function routesService(source: RoutesSource): pb.routes.RoutesServer {
     },
     getClusterServices: unary(async () => ({ services: clusterServices(source.sandboxes()) })),
   };
-}
-
-/**
- * The sandboxes' fork Services as ephemera names them, each with the routing key of its
- * sandbox and the hostname of its baseline. Baseline services are the cluster's to list.
- */
-function clusterServices(sandboxes: Iterable<PlacedSandbox>): pb.routes.ClusterService[] {
-  const out: pb.routes.ClusterService[] = [];
-  for (const { sandbox, fork, baseline, ports } of routedForks(sandboxes)) {
-    for (const host of new Set(ports.map((p) => p.host))) {
-      out.push({
-        serviceIp: "",
-        hostname: host,
-        ports: ports.filter((p) => p.host === host).map((p) => {
-          const declared = fork.endpoints.find((e) => e.port === p.port);
-          return { name: declared?.name ?? `port-${p.port}`, port: p.port, protocol: declared?.protocol || "TCP", appProtocol: "" };
-        }),
-        sandboxInfo: { sandboxRoutingKey: sandbox.routingKey, baselineHostname: `${baseline.name}.${baseline.namespace}.svc` },
-      });
-    }
-  }
-  return out;
 }
 
 /** The HTTP form: GET /api/v1/workloads/routing-rules with the request's fields as query parameters, and GET /api/v1/cluster-services. */
