@@ -27,8 +27,8 @@ export class TestRoutesServer {
 
   private constructor(private readonly server: grpc.Server) {}
 
-  /** Listens on 127.0.0.1:`port` (0: any free port). */
-  static async start(port = 0, rules: Rule[] = []): Promise<TestRoutesServer> {
+  /** Listens on `host`:`port` (0: any free port). */
+  static async start(port = 0, rules: Rule[] = [], host = "127.0.0.1"): Promise<TestRoutesServer> {
     const server = new grpc.Server();
     const routes = new TestRoutesServer(server);
     for (const rule of rules) routes.rules.set(keyOf(rule), rule);
@@ -39,7 +39,7 @@ export class TestRoutesServer {
     };
     server.addService(pb.routes.RoutesService, implementation);
     routes.port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+      server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
     return routes;
   }
 
