@@ -48,8 +48,11 @@ export async function startApp(name: string): Promise<App> {
     req.on("data", (chunk: Buffer) => (body += chunk.toString()));
     req.on("end", () => {
       const echo: Echo = { app: name, method: req.method ?? "", url: req.url ?? "", headers: req.headers, rawHeaders: req.rawHeaders, body };
+      // /slow/<ms>: answers the headers at once and the body after that long.
+      const slowMs = Number(/^\/slow\/(\d+)$/.exec(req.url ?? "")?.[1] ?? 0);
       res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify(echo));
+      if (slowMs) setTimeout(() => res.end(JSON.stringify(echo)), slowMs);
+      else res.end(JSON.stringify(echo));
     });
   });
   http.on("connection", () => app.httpConnections++);

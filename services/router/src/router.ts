@@ -20,7 +20,8 @@ export interface RunningRouter {
   listeners: Array<PortMapping & { port: number }>;
   healthPort: number;
   table: RoutingTable;
-  stop(): Promise<void>;
+  /** Stops: with `drainMs`, the requests under way get that long to finish (see RunningListener.close). */
+  stop(options?: { drainMs?: number }): Promise<void>;
 }
 
 export async function startRouter(config: RouterConfig, logger: Logger, options: RouterOptions = {}): Promise<RunningRouter> {
@@ -32,7 +33,7 @@ export async function startRouter(config: RouterConfig, logger: Logger, options:
     ...(config.tls ? { tls: config.tls } : {}),
     ...(options.backoff ? { backoff: options.backoff } : {}),
   });
-  const started: Array<{ close(): Promise<void> }> = [];
+  const started: Array<{ close(drainMs?: number): Promise<void> }> = [];
   try {
     const listeners = [];
     for (const mapping of config.ports) {
@@ -53,9 +54,10 @@ export async function startRouter(config: RouterConfig, logger: Logger, options:
       listeners,
       healthPort: health.port,
       table,
-      stop: async () => {
+      stop: async ({ drainMs = 0 } = {}) => {
+        // The rules stay as they are for the requests still under way.
         watch.stop();
-        await Promise.all(started.map((s) => s.close()));
+        await Promise.all(started.map((s) => s.close(drainMs)));
         upstreams.close();
       },
     };

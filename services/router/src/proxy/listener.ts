@@ -1,8 +1,11 @@
 // One router listener: the port an app port's inbound traffic is redirected to. Each
 // connection is sniffed (sniff.ts) and handed to the HTTP/2 server, the HTTP/1.1 server or
 // a TCP pipe to the app; a connection that stays silent (a server-first protocol) goes to
-// the app as TCP after the sniff timeout.
-import { createServer, type Server, type Socket } from "node:net";
+// the app as TCP after the sniff timeout. Closed with a drain: no new connection, the
+// requests under way finished, for at most the drain's time.
+import type { ServerHttp2Session } from "node:http2";
+import { createServer, type Socket } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "@ephemera/kit";
 import type { PortMapping } from "../config.js";
 import { routingKeyOf } from "../headers.js";
@@ -26,7 +29,12 @@ export interface RunningListener {
   mapping: PortMapping;
   /** The port bound (the mapping's, or the one the system gave for 0). */
   port: number;
-  close(): Promise<void>;
+  /**
+   * Takes no new connection; idle HTTP/1.1 connections are closed, HTTP/2 ones told to go
+   * (GOAWAY), the requests under way answered (HTTP/1.1 with `Connection: close`); what is
+   * still open after `drainMs` is cut. Resolves when every connection is closed.
+   */
+  close(drainMs?: number): Promise<void>;
 }
 
 export async function startListener(mapping: PortMapping, options: ListenerOptions): Promise<RunningListener> {
@@ -36,11 +44,15 @@ export async function startListener(mapping: PortMapping, options: ListenerOptio
   const http1 = http1Server(route, upstreams, logger);
   const h2c = h2cServer(route, upstreams, logger);
   const sockets = new Set<Socket>();
+  const drain = drainer(sockets);
+  http1.on("request", drain.onRequest);
+  h2c.on("session", drain.onSession);
 
   const handOver = (socket: Socket, protocol: Protocol, first: Buffer, ended: boolean) => {
     if (protocol === "tcp") return pipeTcp(socket, first, ended, localApp(appPort));
     socket.unshift(first);
     if (protocol === "http1") {
+      drain.trackHttp1(socket);
       http1.emit("connection", socket);
       // The HTTP parser reads the socket's handle directly from now on; what was read while
       // sniffing is still in the stream, which must flow for the parser to get it.
@@ -90,13 +102,48 @@ export async function startListener(mapping: PortMapping, options: ListenerOptio
   return {
     mapping,
     port,
-    close: () => closeAll(server, sockets),
+    close: (drainMs = 0) => new Promise((resolve) => {
+      server.close(() => resolve());
+      drain.start(drainMs);
+    }),
   };
 }
 
-function closeAll(server: Server, sockets: Set<Socket>): Promise<void> {
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    for (const socket of sockets) socket.destroy();
-  });
+/** What a drain needs to know of a listener's connections: which HTTP/1.1 ones have a request under way, the HTTP/2 sessions. */
+function drainer(sockets: Set<Socket>) {
+  const http1 = new Set<Socket>();
+  const busy = new Map<Socket, number>();
+  const sessions = new Set<ServerHttp2Session>();
+  let draining = false;
+  return {
+    trackHttp1(socket: Socket) {
+      http1.add(socket);
+      socket.once("close", () => http1.delete(socket));
+    },
+    onRequest(req: IncomingMessage, res: ServerResponse) {
+      const socket = req.socket;
+      busy.set(socket, (busy.get(socket) ?? 0) + 1);
+      if (draining) res.shouldKeepAlive = false;
+      res.once("close", () => {
+        const left = (busy.get(socket) ?? 1) - 1;
+        if (left > 0) return void busy.set(socket, left);
+        busy.delete(socket);
+        if (draining) socket.end();
+      });
+    },
+    onSession(session: ServerHttp2Session) {
+      sessions.add(session);
+      session.once("close", () => sessions.delete(session));
+    },
+    start(drainMs: number) {
+      draining = true;
+      for (const socket of http1) if (!busy.has(socket)) socket.end();
+      for (const session of sessions) session.close();
+      const cut = () => {
+        for (const socket of sockets) socket.destroy();
+      };
+      if (drainMs > 0) setTimeout(cut, drainMs).unref();
+      else cut();
+    },
+  };
 }
