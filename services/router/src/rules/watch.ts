@@ -78,8 +78,9 @@ export function watchRoutingRules(options: WatchOptions): RulesWatch {
       synced = false;
       const delayMs = backoffDelay(failures++, backoff, random);
       const reason = err ? `${grpc.status[err.code] ?? err.code}: ${err.details || errorMessage(err)}` : "the server ended the watch";
-      logger.warn({ routes: address, reason, retryInMs: delayMs, rules: table.keys.length },
-        "routing rules watch cut; serving the last rules meanwhile");
+      logger.warn({ routes: address, reason, retryInMs: delayMs, rules: table.keys.length }, table.ready
+        ? "routing rules watch cut; serving the last rules meanwhile"
+        : "routing rules watch failed; not ready until the first rules arrive");
       retry = setTimeout(open, delayMs);
     };
     current.on("error", ended);
