@@ -11,11 +11,15 @@ const bytes = {
   responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b,
 };
 
-/** A tiny gRPC service: Who answers the app's name; Fail fails NOT_FOUND naming it; Count streams three messages. */
+/**
+ * A tiny gRPC service: Who answers the app's name; Fail fails NOT_FOUND naming it; Count
+ * streams three messages; Hold streams one and waits until the call is cancelled.
+ */
 export const WHO = {
   who: { path: "/test.Who/Who", requestStream: false, responseStream: false, ...bytes },
   fail: { path: "/test.Who/Fail", requestStream: false, responseStream: false, ...bytes },
   count: { path: "/test.Who/Count", requestStream: false, responseStream: true, ...bytes },
+  hold: { path: "/test.Who/Hold", requestStream: false, responseStream: true, ...bytes },
 } as const;
 
 /** What the HTTP app answers: who it is, and the request as it arrived. */
@@ -38,11 +42,13 @@ export interface App {
   httpConnections: number;
   /** The headers of every WebSocket upgrade the app accepted. */
   upgrades: IncomingHttpHeaders[];
+  /** Hold calls the app saw cancelled. */
+  cancelled: number;
   close(): Promise<void>;
 }
 
 export async function startApp(name: string): Promise<App> {
-  const app = { name, httpConnections: 0, upgrades: [] as IncomingHttpHeaders[] };
+  const app = { name, httpConnections: 0, upgrades: [] as IncomingHttpHeaders[], cancelled: 0 };
   const http = createHttpServer((req, res) => {
     let body = "";
     req.on("data", (chunk: Buffer) => (body += chunk.toString()));
@@ -75,6 +81,10 @@ export async function startApp(name: string): Promise<App> {
       const trailers = new grpc.Metadata();
       trailers.set("x-app", name);
       call.end(trailers);
+    },
+    hold: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      call.write(Buffer.from(`${name}-held`));
+      call.on("cancelled", () => app.cancelled++);
     },
   });
   const grpcPort = await new Promise<number>((resolve, reject) =>

@@ -70,6 +70,18 @@ describe("ephemera-router, gRPC over h2c", () => {
     expect(await stream(metadata({}))).toMatchObject({ messages: ["baseline-1", "baseline-2", "baseline-3"], code: grpc.status.OK });
   });
 
+  it("passes a client's cancel on to the app the call went to", async () => {
+    const { path, requestSerialize, responseDeserialize } = WHO.hold;
+    const call = client.makeServerStreamRequest(path, requestSerialize, responseDeserialize, Buffer.alloc(0), keyed(), deadline());
+    call.on("error", () => undefined);
+    const first = await new Promise<string>((resolve) => call.once("data", (m: Buffer) => resolve(m.toString())));
+    expect(first).toBe("fork-held");
+    const before = h.fork.cancelled;
+    call.cancel();
+    await waitFor(() => h.fork.cancelled === before + 1, { what: "the fork's call cancelled" });
+    expect(h.baseline.cancelled).toBe(0);
+  });
+
   it("answers UNAVAILABLE when the fork cannot be reached, and goes on serving the baseline", async () => {
     h.routes.set(routingRule(ORDERS, "gonefork0001", { [h.baseline.grpcPort]: { host: "127.0.0.1", port: 1 } }));
     await waitFor(() => h.router.table.forkFor("gonefork0001", h.baseline.grpcPort), { what: "the rule of gonefork0001" });

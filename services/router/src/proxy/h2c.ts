@@ -25,11 +25,15 @@ function forward(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags:
   else stream.pipe(upstream);
 
   let trailers: IncomingHttpHeaders | undefined;
+  const gone = () => stream.destroyed || stream.closed;
   upstream.on("headers", (informational) => {
-    if (!stream.destroyed) stream.additionalHeaders(informational);
+    if (!gone() && !stream.headersSent) stream.additionalHeaders(informational);
   });
   upstream.on("response", (response, responseFlags) => {
-    if (stream.destroyed) return;
+    if (gone()) {
+      upstream.close(NGHTTP2_CANCEL);
+      return;
+    }
     const ends = (responseFlags & NGHTTP2_FLAG_END_STREAM) !== 0;
     // A gRPC error without a body ends in its headers ("trailers-only"); anything else may end in trailers.
     stream.respond(response, ends ? { endStream: true } : { waitForTrailers: true });
@@ -46,7 +50,7 @@ function forward(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags:
   upstream.on("error", (err) => {
     failed = true;
     logger.warn({ upstream: addressOf(to), err: err.message }, "stream not proxied");
-    if (stream.destroyed) return;
+    if (gone()) return;
     if (stream.headersSent) {
       stream.close(NGHTTP2_INTERNAL_ERROR);
       return;
