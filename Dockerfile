@@ -51,9 +51,9 @@ EXPOSE 7401 9090
 # with NET_ADMIN: it installs the pod's iptables REDIRECT rules). docs/routing.md.
 FROM ${NODE_IMAGE} AS router
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables >/dev/null \
-    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log
-COPY --chown=0:0 .ephemera/images/router/ephemera-router-init /usr/local/bin/ephemera-router-init
-COPY --chown=0:0 .ephemera/images/router/router.cjs /router/router.cjs
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
+    && ln -s /router/ephemera-router-init /usr/local/bin/ephemera-router-init
+COPY --chown=0:0 .ephemera/images/router /router
 ENV NODE_ENV=production
 USER 10001:10001
 EXPOSE 15020
