@@ -1,11 +1,13 @@
 # ephemera's images, one per role, from the files `pnpm images` (scripts/images.sh) stages on
-# the host in .ephemera/images/<role>: nothing here needs the network.
-#   bash scripts/images.sh      builds all five: ephemera/{agent,sandbox,scheduler,runner,iocontext}:<version>
+# the host in .ephemera/images/<role>: nothing here needs the network but the router stage's
+# iptables, installed from Debian's mirrors (once: Docker keeps the layer).
+#   bash scripts/images.sh      builds all six: ephemera/{agent,sandbox,scheduler,runner,iocontext,router}:<version>
 #   docker build --target runner --build-arg NODE_IMAGE=... -t ephemera/runner:0.1.0 .   (after --stage)
 # Each service image holds its package's built output and production dependencies only
 # (pnpm deploy --prod, without type declarations or source maps), runs as user 10001, and
 # needs no writable root filesystem (TMPDIR=/tmp, a volume). The agent stage comes first:
-# Docker's legacy builder builds every stage before the target one.
+# Docker's legacy builder builds every stage before the target one, so the router, which
+# fetches a package, comes last.
 ARG NODE_IMAGE=ephemera/node:20.20.2
 
 # ephemera-init and ephemera-sidecar in runner pods: one bundle, its V8 code cache made by
@@ -43,3 +45,16 @@ FROM service AS iocontext
 ARG APP_OWNER=0
 COPY --chown=${APP_OWNER}:${APP_OWNER} .ephemera/images/iocontext /app
 EXPOSE 7401 9090
+
+# ephemera-router, the routing sidecar injected into baseline pods (`node /router/router.cjs`,
+# user 10001, no capabilities), and its init container `ephemera-router-init` (run as root
+# with NET_ADMIN: it installs the pod's iptables REDIRECT rules). docs/routing.md.
+FROM ${NODE_IMAGE} AS router
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables >/dev/null \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
+    && ln -s /router/ephemera-router-init /usr/local/bin/ephemera-router-init
+COPY --chown=0:0 .ephemera/images/router /router
+ENV NODE_ENV=production
+USER 10001:10001
+EXPOSE 15020
+CMD ["node", "/router/router.cjs"]

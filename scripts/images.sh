@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `pnpm images`: builds ephemera's images with Docker, tagged with the workspace's version:
-# ephemera/sandbox, scheduler, runner, iocontext and agent (or the ROLEs named). No build
-# needs the network: the workspace is built and each image's files are staged on the host
-# (.ephemera/images/<role>), and the Dockerfile only copies them onto the Node image
-# scripts/base-images.sh gives (the official node:*-bookworm-slim when a registry serves
-# it, else one made from Debian's packages).
+# ephemera/sandbox, scheduler, runner, iocontext, agent and router (or the ROLEs named). The
+# workspace is built and each image's files are staged on the host (.ephemera/images/<role>),
+# and the Dockerfile copies them onto the Node image scripts/base-images.sh gives (the
+# official node:*-bookworm-slim when a registry serves it, else one made from Debian's
+# packages). Only the router's first build needs the network: it installs iptables from
+# Debian's mirrors, a layer Docker keeps.
 #   scripts/images.sh [--stage] [--no-build] [ROLE...]
 #     --stage: build and stage only, no Docker (Tilt); --no-build: the workspace is built already
 #     (pnpm test's suite: rebuilding would rewrite the bundles other suites are running)
@@ -27,16 +28,22 @@ for arg in "$@"; do
     *) roles+=("$arg") ;;
   esac
 done
-[ ${#roles[@]} -gt 0 ] || roles=(agent "${SERVICES[@]}")
+[ ${#roles[@]} -gt 0 ] || roles=(agent "${SERVICES[@]}" router)
+# The Dockerfile's stages in order: Docker's legacy builder builds every stage before the
+# target one, so building a role needs the files of those before it staged too.
+STAGES=(agent "${SERVICES[@]}" router)
 version=$(node -p 'require("./package.json").version')
 
 ! $build || pnpm -s build >&2
-for role in "${roles[@]}"; do
-  dir=.ephemera/images/$role
+stage() {
+  local role=$1 dir=.ephemera/images/$1
   rm -rf "$dir" && mkdir -p "$dir"
   case "$role" in
     # The agent is one bundle and its entry; the image makes their V8 code cache with its own Node.
     agent) cp services/io-agent/dist/agent.cjs services/io-agent/dist/agent-bundle.cjs "$dir/" ;;
+    # The router is one bundle, and its init container one shell script.
+    router) install -m 0644 services/router/dist/router.cjs "$dir/"
+      install -m 0755 services/router/bin/ephemera-router-init "$dir/" ;;
     sandbox | scheduler | runner | iocontext)
       # --legacy: the workspace does not inject its packages, and the injected layout would name
       # them by this checkout's absolute path (the Tiltfile syncs into node_modules/.pnpm/@ephemera+kit@file+services+kit).
@@ -50,9 +57,20 @@ for role in "${roles[@]}"; do
     # The routing example's app (examples/routing/app, its own Dockerfile): built on request
     # (`scripts/images.sh example-echo`, as `pnpm demo:routing` does), not with ephemera's own.
     example-echo) cp examples/routing/app/echo.js examples/routing/app/Dockerfile "$dir/" ;;
-    *) say "no image $role (agent, ${SERVICES[*]}, example-echo)"; exit 2 ;;
+    *) say "no image $role (${STAGES[*]}, example-echo)"; exit 2 ;;
   esac
-done
+}
+for role in "${roles[@]}"; do stage "$role"; done
+if ! $stage_only; then
+  for role in "${roles[@]}"; do
+    # The example has a Dockerfile of its own: no stage of ./Dockerfile comes before it.
+    [ "$role" != example-echo ] || continue
+    for earlier in "${STAGES[@]}"; do
+      [ "$earlier" != "$role" ] || break
+      [ -d ".ephemera/images/$earlier" ] || stage "$earlier"
+    done
+  done
+fi
 $stage_only && exit 0
 
 bash scripts/ensure-docker.sh

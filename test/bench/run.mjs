@@ -250,6 +250,23 @@ async function main() {
     }
   });
 
+  // The routing sidecar in front of a baseline app: latency it adds, and load on one core.
+  await borrowed("ephemera-router", async () => {
+    const { routerFigures } = await import("./router.mjs");
+    const r = await routerFigures({ samples: P.samples, requests: quick ? 1000 : 2000 });
+    record("router: p50 added to a baseline HTTP/1.1 request (through it − direct)", {
+      measured: r.addedP50Ms, goal: r.goals.addedP50Ms, extra: { directP50Ms: stats(r.directP50Ms), routedP50Ms: stats(r.routedP50Ms) },
+    });
+    // A Node process runs on one core: 1000 requests/s on it is at most 1 ms of its CPU per request.
+    record("router: CPU per request under load (≤ 1 ms: ≥ 1000 requests/s on one core)", {
+      measured: r.routerCpuMsPerRequest, goal: 1000 / r.goals.requestsPerSecond,
+      extra: { requestsPerSecond: r.requestsPerSecond, routerCpuShare: r.routerCpuShare, connections: r.connections },
+    });
+    notes.push(`router: p50 direct ${median(r.directP50Ms).toFixed(3)} ms, through it ${median(r.routedP50Ms).toFixed(3)} ms; ` +
+      `${r.connections} connections through it: ${r.requestsPerSecond.toFixed(0)} requests/s with ${(r.routerCpuShare * 100).toFixed(0)} % of a core ` +
+      `(${(1000 / r.routerCpuMsPerRequest).toFixed(0)} requests/s per core); peak RSS ${r.peakRssMb.toFixed(0)} MB`);
+  });
+
   // Restart of the API on a long stream.
   const restart = await restartFigure({ ...servers, scratch, events: P.events, samples: P.restarts });
   record(`API restart to SERVING, ${P.events / 1000}k events`, {
