@@ -10,6 +10,9 @@ import { Crud } from "./api/crud.js";
 import { handler } from "./api/server.js";
 import { randomBytes } from "node:crypto";
 import { dockerRuntime, dockerUnavailable, removeLeftovers } from "./kubelet/docker-runtime.js";
+import { parseCidr } from "./network/cidr.js";
+import { ClusterIPs } from "./network/cluster-ips.js";
+import { startEndpointsController } from "./network/endpoints-controller.js";
 import { defaultImageMap, type ImageEntry } from "./kubelet/images.js";
 import { Kubelet } from "./kubelet/kubelet.js";
 import { confinementConfig, type Confinement } from "./kubelet/launch.js";
@@ -74,8 +77,9 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   const { runtime, why } = await chooseRuntime(options.runtime, dataDir, images, confined);
   const store = new Store(options.watchHistory ?? 1000);
   const kubelet = new Kubelet(store, dataDir, images, runtime);
-  const crud = new Crud(store, kubelet);
+  const crud = new Crud(store, kubelet, new ClusterIPs(parseCidr("10.96.0.0/16"), () => store.list(typeOf("services"))));
   const stopWorkloads = startWorkloadController(store);
+  const stopEndpoints = startEndpointsController(store, crud);
   for (const ns of ["default", "kube-system", "kube-public"]) crud.create(typeOf("namespaces"), undefined, { metadata: { name: ns } } as unknown as Obj);
   const faults = new Faults();
   const calls = new CallCounter();
@@ -101,6 +105,7 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
     url, kubeconfigPath, dataDir, stats, runtime: { name: runtime.name, why },
     stop: () => (stopped ??= (async () => {
       stopWorkloads();
+      stopEndpoints();
       await kubelet.stop();
       server.closeAllConnections();
       await new Promise<void>((ok) => server.close(() => ok()));
