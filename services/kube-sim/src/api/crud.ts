@@ -10,7 +10,7 @@ import type { Obj, Store } from "../store.js";
 import { applyPatch, type Json } from "../patch.js";
 import { rfc3339 } from "../time.js";
 import type { ClusterIPs } from "../network/cluster-ips.js";
-import { namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
+import { endpointsDefaults, namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
 import { validateObject, validateUpdate } from "./validate.js";
 
 export interface PodTerminator {
@@ -82,6 +82,7 @@ export class Crud {
       case "Namespace": return namespaceDefaults(obj);
       case "Secret": return secretDefaults(obj);
       case "Service": return this.clusterIPs.assign(serviceDefaults(obj));
+      case "Endpoints": return endpointsDefaults(obj);
       default: return obj;
     }
   }
@@ -141,6 +142,7 @@ export class Crud {
     if (type.kind === "Pod" && type.group === "") next["spec"] = podDefaults(next)["spec"];
     if (type.kind === "Secret" && type.group === "") next = secretDefaults(next);
     if (type.kind === "Service" && type.group === "") next = this.clusterIPs.keep(current, next);
+    if (type.kind === "Endpoints" && type.group === "") next = endpointsDefaults(next);
     this.validate(type, next, current);
     const generation = current.metadata["generation"] as number | undefined;
     if (generation !== undefined) next.metadata["generation"] = isDeepStrictEqual(next["spec"], current["spec"]) ? generation : generation + 1;

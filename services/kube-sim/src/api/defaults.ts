@@ -1,7 +1,7 @@
 // What the real API server fills in on create, for the kinds where clients or kubectl read
 // it back: pods (restart policy, grace period, container defaults, Pending status),
 // namespaces (Active), secrets (stringData folded into data), services (their ClusterIP is
-// network/cluster-ips.ts's).
+// network/cluster-ips.ts's), endpoints (ports' protocol).
 import type { Obj } from "../store.js";
 
 type Rec = Record<string, unknown>;
@@ -50,6 +50,12 @@ export function serviceDefaults(svc: Obj): Obj {
   spec["sessionAffinity"] ??= "None";
   if (Array.isArray(spec["ports"])) spec["ports"] = (spec["ports"] as Rec[]).map((p) => ({ protocol: "TCP", targetPort: p["port"], ...p }));
   return { ...svc, spec, status: { loadBalancer: {} } };
+}
+
+/** An Endpoints port's protocol is TCP unless it says otherwise. */
+export function endpointsDefaults(ep: Obj): Obj {
+  const subsets = ((ep["subsets"] ?? []) as Rec[]).map((s) => (Array.isArray(s["ports"]) ? { ...s, ports: (s["ports"] as Rec[]).map((p) => ({ protocol: "TCP", ...p })) } : s));
+  return ep["subsets"] === undefined ? ep : { ...ep, subsets };
 }
 
 /** Deployments, stateful sets and replica sets default to one replica. */

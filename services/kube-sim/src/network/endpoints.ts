@@ -9,7 +9,7 @@ import { HEADLESS } from "./cluster-ips.js";
 
 type Rec = Record<string, unknown>;
 
-export interface EndpointPort { name?: string; port: number; protocol: string }
+export interface EndpointPort { name?: string; port: number; protocol?: string }
 export interface EndpointAddress {
   ip: string;
   nodeName?: string;

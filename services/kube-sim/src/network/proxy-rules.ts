@@ -74,8 +74,8 @@ export function serviceRules(scope: ProxyScope, services: ServiceEndpoints[], pr
       const protocol = String(port["protocol"] ?? "TCP").toLowerCase();
       const name = port["name"] as string | undefined;
       const targets = subsets.flatMap((s) => {
-        const p = (s.ports ?? []).find((e) => e.name === name && e.protocol.toLowerCase() === protocol);
-        return p ? (s.addresses ?? []).map((a) => ({ ip: a.ip, port: p.port })) : [];
+        const p = (s.ports ?? []).find((e) => e.name === name && (e.protocol ?? "TCP").toLowerCase() === protocol);
+        return p ? (s.addresses ?? []).filter((a) => a.ip).map((a) => ({ ip: a.ip, port: p.port })) : [];
       }).sort((a, b) => `${a.ip}:${a.port}`.localeCompare(`${b.ip}:${b.port}`, "en", { numeric: true }));
       if (!targets.length) continue;
       const svcChain = chain(scope.slot, `SVC-${hash(`${key(service)}:${name ?? ""}/${protocol}`)}`);

@@ -66,3 +66,10 @@ it("finds the slots in iptables-save output and removes one slot's chains and ju
   ]);
   expect(removalRules(saved, 4)).toBeUndefined();
 });
+
+it("reads an Endpoints port without a protocol as TCP and skips an address without an IP, as someone else's Endpoints may be", () => {
+  const manual = service("manual", "10.96.3.9", [{ port: 80, protocol: "TCP" }]);
+  const targetRef = { kind: "Pod" as const, namespace: "ns", name: "p", uid: "u" };
+  const { text } = serviceRules(scope, [{ service: manual, subsets: [{ addresses: [{ ip: "172.17.0.8", targetRef }, { ip: "", targetRef }], ports: [{ port: 9000 }] }] }], new Set());
+  expect(lines(text).filter((l) => l.includes("DNAT"))).toEqual([expect.stringContaining("--to-destination 172.17.0.8:9000")]);
+});

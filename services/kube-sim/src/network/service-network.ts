@@ -91,14 +91,15 @@ export async function routedNetwork(options: RoutedNetworkOptions = {}): Promise
     syncing = syncing.then(async () => {
       queued = false;
       if (stopped) return;
-      const services = store.list(SERVICES).map((service) => ({
-        service, subsets: ((store.get(ENDPOINTS, service.metadata.namespace, service.metadata.name)?.["subsets"] ?? []) as Subset[]),
-      }));
-      const rules = serviceRules(scope, services, chains);
       try {
+        const services = store.list(SERVICES).map((service) => ({
+          service, subsets: ((store.get(ENDPOINTS, service.metadata.namespace, service.metadata.name)?.["subsets"] ?? []) as Subset[]),
+        }));
+        const rules = serviceRules(scope, services, chains);
         await restore(rules.text);
         chains = rules.chains;
       } catch (err) {
+        // The last rules stay; the next change tries again.
         console.error(`kube-sim: the Services' iptables rules could not be updated: ${(err as Error).message}`);
       }
     });
