@@ -38,8 +38,13 @@ export async function startDnsServer(options: DnsServerOptions): Promise<DnsServ
     let query: DecodedPacket;
     try { query = dnsPacket.decode(message); } catch { return undefined; }
     if (query.type !== "query") return undefined;
-    const local = options.answer(query);
-    if (local) return tcp ? dnsPacket.encode(local) : fitUdp(local, query);
+    try {
+      const local = options.answer(query);
+      if (local) return tcp ? dnsPacket.encode(local) : fitUdp(local, query);
+    } catch {
+      // An answer that cannot be written (an Endpoints address that is no IP): the client is told the server failed.
+      return dnsPacket.encode(serverFailure(query));
+    }
     for (const server of upstream) {
       const answered = await (tcp ? forwardTcp : forwardUdp)(message, server).catch(() => undefined);
       if (answered) return answered;
