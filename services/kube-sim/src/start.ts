@@ -165,7 +165,7 @@ async function chooseRuntime(options: KubeSimOptions, dataDir: string, images: I
   const removed = await removeLeftovers(dataDir);
   const simId = randomBytes(6).toString("hex");
   const network = await routedNetwork(options.upstreamDns ? { upstreamDns: options.upstreamDns } : {})
-    .catch((err: Error) => unroutedNetwork(`iptables cannot be used: ${err.message}`));
+    .catch((err: Error) => unroutedNetwork(err.message));
   const clusterDns = network.clusterDns;
   return {
     runtime: dockerRuntime({ simId, dataDir, images, podDns: (pod) => podDnsArgs(pod.spec, pod.namespace, clusterDns) }),

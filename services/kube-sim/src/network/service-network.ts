@@ -140,11 +140,16 @@ export async function routedNetwork(options: RoutedNetworkOptions = {}): Promise
 
 /** The Docker bridge's name, gateway address and subnet. */
 async function dockerBridge(): Promise<{ name: string; gateway: string; cidr: string }> {
-  const name = (await exec("docker", ["network", "inspect", "bridge", "--format", `{{index .Options "com.docker.network.bridge.name"}}`], { timeout: 20_000 })).stdout.trim() || "docker0";
-  const [link] = JSON.parse((await exec("ip", ["-j", "-4", "addr", "show", "dev", name], { timeout: 20_000 })).stdout) as Array<{ addr_info?: Array<{ local: string; prefixlen: number }> }>;
-  const address = link?.addr_info?.[0];
-  if (!address) throw new Error(`Docker's bridge ${name} has no IPv4 address`);
-  return { name, gateway: address.local, cidr: parseCidr(`${address.local}/${address.prefixlen}`).text };
+  let name = "docker0";
+  try {
+    name = (await exec("docker", ["network", "inspect", "bridge", "--format", `{{index .Options "com.docker.network.bridge.name"}}`], { timeout: 20_000 })).stdout.trim() || name;
+    const [link] = JSON.parse((await exec("ip", ["-j", "-4", "addr", "show", "dev", name], { timeout: 20_000 })).stdout) as Array<{ addr_info?: Array<{ local: string; prefixlen: number }> }>;
+    const address = link?.addr_info?.[0];
+    if (!address) throw new Error("it has no IPv4 address");
+    return { name, gateway: address.local, cidr: parseCidr(`${address.local}/${address.prefixlen}`).text };
+  } catch (err) {
+    throw new Error(`Docker's bridge ${name} cannot be read: ${(err as Error).message.split("\n")[0]}`, { cause: err });
+  }
 }
 
 /** Removes the rules of every slot among `candidates` that no running kube-sim holds; how many there were. */
