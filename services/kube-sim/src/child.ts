@@ -11,6 +11,8 @@ export interface KubeSimProcess {
   url: string;
   kubeconfigPath: string;
   pid: number;
+  /** The cluster DNS server, as `KubeSim.dnsServer`; undefined when Services are not routed. */
+  dnsServer: string | undefined;
   /** SIGTERM (the simulator kills its containers and exits), SIGKILL if it has not exited within 5 s. */
   kill(): Promise<void>;
 }
@@ -63,7 +65,8 @@ export function startKubeSimProcess(options: KubeSimProcessOptions = {}): Promis
       const m = /kube-sim is up on (\S+) \(kubeconfig (.+)\)/.exec(output);
       if (!m) return;
       clearTimeout(timer);
-      resolve({ url: m[1]!, kubeconfigPath: m[2]!, pid: child.pid!, kill });
+      const dns = /cluster DNS at (\S+)/.exec(output)?.[1];
+      resolve({ url: m[1]!, kubeconfigPath: m[2]!, pid: child.pid!, dnsServer: dns, kill });
     });
     child.once("exit", (code, signal) => { clearTimeout(timer); fail(`exited (${signal ?? code})`); });
   });

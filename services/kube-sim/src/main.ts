@@ -28,6 +28,7 @@ const sim = await Promise.resolve().then(() => {
   process.exit(1);
 });
 console.log(`kube-sim runs pods with the ${sim.runtime.name} runtime: ${sim.runtime.why}`);
+console.log(sim.network.summary);
 console.log(`kube-sim is up on ${sim.url} (kubeconfig ${sim.kubeconfigPath})`);
 
 const shutdown = () => {

@@ -27,6 +27,7 @@ export const RESOURCE_TYPES: ResourceType[] = [
   t("", "v1", "events", "Event", true, ["ev"]),
   t("", "v1", "services", "Service", true, ["svc"], ["status"]),
   t("", "v1", "endpoints", "Endpoints", true, ["ep"]),
+  t("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true),
   t("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, ["pvc"], ["status"]),
   t("", "v1", "nodes", "Node", false, ["no"], ["status"]),
   t("", "v1", "resourcequotas", "ResourceQuota", true, ["quota"], ["status"]),

@@ -9,7 +9,8 @@ import { alreadyExists, badRequest, conflict, invalid, invalidObject, namespaceN
 import type { Obj, Store } from "../store.js";
 import { applyPatch, type Json } from "../patch.js";
 import { rfc3339 } from "../time.js";
-import { namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
+import type { ClusterIPs } from "../network/cluster-ips.js";
+import { endpointsDefaults, namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
 import { validateObject, validateUpdate } from "./validate.js";
 
 export interface PodTerminator {
@@ -22,7 +23,7 @@ const hasStatus = (t: ResourceType) => (t.subresources ?? []).includes("status")
 const NO_GENERATION = new Set(["Namespace", "Secret", "ConfigMap", "ServiceAccount", "Event", "Endpoints"]);
 
 export class Crud {
-  constructor(private readonly store: Store, private readonly pods: PodTerminator) {}
+  constructor(private readonly store: Store, private readonly pods: PodTerminator, private readonly clusterIPs: ClusterIPs) {}
 
   private requireNamespace(type: ResourceType, ns: string | undefined): void {
     if (type.namespaced && ns !== undefined && !this.store.get(typeOf("namespaces"), undefined, ns)) throw namespaceNotFound(ns);
@@ -80,7 +81,8 @@ export class Crud {
       }
       case "Namespace": return namespaceDefaults(obj);
       case "Secret": return secretDefaults(obj);
-      case "Service": return serviceDefaults(obj, this.store.resourceVersion + 1);
+      case "Service": return this.clusterIPs.assign(serviceDefaults(obj));
+      case "Endpoints": return endpointsDefaults(obj);
       default: return obj;
     }
   }
@@ -139,6 +141,8 @@ export class Crud {
     // As on a real server, what a pod update may change is checked on the defaulted spec.
     if (type.kind === "Pod" && type.group === "") next["spec"] = podDefaults(next)["spec"];
     if (type.kind === "Secret" && type.group === "") next = secretDefaults(next);
+    if (type.kind === "Service" && type.group === "") next = this.clusterIPs.keep(current, next);
+    if (type.kind === "Endpoints" && type.group === "") next = endpointsDefaults(next);
     this.validate(type, next, current);
     const generation = current.metadata["generation"] as number | undefined;
     if (generation !== undefined) next.metadata["generation"] = isDeepStrictEqual(next["spec"], current["spec"]) ? generation : generation + 1;

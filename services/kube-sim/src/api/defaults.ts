@@ -1,6 +1,7 @@
 // What the real API server fills in on create, for the kinds where clients or kubectl read
 // it back: pods (restart policy, grace period, container defaults, Pending status),
-// namespaces (Active), secrets (stringData folded into data), services (a cluster IP).
+// namespaces (Active), secrets (stringData folded into data), services (their ClusterIP is
+// network/cluster-ips.ts's), endpoints (ports' protocol).
 import type { Obj } from "../store.js";
 
 type Rec = Record<string, unknown>;
@@ -43,17 +44,18 @@ export function secretDefaults(secret: Obj): Obj {
   return { ...rest, type: rest["type"] ?? "Opaque", ...(Object.keys(data).length ? { data } : {}) } as Obj;
 }
 
-/** `n`: a number distinct per service, for its cluster IP. */
-export function serviceDefaults(svc: Obj, n: number): Obj {
+export function serviceDefaults(svc: Obj): Obj {
   const spec = { ...((svc["spec"] ?? {}) as Rec) };
   spec["type"] ??= "ClusterIP";
   spec["sessionAffinity"] ??= "None";
-  if (spec["clusterIP"] === undefined) {
-    spec["clusterIP"] = `10.96.${(n >> 8) & 255}.${n & 255}`;
-    spec["clusterIPs"] = [spec["clusterIP"]];
-  }
   if (Array.isArray(spec["ports"])) spec["ports"] = (spec["ports"] as Rec[]).map((p) => ({ protocol: "TCP", targetPort: p["port"], ...p }));
   return { ...svc, spec, status: { loadBalancer: {} } };
+}
+
+/** An Endpoints port's protocol is TCP unless it says otherwise. */
+export function endpointsDefaults(ep: Obj): Obj {
+  const subsets = ((ep["subsets"] ?? []) as Rec[]).map((s) => (Array.isArray(s["ports"]) ? { ...s, ports: (s["ports"] as Rec[]).map((p) => ({ protocol: "TCP", ...p })) } : s));
+  return ep["subsets"] === undefined ? ep : { ...ep, subsets };
 }
 
 /** Deployments, stateful sets and replica sets default to one replica. */

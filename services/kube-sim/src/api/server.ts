@@ -141,8 +141,7 @@ async function handle(deps: ApiDeps, req: IncomingMessage, res: ServerResponse):
   const ns = route.type.namespaced ? route.namespace : undefined;
   const { crud, store } = deps;
   const table = wantsTable(req.headers.accept);
-  const isPod = route.type.group === "" && route.type.plural === "pods";
-  const render = (o: Obj) => (table ? toTable([o], o.metadata.resourceVersion, isPod, q.get("includeObject") === "Object", Date.now()) : o);
+  const render = (o: Obj) => (table ? toTable([o], o.metadata.resourceVersion, route.type, q.get("includeObject") === "Object", Date.now()) : o);
 
   switch (verb) {
     case "get": {
@@ -159,7 +158,7 @@ async function handle(deps: ApiDeps, req: IncomingMessage, res: ServerResponse):
       const select = both(labelSelector(q.get("labelSelector")), fieldSelector(q.get("fieldSelector")));
       const rv = String(store.resourceVersion);
       const items = store.list(route.type, ns).filter(select);
-      if (table) return send(res, 200, toTable(items, rv, isPod, q.get("includeObject") === "Object", Date.now()));
+      if (table) return send(res, 200, toTable(items, rv, route.type, q.get("includeObject") === "Object", Date.now()));
       return send(res, 200, { kind: `${route.type.kind}List`, apiVersion: route.type.group ? `${route.type.group}/${route.type.version}` : "v1", metadata: { resourceVersion: rv }, items });
     }
     case "watch": {

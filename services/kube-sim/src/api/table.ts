@@ -1,6 +1,9 @@
 // The `Table` form kubectl asks for (`Accept: …;as=Table;g=meta.k8s.io`): pods get the
-// columns of `kubectl get pods` (NAME READY STATUS RESTARTS AGE), other kinds NAME AGE.
+// columns of `kubectl get pods` (NAME READY STATUS RESTARTS AGE), Services, Endpoints and
+// EndpointSlices theirs (columns.ts), other kinds NAME AGE.
+import type { ResourceType } from "../resources.js";
 import type { Obj } from "../store.js";
+import { PRINTERS } from "./columns.js";
 
 type Rec = Record<string, unknown>;
 
@@ -44,11 +47,13 @@ function partial(obj: Obj) {
   return { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: obj.metadata };
 }
 
-export function toTable(objs: Obj[], resourceVersion: string, isPod: boolean, fullObject: boolean, now: number) {
+export function toTable(objs: Obj[], resourceVersion: string, type: Pick<ResourceType, "group" | "plural">, fullObject: boolean, now: number) {
+  const isPod = type.group === "" && type.plural === "pods";
+  const printer = type.group === "" || type.group === "discovery.k8s.io" ? PRINTERS[type.plural] : undefined;
   const columnDefinitions = isPod
     ? [column("Name", "string", "name"), column("Ready", "string"), column("Status", "string"), column("Restarts", "string"), column("Age", "string"),
       column("IP", "string", "", 1), column("Node", "string", "", 1)]
-    : [column("Name", "string", "name"), column("Age", "string")];
+    : printer?.columns ?? [column("Name", "string", "name"), column("Age", "string")];
   const rows = objs.map((o) => {
     const created = o.metadata.creationTimestamp;
     let cells: unknown[];
@@ -58,7 +63,8 @@ export function toTable(objs: Obj[], resourceVersion: string, isPod: boolean, fu
       const restarts = cs.reduce((n, c) => n + (c.restartCount ?? 0), 0);
       cells = [o.metadata.name, `${cs.filter((c) => c.ready).length}/${total}`, podStatusColumn(o), String(restarts), age(created, now),
         (o["status"] as Rec | undefined)?.["podIP"] ?? "<none>", (o["spec"] as Rec | undefined)?.["nodeName"] ?? "<none>"];
-    } else cells = [o.metadata.name, age(created, now)];
+    } else if (printer) cells = printer.cells(o, age(created, now));
+    else cells = [o.metadata.name, age(created, now)];
     return { cells, object: fullObject ? o : partial(o) };
   });
   return { kind: "Table", apiVersion: "meta.k8s.io/v1", metadata: { resourceVersion }, columnDefinitions, rows };

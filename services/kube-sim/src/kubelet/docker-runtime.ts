@@ -5,11 +5,13 @@
 // (`k8s_<container>_<pod>_<namespace>_<uid>_<attempt>`, `k8s_POD_…` for the pause one). Volumes are the same host directories the process runtime binds; the container's
 // output is attached to the same log file (`docker start -a`), so the API's log endpoint
 // reads either runtime alike. Every container carries kube-sim's labels, so what a killed
-// kube-sim left is found and removed at the next start.
+// kube-sim left is found and removed at the next start. The pause container takes the pod's
+// DNS settings (network/pod-dns.ts) and its bridge port is put in hairpin mode (hairpin.ts).
 import { execFile, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { promisify } from "node:util";
 import { ConfigError } from "./env.js";
+import { enableHairpin } from "./hairpin.js";
 import { standInFor, type ImageEntry } from "./images.js";
 import { quantity } from "./quantity.js";
 import { CreateContainerError, ImagePullError, type ContainerExit, type ContainerLaunch, type ContainerRuntime, type PodIdentity, type PodSandbox, type RunningContainer } from "./runtime.js";
@@ -65,13 +67,19 @@ export async function removeLeftovers(dataDir: string): Promise<number> {
   return stale.length;
 }
 
-export interface DockerRuntimeOptions { simId: string; dataDir: string; images: ImageEntry[] }
+export interface DockerRuntimeOptions {
+  simId: string;
+  dataDir: string;
+  images: ImageEntry[];
+  /** The pause container's DNS options for a pod (network/pod-dns.ts); none: Docker's copy of the machine's. */
+  podDns?: (pod: PodIdentity) => string[];
+}
 
 export function dockerRuntime(options: DockerRuntimeOptions): ContainerRuntime {
   const labels = ["--label", `${LABEL}=${options.simId}`, "--label", `${DATA_LABEL}=${options.dataDir}`, "--label", `${PID_LABEL}=${process.pid}`];
   return {
     name: "docker",
-    sandbox: (pod) => sandbox(pod, labels, options.images),
+    sandbox: (pod) => sandbox(pod, labels, options.images, options.podDns?.(pod) ?? []),
     stop: async () => {
       const ids = (await docker(["ps", "-a", "-q", "--filter", `label=${LABEL}=${options.simId}`])).split("\n").filter(Boolean);
       if (ids.length) await docker(["rm", "-f", "-v", ...ids]);
@@ -95,13 +103,14 @@ async function resolveImage(image: string, images: ImageEntry[]): Promise<{ imag
   return (await local(image)) ?? { image, user: "" };
 }
 
-async function sandbox(pod: PodIdentity, labels: string[], images: ImageEntry[]): Promise<PodSandbox> {
+async function sandbox(pod: PodIdentity, labels: string[], images: ImageEntry[], dns: string[]): Promise<PodSandbox> {
   const podLabel = ["--label", `${POD_LABEL}=${pod.uid}`];
   const aliases = ((pod.spec["hostAliases"] ?? []) as Rec[]).flatMap((a) => ((a["hostnames"] ?? []) as string[]).flatMap((h) => ["--add-host", `${h}:${String(a["ip"])}`]));
   const pause = await resolveImage(PAUSE_IMAGE, images);
   const pauseId = await docker(["run", "-d", "--init", "--name", `k8s_POD_${pod.name}_${pod.namespace}_${pod.uid}_0`, ...labels, ...podLabel,
-    "--hostname", pod.name.slice(0, 63), "--add-host", `${HOST_ALIAS}:host-gateway`, ...aliases, pause.image, "sleep", "infinity"]);
-  const [podIP = "", hostIP = ""] = (await docker(["inspect", "--format", "{{.NetworkSettings.IPAddress}} {{.NetworkSettings.Gateway}}", pauseId])).split(" ");
+    "--hostname", pod.name.slice(0, 63), "--add-host", `${HOST_ALIAS}:host-gateway`, ...aliases, ...dns, pause.image, "sleep", "infinity"]);
+  const [podIP = "", hostIP = "", pid = ""] = (await docker(["inspect", "--format", "{{.NetworkSettings.IPAddress}} {{.NetworkSettings.Gateway}} {{.State.Pid}}", pauseId])).split(" ");
+  await enableHairpin(Number(pid));
   let attempts = 0;
   const ident = `"${pod.name}_${pod.namespace}(${pod.uid})"`;
   return {

@@ -1,16 +1,18 @@
-// `/sim/*`: what tests steer the simulator with — faults, compaction, call counts. Never
-// counted as API calls.
+// `/sim/*`: what tests steer the simulator with — faults, compaction, call counts, where its
+// Services and cluster DNS are. Never counted as API calls.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Store } from "../store.js";
 import type { FaultSpec, Faults } from "./faults.js";
 import { dropOpenWatches } from "../api/watch.js";
 import type { StatsSnapshot } from "./stats.js";
+import type { NetworkInfo } from "../start.js";
 
 export interface ControlDeps {
   store: Store;
   faults: Faults;
   stats: () => StatsSnapshot;
   resetStats: () => void;
+  network: () => NetworkInfo;
 }
 
 const json = (res: ServerResponse, code: number, body: unknown) => {
@@ -23,6 +25,7 @@ export function control(deps: ControlDeps) {
     const route = `${req.method} ${path}`;
     switch (route) {
       case "GET /sim/stats": return json(res, 200, deps.stats());
+      case "GET /sim/network": return json(res, 200, deps.network());
       case "POST /sim/stats/reset": deps.resetStats(); return json(res, 200, deps.stats());
       case "POST /sim/faults": {
         const text = await body();
