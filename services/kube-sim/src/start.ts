@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { existsSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { Admission } from "./admission/admit.js";
 import { Crud } from "./api/crud.js";
 import { handler } from "./api/server.js";
 import { randomBytes } from "node:crypto";
@@ -43,6 +44,8 @@ export interface KubeSimOptions {
   bookmarkEveryMs?: number;
   /** How the process runtime confines containers; default the process driver's settings from the environment (launch.ts). */
   confinement?: Confinement;
+  /** Where warnings go (a webhook failing open); default stderr. */
+  warn?: (line: string) => void;
 }
 
 export type RuntimeName = "docker" | "process";
@@ -81,8 +84,9 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   const calls = new CallCounter();
   const stats = (): StatsSnapshot => ({ calls: calls.snapshot(), containersStarted: kubelet.containersStarted, podsRunning: kubelet.podsRunning() });
   let url = "";
+  const admission = new Admission(store, options.warn ?? ((line) => console.warn(`kube-sim: ${line}`)));
   const server = createServer(handler({
-    store, crud, faults, calls, bookmarkEveryMs: options.bookmarkEveryMs ?? 1000,
+    store, crud, admission, faults, calls, bookmarkEveryMs: options.bookmarkEveryMs ?? 1000,
     logFile: (pod, c) => kubelet.logFile(pod, c),
     control: control({ store, faults, stats, resetStats: () => calls.reset() }),
     address: () => url.replace(/^http:\/\//, ""),

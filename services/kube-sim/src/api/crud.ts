@@ -11,6 +11,7 @@ import { applyPatch, type Json } from "../patch.js";
 import { rfc3339 } from "../time.js";
 import { namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
 import { validateObject, validateUpdate } from "./validate.js";
+import { webhookConfigurationDefaults } from "../admission/configuration.js";
 
 export interface PodTerminator {
   /** Starts the graceful deletion of a pod; answers the pod as it stands after (or as removed). */
@@ -70,6 +71,7 @@ export class Crud {
 
   private defaults(type: ResourceType, obj: Obj): Obj {
     if (type.group === "apps" && type.kind !== "DaemonSet") return replicasDefault(obj);
+    if (type.group === "admissionregistration.k8s.io") return webhookConfigurationDefaults(obj);
     if (type.group !== "") return obj;
     switch (type.kind) {
       case "Pod": {
