@@ -95,7 +95,8 @@ describe("which pods are injected", () => {
   });
 
   it("given no annotation, \"false\", or ephemera's \"false\" over Signadot's \"true\", then no operation", () => {
-    for (const annotations of [{}, { "sidecar.ephemera.dev/inject": "false" }, { "sidecar.ephemera.dev/inject": "false", "sidecar.signadot.com/inject": "true" }]) {
+    const cases: Array<Record<string, string>> = [{}, { "sidecar.ephemera.dev/inject": "false" }, { "sidecar.ephemera.dev/inject": "false", "sidecar.signadot.com/inject": "true" }];
+    for (const annotations of cases) {
       const pod = deploymentPod(annotations, [web]);
       expect(injectRouter(pod, options)).toEqual([]);
       expect(decide(pod, "shop")).toEqual({ inject: false, reason: "not-asked" });
