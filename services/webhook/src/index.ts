@@ -16,3 +16,4 @@ export { DEFAULT_OWN_NAMESPACE, DEFAULT_ROUTER_IMAGE, DEFAULT_ROUTES, DEFAULT_WE
 export { startWebhook, type RunningWebhook } from "./start.js";
 export { checkWebhookHealth } from "./server/health.js";
 export { ManifestError, patchManifests, type PatchOptions, type PatchResult } from "./patch/manifests.js";
+export { WebhookMetrics, type ReviewOutcome } from "./server/metrics.js";

@@ -6,6 +6,7 @@ import { makeCerts } from "./certs/certs.js";
 import type { WebhookConfig } from "./config.js";
 import { CONFIGURATION_NAME, webhookConfiguration, type WebhookTarget } from "./register/configuration.js";
 import { registerWebhook } from "./register/register.js";
+import type { WebhookMetrics } from "./server/metrics.js";
 import { MUTATE_PATH } from "./server/paths.js";
 import { startWebhookServer, type WebhookServer } from "./server/server.js";
 
@@ -16,11 +17,11 @@ export interface RunningWebhook extends WebhookServer {
   registered?: WebhookTarget;
 }
 
-export async function startWebhook(config: WebhookConfig, deps: { logger: Logger; kubeconfig?: KubeConfig }): Promise<RunningWebhook> {
+export async function startWebhook(config: WebhookConfig, deps: { logger: Logger; kubeconfig?: KubeConfig; metrics?: WebhookMetrics }): Promise<RunningWebhook> {
   const made = config.tls ? undefined : await makeCerts(config.hosts);
   const tls = config.tls ?? made!;
   const caBundle = made ? made.ca : config.caBundle;
-  const server = await startWebhookServer({ listen: config.listen, tls, inject: config.inject, logger: deps.logger });
+  const server = await startWebhookServer({ listen: config.listen, tls, inject: config.inject, logger: deps.logger, ...(deps.metrics ? { metrics: deps.metrics } : {}) });
   deps.logger.info({ url: server.url, certificate: made ? `made at start for ${config.hosts.join(", ")}` : "from EPHEMERA_WEBHOOK_TLS_CERT" }, "webhook listening");
   if (!config.register) return { ...server, caBundle };
   try {

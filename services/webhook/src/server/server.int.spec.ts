@@ -4,18 +4,23 @@
 import { request } from "node:https";
 import jsonpatch from "fast-json-patch";
 import { createLogger } from "@ephemera/kit";
+import { Registry } from "@ephemera/kit/metrics";
 import { makeCerts, type WebhookCerts } from "../certs/certs.js";
 import { injectRouter, type InjectOptions } from "../inject/inject.js";
 import type { Pod } from "../inject/pod.js";
 import { checkWebhookHealth } from "./health.js";
+import { WebhookMetrics } from "./metrics.js";
 import { startWebhookServer, type WebhookServer } from "./server.js";
 
 const inject: InjectOptions = { image: "ephemera/router:0.1.0", routes: "host.kube-sim.internal:7777" };
 let certs: WebhookCerts;
 let server: WebhookServer;
+const registry = new Registry();
 beforeAll(async () => {
   certs = await makeCerts(["localhost", "127.0.0.1"]);
-  server = await startWebhookServer({ listen: "127.0.0.1:0", tls: certs, inject, logger: createLogger("webhook-test", "silent") });
+  server = await startWebhookServer({
+    listen: "127.0.0.1:0", tls: certs, inject, logger: createLogger("webhook-test", "silent"), metrics: new WebhookMetrics(registry),
+  });
 });
 afterAll(() => server.stop());
 
@@ -113,6 +118,16 @@ describe("POST /mutate-pods", () => {
 });
 
 describe("the rest of the server", () => {
+  it("counts the reviews it answered by what was done, refusals too", async () => {
+    const count = async (outcome: string) => (await registry.getSingleMetric("ephemera_webhook_reviews_total")!.get()).values.find((v) => v.labels["outcome"] === outcome)?.value ?? 0;
+    const [injected, notAsked, refused] = [await count("injected"), await count("not-asked"), await count("refused")];
+    await mutate(review(pod({ "sidecar.ephemera.dev/inject": "true" })));
+    await mutate(review(pod({})));
+    await mutate("{not json");
+    expect([await count("injected"), await count("not-asked"), await count("refused")]).toEqual([injected + 1, notAsked + 1, refused + 1]);
+    expect(await registry.metrics()).toMatch(/^ephemera_webhook_review_duration_seconds_count \d+$/m);
+  });
+
   it("answers /healthz, and 404 elsewhere saying where reviews go", async () => {
     expect(await call("/healthz")).toMatchObject({ status: 200, text: "ok\n" });
     expect(await checkWebhookHealth(server.url)).toBe(true);

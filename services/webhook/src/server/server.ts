@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "@ephemera/kit";
 import type { InjectOptions } from "../inject/inject.js";
+import type { ReviewOutcome, WebhookMetrics } from "./metrics.js";
 import { HEALTH_PATH, MUTATE_PATH } from "./paths.js";
 import { answerReview, isMalformedReviewError } from "./review.js";
 
@@ -18,6 +19,7 @@ export interface WebhookServerOptions {
   tls: { cert: string; key: string };
   inject: InjectOptions;
   logger: Logger;
+  metrics?: WebhookMetrics;
 }
 
 export interface WebhookServer {
@@ -56,6 +58,17 @@ function reply(res: ServerResponse, status: number, body: string, headers: Recor
 }
 
 async function mutate(req: IncomingMessage, res: ServerResponse, options: WebhookServerOptions): Promise<void> {
+  const startedAt = process.hrtime.bigint();
+  try {
+    options.metrics?.answered(await respond(req, res, options), startedAt);
+  } catch (err) {
+    options.metrics?.answered(err instanceof HttpError ? "refused" : "error", startedAt);
+    throw err;
+  }
+}
+
+/** Answers one review; says what was done. */
+async function respond(req: IncomingMessage, res: ServerResponse, options: WebhookServerOptions): Promise<ReviewOutcome> {
   if (req.method !== "POST") throw new HttpError(405, `${MUTATE_PATH} takes POST`, { Allow: "POST" });
   const type = (req.headers["content-type"] ?? "application/json").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/json") throw new HttpError(415, `the body must be application/json, not ${type}`);
@@ -79,6 +92,7 @@ async function mutate(req: IncomingMessage, res: ServerResponse, options: Webhoo
   else if (warnings) options.logger.warn({ pod, outcome, warning: warnings[0] }, "not injected");
   else options.logger.debug({ pod, outcome }, "left as it is");
   reply(res, 200, JSON.stringify(answer.review), {}, "application/json");
+  return outcome;
 }
 
 export async function startWebhookServer(options: WebhookServerOptions): Promise<WebhookServer> {
