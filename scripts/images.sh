@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `pnpm images`: builds ephemera's images with Docker, tagged with the workspace's version:
-# ephemera/sandbox, scheduler, runner, iocontext and agent (or the ROLEs named). No build
+# ephemera/sandbox, scheduler, runner, iocontext, webhook and agent (or the ROLEs named). No build
 # needs the network: the workspace is built and each image's files are staged on the host
 # (.ephemera/images/<role>), and the Dockerfile only copies them onto the Node image
 # scripts/base-images.sh gives (the official node:*-bookworm-slim when a registry serves
@@ -16,7 +16,7 @@ say() { echo "images: $*" >&2; }
 mkdir -p .ephemera
 exec 9>.ephemera/images.lock
 flock 9
-SERVICES=(sandbox scheduler runner iocontext)
+SERVICES=(sandbox scheduler runner iocontext webhook)
 stage_only=false
 build=true
 roles=()
@@ -37,7 +37,7 @@ for role in "${roles[@]}"; do
   case "$role" in
     # The agent is one bundle and its entry; the image makes their V8 code cache with its own Node.
     agent) cp services/io-agent/dist/agent.cjs services/io-agent/dist/agent-bundle.cjs "$dir/" ;;
-    sandbox | scheduler | runner | iocontext)
+    sandbox | scheduler | runner | iocontext | webhook)
       # --legacy: the workspace does not inject its packages, and the injected layout would name
       # them by this checkout's absolute path (the Tiltfile syncs into node_modules/.pnpm/@ephemera+kit@file+services+kit).
       # It resolves the dependencies' ranges again: from the store's metadata, the registry only for what it lacks.
