@@ -88,6 +88,21 @@ describe("registered with the simulated cluster", () => {
     expect(router.terminationMessagePolicy).toBe("File");
   });
 
+  it("injects a pod named by generateName, as a ReplicaSet creates them (its review has no name yet)", async () => {
+    const created = await core.createNamespacedPod({
+      namespace: "demo-routing",
+      body: {
+        metadata: {
+          generateName: "backend-5c4d7f-", labels: { "pod-template-hash": "5c4d7f" }, annotations: { "sidecar.ephemera.dev/inject": "true" },
+          ownerReferences: [{ apiVersion: "apps/v1", kind: "ReplicaSet", name: "backend-5c4d7f", uid: "3f1c2a5e-0000-4000-8000-000000000001", controller: true }],
+        },
+        spec: { restartPolicy: "Never", containers: [{ name: "backend", image: "busybox", command: ["true"], ports: [{ containerPort: 8080 }] }] },
+      },
+    });
+    expect(created.metadata!.name).toMatch(/^backend-5c4d7f-[0-9a-f]{5}$/);
+    expect(names(created.spec!.containers)).toEqual(["backend", "ephemera-router"]);
+  });
+
   it("injects Signadot's annotation too, and leaves an unannotated pod exactly as applied", async () => {
     await kubectl(cluster(), ["apply", "-f", "-"], { stdin: podYaml("backend-5c4d7f-b2", `sidecar.signadot.com/inject: "true"`) });
     expect(names((await readPod("backend-5c4d7f-b2")).spec!.containers)).toEqual(["backend", "ephemera-router"]);

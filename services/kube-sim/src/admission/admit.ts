@@ -53,7 +53,7 @@ export class Admission {
   /** The object as the mutating webhooks leave it; `ns` is the namespace it is created in. */
   async admitCreate(type: ResourceType, ns: string | undefined, object: Obj): Promise<Admitted> {
     const webhooks = this.webhooks();
-    if (!webhooks.length || !object || typeof object !== "object") return { object, warnings: [] };
+    if (!webhooks.length || !object || typeof object !== "object" || Array.isArray(object)) return { object, warnings: [] };
     const target = this.target(type, ns, object);
     if (!target) return { object, warnings: [] };
     let current = object;

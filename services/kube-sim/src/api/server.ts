@@ -106,10 +106,18 @@ function objectOf(req: IncomingMessage, body: Buffer): Json {
 }
 
 function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string | string[]> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text), ...headers });
-  res.end(text);
+  // Bytes, not a string: Node writes the head with a string body in the body's encoding, which would turn
+  // a header's latin1 characters (a webhook warning's UTF-8 bytes) into UTF-8 twice.
+  const bytes = Buffer.from(JSON.stringify(body), "utf8");
+  res.writeHead(code, { "Content-Type": "application/json", "Content-Length": bytes.length, ...headers });
+  res.end(bytes);
 }
+
+/**
+ * A webhook's warning as the real server sends it (kubectl prints "Warning: …"): `299 - "text"`,
+ * its UTF-8 bytes as they are (Node writes a header string as latin1, one byte per character).
+ */
+const warningHeader = (text: string) => Buffer.from(`299 - ${JSON.stringify(text)}`, "utf8").toString("latin1");
 
 function sendError(res: ServerResponse, err: ApiError): void {
   if (res.headersSent) { res.destroy(); return; }
@@ -180,8 +188,7 @@ async function handle(deps: ApiDeps, req: IncomingMessage, res: ServerResponse):
       const namespace = route.type.namespaced ? ns ?? (body?.metadata?.namespace as string | undefined) ?? "default" : undefined;
       const { object, warnings } = await deps.admission.admitCreate(route.type, namespace, body);
       const created = crud.create(route.type, ns, object);
-      // The webhooks' warnings reach the client as the real server sends them (kubectl prints "Warning: …").
-      return send(res, 201, created, warnings.length ? { Warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`) } : {});
+      return send(res, 201, created, warnings.length ? { Warning: warnings.map(warningHeader) } : {});
     }
     case "update":
       return send(res, 200, crud.update(route.type, ns, route.name!, objectOf(req, await readBody(req)) as unknown as Obj, route.subresource));

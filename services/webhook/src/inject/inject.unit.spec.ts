@@ -108,7 +108,7 @@ describe("which pods are injected", () => {
     expect(injectRouter(pod, options)).toEqual([]);
     expect(decide(pod, "shop")).toEqual({
       inject: false, reason: "no-ports",
-      warning: 'ephemera-router not injected into pod "shop/orders-7d9c5f6b8-…": its containers declare no TCP containerPort, so there is no traffic to capture (declare the ports its Services target)',
+      warning: 'ephemera-router not injected into pod "shop/orders-7d9c5f6b8-*": its containers declare no TCP containerPort, so there is no traffic to capture (declare the ports its Services target)',
     });
   });
 

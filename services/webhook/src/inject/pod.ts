@@ -49,9 +49,12 @@ export const ROUTER_HEALTH_PORT = 15020;
 /** The router's listener for the first captured app port; the next ones follow. */
 export const FIRST_LISTEN_PORT = 15000;
 
-/** `pod "shop/orders-7d9c-x2b4f"`, or the generateName when the name is not given yet. */
+/**
+ * `pod "shop/orders-7d9c-x2b4f"`, or `pod "shop/orders-7d9c-*"` when only the generateName is
+ * known yet (a ReplicaSet's pods). ASCII only: the warning travels in an HTTP header.
+ */
 export function podLabel(pod: Pod, namespace: string): string {
   const meta = pod.metadata ?? {};
-  const name = meta.name || (meta.generateName ? `${meta.generateName}…` : "(unnamed)");
+  const name = meta.name || (meta.generateName ? `${meta.generateName}*` : "(unnamed)");
   return `pod "${namespace}/${name}"`;
 }

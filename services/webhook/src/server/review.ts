@@ -64,7 +64,7 @@ export function answerReview(body: unknown, options: InjectOptions): ReviewAnswe
   if (!isRecord(object)) throw new MalformedReviewError("request.object", "required for a pod CREATE, the pod");
   const pod = object as Pod;
   const namespace = pod.metadata?.namespace || (typeof request["namespace"] === "string" && request["namespace"]) || "default";
-  const name = pod.metadata?.name || (typeof request["name"] === "string" && request["name"]) || `${pod.metadata?.generateName ?? ""}…`;
+  const name = pod.metadata?.name || (typeof request["name"] === "string" && request["name"]) || `${pod.metadata?.generateName ?? ""}*`;
   const decision = decide(pod, namespace);
   if (!decision.inject) {
     if ("warning" in decision) return answer({ warnings: [decision.warning] }, decision.reason, { namespace, name });

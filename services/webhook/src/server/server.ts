@@ -60,7 +60,9 @@ function reply(res: ServerResponse, status: number, body: string, headers: Recor
 async function mutate(req: IncomingMessage, res: ServerResponse, options: WebhookServerOptions): Promise<void> {
   const startedAt = process.hrtime.bigint();
   try {
-    options.metrics?.answered(await respond(req, res, options), startedAt);
+    // Answered first: `metrics?.answered(await …)` would skip the answer itself without metrics.
+    const outcome = await respond(req, res, options);
+    options.metrics?.answered(outcome, startedAt);
   } catch (err) {
     options.metrics?.answered(err instanceof HttpError ? "refused" : "error", startedAt);
     throw err;
