@@ -2,7 +2,7 @@
 // registration with a cluster, and the same patch for manifests applied with kubectl.
 export { injectRouter, type AddOperation, type InjectOptions } from "./inject/inject.js";
 export { asksForRouter, decide, isInjected, portMappings, type Decision, type PortMapping } from "./inject/decide.js";
-export { workloadOf } from "./inject/workload.js";
+export { ROUTED_KINDS, workloadOf } from "./inject/workload.js";
 export * from "./inject/pod.js";
 export { answerReview, isMalformedReviewError, MalformedReviewError, ADMISSION_API_VERSION, type ReviewAnswer } from "./server/review.js";
 export { startWebhookServer, type WebhookServer, type WebhookServerOptions } from "./server/server.js";

@@ -158,8 +158,13 @@ describe("the workload", () => {
     expect(workload(ownedBy("ReplicaSet", "cart-6c8f9d", { "rollouts-pod-template-hash": "6c8f9d" }))).toBe("Rollout/shop/cart");
   });
 
-  it("given a ReplicaSet whose name does not end in the hash, then the ReplicaSet itself", () => {
-    expect(workload(ownedBy("ReplicaSet", "plain", { "pod-template-hash": "abc12" }))).toBe("ReplicaSet/shop/plain");
+  it("given a pod of a bare ReplicaSet (its name not ending in the hash), a Job or a DaemonSet, then not injected: only forked kinds are routed", () => {
+    for (const [kind, name] of [["ReplicaSet", "plain"], ["Job", "migrate"], ["DaemonSet", "agent"]] as const) {
+      expect(decide(ownedBy(kind, name, { "pod-template-hash": "abc12" }), "shop")).toEqual({
+        inject: false, reason: "no-workload",
+        warning: `ephemera-router not injected into pod "shop/${name}-0": it belongs to ${kind} ${name}, and only Deployment, StatefulSet, Rollout are forked and routed (set the annotation sidecar.ephemera.dev/workload: Kind/name to name one)`,
+      });
+    }
   });
 
   it("given the annotation sidecar.ephemera.dev/workload, then it wins, in the pod's namespace", () => {
@@ -168,11 +173,13 @@ describe("the workload", () => {
     expect(workload(pod)).toBe("Rollout/shop/orders-v2");
   });
 
-  it("given a malformed workload annotation, then not injected, the warning naming the annotation and its form", () => {
+  it("given a malformed workload annotation, or one naming a kind never routed, then not injected, the warning naming the annotation and its form", () => {
     const pod = ownedBy("StatefulSet", "ledger");
+    pod.metadata!.annotations!["sidecar.ephemera.dev/workload"] = "Job/ledger";
+    expect(decide(pod, "shop")).toMatchObject({ inject: false, reason: "no-workload" });
     pod.metadata!.annotations!["sidecar.ephemera.dev/workload"] = "ledger";
     expect(decide(pod, "shop")).toMatchObject({
-      inject: false, reason: "no-workload", warning: expect.stringContaining('annotation sidecar.ephemera.dev/workload must be Kind/name (e.g. Deployment/orders), not "ledger"'),
+      inject: false, reason: "no-workload", warning: expect.stringContaining('annotation sidecar.ephemera.dev/workload must be Kind/name with Kind one of Deployment, StatefulSet, Rollout (e.g. Deployment/orders), not "ledger"'),
     });
   });
 

@@ -52,10 +52,13 @@ function inject(obj: Rec, options: PatchOptions, notes: string[]): void {
     template.metadata ??= {};
     template.metadata.annotations = { ...template.metadata.annotations, [INJECT_ANNOTATION]: "true" };
   }
-  // A template's pods are owned by its workload: the router routes for the workload itself.
+  // A template's pods are owned by its workload, named after it: the router routes for the workload itself.
   const pod: Pod = obj["kind"] === "Pod" ? template : {
     ...template,
-    metadata: { ...template.metadata, namespace, ownerReferences: [{ kind: String(obj["kind"]), name: meta.name ?? "", controller: true }] },
+    metadata: {
+      generateName: `${meta.name ?? ""}-`, ...template.metadata, namespace,
+      ownerReferences: [{ kind: String(obj["kind"]), name: meta.name ?? "", controller: true }],
+    },
   };
   const decision = decide(pod, namespace);
   if (!decision.inject) {
