@@ -16,7 +16,7 @@ export const isWebhookRegistrationError = (err: unknown): err is WebhookRegistra
 export interface RegisterOptions {
   /** Each call's deadline (default 10 s). */
   callTimeoutMs?: number;
-  /** Tries while the cluster does not answer, throttles or conflicts (default 8, about a minute). */
+  /** Tries while the cluster does not answer, throttles or conflicts (default 8: about 26 s of waits between them). */
   attempts?: number;
 }
 
