@@ -1,7 +1,7 @@
 # ephemera's images, one per role, from the files `pnpm images` (scripts/images.sh) stages on
 # the host in .ephemera/images/<role>: nothing here needs the network but the router stage's
 # iptables, installed from Debian's mirrors (once: Docker keeps the layer).
-#   bash scripts/images.sh      builds all six: ephemera/{agent,sandbox,scheduler,runner,iocontext,router}:<version>
+#   bash scripts/images.sh      builds all seven: ephemera/{agent,sandbox,scheduler,runner,iocontext,webhook,router}:<version>
 #   docker build --target runner --build-arg NODE_IMAGE=... -t ephemera/runner:0.1.0 .   (after --stage)
 # Each service image holds its package's built output and production dependencies only
 # (pnpm deploy --prod, without type declarations or source maps), runs as user 10001, and
@@ -45,6 +45,13 @@ FROM service AS iocontext
 ARG APP_OWNER=0
 COPY --chown=${APP_OWNER}:${APP_OWNER} .ephemera/images/iocontext /app
 EXPOSE 7401 9090
+
+# The admission webhook that injects the routing sidecar; also `node dist/patch.js`, the same
+# injection for manifests (docker run --rm -i --entrypoint node ephemera/webhook:0.1.0 dist/patch.js - < app.yaml).
+FROM service AS webhook
+ARG APP_OWNER=0
+COPY --chown=${APP_OWNER}:${APP_OWNER} .ephemera/images/webhook /app
+EXPOSE 8443 9090
 
 # ephemera-router, the routing sidecar injected into baseline pods (`node /router/router.cjs`,
 # user 10001, no capabilities), and its init container `ephemera-router-init` (run as root

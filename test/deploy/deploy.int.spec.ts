@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { accessNotice } from "../../services/stack/src/stack.js";
+import { webhookConfiguration } from "../../services/webhook/src/register/configuration.js";
 import { kubectl, startSim, type Sim } from "../support/kube.js";
 import { pinned, violations } from "./policy.js";
 
@@ -31,13 +32,15 @@ describe("deploy/ rendered", () => {
   it.each(OVERLAYS)("%s renders every service, NATS, Redis and the runner's RBAC, in their namespaces", (overlay) => {
     const objs = objects(rendered[overlay]);
     const names = objs.map((o) => `${o["kind"]}/${o["metadata"].namespace ?? ""}/${o["metadata"].name}`);
-    for (const s of ["sandbox", "scheduler", "runner", "iocontext", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
+    for (const s of ["sandbox", "scheduler", "runner", "iocontext", "webhook", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
     expect(names).toContain("StatefulSet/ephemera-system/nats");
     expect(names).toContain("Role/ephemera-runs/ephemera-runner");
     // Forks: the ClusterRole is granted per namespace by a RoleBinding, never cluster-wide.
     expect(names).toContain("ClusterRole//ephemera-forks");
     expect(names).toContain("RoleBinding/default/ephemera-forks");
-    expect(objs.filter((o) => o["kind"] === "ClusterRoleBinding")).toEqual([]);
+    // The one cluster-wide binding: the webhook's, to write the caBundle of its own configuration.
+    expect(objs.filter((o) => o["kind"] === "ClusterRoleBinding").map((o) => [o["metadata"].name, o["roleRef"].name, o["subjects"]]))
+      .toEqual([["ephemera-webhook", "ephemera-webhook", [{ kind: "ServiceAccount", name: "webhook", namespace: "ephemera-system" }]]]);
     expect(names).toContain("NetworkPolicy/ephemera-system/iocontext-ingress");
     const api = objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "sandbox")!;
     expect(api["spec"].ports.map((p: Obj) => p.port)).toEqual([7400, 7777, 7778]); // the API and the Routes API
@@ -50,7 +53,8 @@ describe("deploy/ rendered", () => {
     }
     for (const d of objs.filter((o) => o["kind"] === "Deployment" && o["metadata"].name !== "redis")) {
       const c = d["spec"].template.spec.containers[0];
-      expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
+      if (d["metadata"].name === "webhook") expect(c.readinessProbe.httpGet).toEqual({ path: "/healthz", port: "webhook", scheme: "HTTPS" });
+      else expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
       expect(d["spec"].template.metadata.annotations).toMatchObject({ "prometheus.io/scrape": "true", "prometheus.io/port": "9090" });
     }
   });
@@ -96,6 +100,27 @@ describe("deploy/ rendered", () => {
     expect(() => accessNotice(open)).toThrow(/^the Routes API on 0\.0\.0\.0:777[78] is open/);
   });
 
+  it.each(OVERLAYS)("%s registers the webhook for pod creates, failing open, as the webhook itself would register it", (overlay) => {
+    const objs = objects(rendered[overlay]);
+    const configuration = objs.find((o) => o["kind"] === "MutatingWebhookConfiguration")!;
+    expect(configuration).toEqual(webhookConfiguration({
+      target: { service: { namespace: "ephemera-system", name: "webhook", port: 443 } }, excludeNamespaces: ["ephemera-system"],
+    }));
+    const service = objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "webhook")!;
+    expect(service["spec"].ports).toEqual([{ name: "https", port: 443, targetPort: "webhook" }]);
+    const webhook = objs.find((o) => o["kind"] === "Deployment" && o["metadata"].name === "webhook")!["spec"].template.spec;
+    const env = Object.fromEntries((webhook.containers[0].env as Obj[]).filter((e) => e["value"]).map((e) => [e["name"], e["value"]]));
+    expect(env).toMatchObject({
+      EPHEMERA_WEBHOOK_REGISTER: "true", EPHEMERA_WEBHOOK_SERVICE: "ephemera-system/webhook:443",
+      EPHEMERA_WEBHOOK_HOSTS: "webhook.ephemera-system.svc,webhook.ephemera-system.svc.cluster.local",
+    });
+    expect(webhook.containers[0].ports[0]).toEqual({ name: "webhook", containerPort: Number(env["EPHEMERA_WEBHOOK_LISTEN"]!.split(":")[1]) });
+    // Its token may read and update that one configuration, by name, and nothing else.
+    expect(objs.find((o) => o["kind"] === "ClusterRole" && o["metadata"].name === "ephemera-webhook")!["rules"]).toEqual([
+      { apiGroups: ["admissionregistration.k8s.io"], resources: ["mutatingwebhookconfigurations"], resourceNames: ["ephemera-router-injector"], verbs: ["get", "update"] },
+    ]);
+  });
+
   it("makes prod a three-server NATS with streams of three replicas and disruption budgets", () => {
     const objs = objects(rendered.prod);
     expect(objs.find((o) => o["kind"] === "StatefulSet")!["spec"].replicas).toBe(3);
@@ -120,7 +145,7 @@ describe("deploy/ rendered", () => {
     expect(r!.error).toMatch(/replicas/);
   });
 
-  it.each(OVERLAYS)("%s holds to the policy: no root, probes and limits everywhere, no wildcard RBAC, no cluster-admin, pinned images", (overlay) => {
+  it.each(OVERLAYS)("%s holds to the policy: no root, probes and limits everywhere, no wildcard RBAC, no cluster-admin, cluster-wide grants by name, pinned images", (overlay) => {
     expect(violations(objects(rendered[overlay]))).toEqual([]);
   });
 
@@ -132,11 +157,14 @@ describe("deploy/ rendered", () => {
       },
       { kind: "ClusterRole", metadata: { name: "all" }, rules: [{ apiGroups: ["*"], resources: ["pods"], verbs: ["*"] }] },
       { kind: "ClusterRoleBinding", metadata: { name: "root" }, roleRef: { name: "cluster-admin" } },
+      { kind: "ClusterRole", metadata: { name: "wide" }, rules: [{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }] },
+      { kind: "ClusterRoleBinding", metadata: { name: "wide" }, roleRef: { kind: "ClusterRole", name: "wide" } },
     ];
     const found = violations(bad);
     for (const v of [
       "container c: runAsNonRoot is not true", "container c: runAsUser is 0", "container c: no readinessProbe", "container c: no limits.memory",
       "container c: image nginx:latest is not pinned", 'rules[0].apiGroups has "*"', 'rules[0].verbs has "*"', "binds cluster-admin",
+      "ClusterRole /wide: rules[0] is granted cluster-wide (ClusterRoleBinding wide) without resourceNames",
     ]) expect(found.some((f) => f.includes(v))).toBe(true);
     expect([pinned("redis:7.2.5-alpine"), pinned("redis"), pinned("localhost:5000/redis"), pinned(`x@sha256:${"a".repeat(64)}`)]).toEqual([true, false, false, true]);
   });
@@ -188,7 +216,7 @@ describe("the Dockerfile and the Tiltfile", () => {
   it("the Dockerfile has a stage for every image the Tiltfile and the manifests name, each running as a non-root user", () => {
     const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
     const stages = [...dockerfile.matchAll(/^FROM \S+ AS (\S+)/gm)].map((m) => m[1]);
-    expect(stages).toEqual(expect.arrayContaining(["sandbox", "scheduler", "runner", "iocontext", "agent"]));
+    expect(stages).toEqual(expect.arrayContaining(["sandbox", "scheduler", "runner", "iocontext", "webhook", "agent"]));
     expect(dockerfile).toMatch(/^USER 10001:10001$/m);
     // Each image copies what scripts/images.sh stages: a service's production deploy, the agent's bundle.
     expect(readFileSync(join(ROOT, "scripts/images.sh"), "utf8")).toContain("deploy --prod");
@@ -196,7 +224,7 @@ describe("the Dockerfile and the Tiltfile", () => {
     const config = prod.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"];
     const images = [...new Set(prod.flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string))), config.EPHEMERA_AGENT_IMAGE as string];
     const ours = images.map((i) => /^ephemera\/([a-z-]+):/.exec(i)?.[1]).filter((s): s is string => s !== undefined);
-    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler"]);
+    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler", "webhook"]);
     for (const stage of ours) expect(stages).toContain(stage);
     for (const stage of ours) expect(dockerfile).toContain(` .ephemera/images/${stage} /`);
   });

@@ -1,12 +1,15 @@
 // What every installation of ephemera must hold to, checked over rendered manifests: no
 // container as root, probes and limits on every container, no wildcard in RBAC, no binding
-// to cluster-admin, every image pinned. Pure: objects in, violations out.
+// to cluster-admin, a ClusterRole bound cluster-wide granting named objects only, every
+// image pinned. Pure: objects in, violations out.
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const WORKLOADS = new Set(["Deployment", "StatefulSet", "DaemonSet", "Job"]);
 
 export function violations(objects: Obj[]): string[] {
   const found: string[] = [];
+  const boundClusterWide = new Map<string, string>();
+  for (const o of objects) if (o["kind"] === "ClusterRoleBinding" && o["roleRef"]?.kind === "ClusterRole") boundClusterWide.set(o["roleRef"].name, o["metadata"]?.name);
   for (const o of objects) {
     const id = `${o["kind"]} ${o["metadata"]?.namespace ?? ""}/${o["metadata"]?.name}`;
     if (WORKLOADS.has(o["kind"])) found.push(...podViolations(o["spec"]?.template?.spec ?? {}).map((v) => `${id}: ${v}`));
@@ -15,6 +18,8 @@ export function violations(objects: Obj[]): string[] {
         for (const field of ["apiGroups", "resources", "verbs"]) {
           if ((rule[field] ?? []).includes("*")) found.push(`${id}: rules[${i}].${field} has "*"`);
         }
+        const binding = o["kind"] === "ClusterRole" ? boundClusterWide.get(o["metadata"]?.name) : undefined;
+        if (binding && !(rule["resourceNames"] ?? []).length) found.push(`${id}: rules[${i}] is granted cluster-wide (ClusterRoleBinding ${binding}) without resourceNames`);
       }
     }
     if ((o["kind"] === "ClusterRoleBinding" || o["kind"] === "RoleBinding") && o["roleRef"]?.name === "cluster-admin") {

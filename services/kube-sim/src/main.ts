@@ -20,6 +20,7 @@ const sim = await Promise.resolve().then(() => {
   images: parseImageMap(env["EPHEMERA_KUBE_SIM_IMAGES"] ?? ""),
   repoRoot: findRepoRoot(dirname(fileURLToPath(import.meta.url))),
   ...(runtime ? { runtime: runtime as RuntimeName } : {}),
+  workloadPods: env["EPHEMERA_KUBE_SIM_WORKLOAD_PODS"] === "true",
   });
 }).catch((err: NodeJS.ErrnoException) => {
   // One line that says what to do, not a stack.

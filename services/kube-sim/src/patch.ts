@@ -85,6 +85,8 @@ const MERGE_KEYS: Record<string, string> = {
   containers: "name", initContainers: "name", ephemeralContainers: "name", volumes: "name", env: "name",
   imagePullSecrets: "name", volumeMounts: "mountPath", volumeDevices: "devicePath", hostAliases: "ip",
   conditions: "type", ownerReferences: "uid", subjects: "name", topologySpreadConstraints: "topologyKey",
+  // A Mutating- or ValidatingWebhookConfiguration's webhooks.
+  webhooks: "name",
 };
 /** Lists of scalars Kubernetes merges instead of replacing. */
 const MERGED_SCALAR_LISTS = new Set(["finalizers"]);

@@ -45,6 +45,8 @@ export const RESOURCE_TYPES: ResourceType[] = [
   t("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false),
   t("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false),
   t("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, ["pdb"], ["status"]),
+  // Called on create (admission/): the mutating webhooks.
+  t("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", false),
   // Argo Rollouts' custom resource, as if its CRD were installed.
   t("argoproj.io", "v1alpha1", "rollouts", "Rollout", true, ["ro"], ["status"]),
   // Istio's VirtualService (EPHEMERA_ROUTING_MESH=istio), as if Istio's CRDs were installed; stored, never acted on.

@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { existsSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { Admission } from "./admission/admit.js";
 import { Crud } from "./api/crud.js";
 import { handler } from "./api/server.js";
 import { randomBytes } from "node:crypto";
@@ -20,6 +21,7 @@ import { confinementConfig, type Confinement } from "./kubelet/launch.js";
 import { processRuntime } from "./kubelet/process-runtime.js";
 import type { ContainerRuntime } from "./kubelet/runtime.js";
 import { startWorkloadController } from "./controllers/workloads.js";
+import { startDeploymentPods } from "./controllers/deployment-pods.js";
 import { writeKubeconfig } from "./kubeconfig.js";
 import { findRepoRoot } from "./repo.js";
 import { typeOf } from "./resources.js";
@@ -49,6 +51,10 @@ export interface KubeSimOptions {
   confinement?: Confinement;
   /** Resolvers the cluster DNS forwards other names to; default the machine's. */
   upstreamDns?: string[];
+  /** Where warnings go (a webhook failing open); default stderr. */
+  warn?: (line: string) => void;
+  /** Run each Deployment's pods (EPHEMERA_KUBE_SIM_WORKLOAD_PODS); default off: availability is reported without pods. */
+  workloadPods?: boolean;
 }
 
 export type RuntimeName = "docker" | "process";
@@ -106,8 +112,11 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   const calls = new CallCounter();
   const stats = (): StatsSnapshot => ({ calls: calls.snapshot(), containersStarted: kubelet.containersStarted, podsRunning: kubelet.podsRunning() });
   let url = "";
+  const warn = options.warn ?? ((line: string) => console.warn(`kube-sim: ${line}`));
+  const admission = new Admission(store, warn);
+  const stopPods = options.workloadPods ? startDeploymentPods(store, crud, admission, warn) : () => undefined;
   const server = createServer(handler({
-    store, crud, faults, calls, bookmarkEveryMs: options.bookmarkEveryMs ?? 1000,
+    store, crud, admission, faults, calls, bookmarkEveryMs: options.bookmarkEveryMs ?? 1000,
     logFile: (pod, c) => kubelet.logFile(pod, c),
     control: control({ store, faults, stats, resetStats: () => calls.reset(), network: () => networkInfo(network) }),
     address: () => url.replace(/^http:\/\//, ""),
@@ -116,6 +125,7 @@ export async function startKubeSim(options: KubeSimOptions = {}): Promise<KubeSi
   let stopped: Promise<void> | undefined;
   const stop = () => (stopped ??= (async () => {
     stopWorkloads();
+    stopPods();
     stopEndpoints();
     await kubelet.stop();
     await network.stop();

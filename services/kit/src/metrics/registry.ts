@@ -5,7 +5,7 @@ import { envString, type Env } from "../config.js";
 
 export { Counter, Gauge, Histogram, Registry };
 
-export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext";
+export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext" | "webhook";
 
 /**
  * Where each service serves /metrics when run alone: four ports, so the four services of one
@@ -13,6 +13,7 @@ export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext";
  */
 export const DEFAULT_METRICS_LISTEN: Record<MetricsService, string> = {
   sandbox: "127.0.0.1:9400", scheduler: "127.0.0.1:9401", runner: "127.0.0.1:9402", iocontext: "127.0.0.1:9403",
+  webhook: "127.0.0.1:9404",
 };
 
 export function metricsListen(env: Env, service: MetricsService): string {

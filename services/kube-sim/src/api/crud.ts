@@ -12,6 +12,7 @@ import { rfc3339 } from "../time.js";
 import type { ClusterIPs } from "../network/cluster-ips.js";
 import { endpointsDefaults, namespaceDefaults, podDefaults, replicasDefault, secretDefaults, serviceDefaults } from "./defaults.js";
 import { validateObject, validateUpdate } from "./validate.js";
+import { webhookConfigurationDefaults } from "../admission/configuration.js";
 
 export interface PodTerminator {
   /** Starts the graceful deletion of a pod; answers the pod as it stands after (or as removed). */
@@ -71,6 +72,7 @@ export class Crud {
 
   private defaults(type: ResourceType, obj: Obj): Obj {
     if (type.group === "apps" && type.kind !== "DaemonSet") return replicasDefault(obj);
+    if (type.group === "admissionregistration.k8s.io") return webhookConfigurationDefaults(obj);
     if (type.group !== "") return obj;
     switch (type.kind) {
       case "Pod": {

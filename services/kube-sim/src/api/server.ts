@@ -10,6 +10,7 @@ import type { Obj, Store } from "../store.js";
 import type { Json } from "../patch.js";
 import type { Faults } from "../sim/faults.js";
 import type { CallCounter } from "../sim/stats.js";
+import type { Admission } from "../admission/admit.js";
 import type { Crud } from "./crud.js";
 import { serveLog } from "./logs.js";
 import { openapiGroupVersion, openapiRoot } from "./openapi.js";
@@ -20,6 +21,8 @@ import { serveWatch } from "./watch.js";
 export interface ApiDeps {
   store: Store;
   crud: Crud;
+  /** Mutating webhooks, called on create before the object is stored. */
+  admission: Admission;
   faults: Faults;
   calls: CallCounter;
   logFile: (pod: Obj, container: string) => string;
@@ -102,11 +105,19 @@ function objectOf(req: IncomingMessage, body: Buffer): Json {
   throw unsupportedMediaType(BODY_TYPES);
 }
 
-function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text), ...headers });
-  res.end(text);
+function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string | string[]> = {}): void {
+  // Bytes, not a string: Node writes the head with a string body in the body's encoding, which would turn
+  // a header's latin1 characters (a webhook warning's UTF-8 bytes) into UTF-8 twice.
+  const bytes = Buffer.from(JSON.stringify(body), "utf8");
+  res.writeHead(code, { "Content-Type": "application/json", "Content-Length": bytes.length, ...headers });
+  res.end(bytes);
 }
+
+/**
+ * A webhook's warning as the real server sends it (kubectl prints "Warning: …"): `299 - "text"`,
+ * its UTF-8 bytes as they are (Node writes a header string as latin1, one byte per character).
+ */
+const warningHeader = (text: string) => Buffer.from(`299 - ${JSON.stringify(text)}`, "utf8").toString("latin1");
 
 function sendError(res: ServerResponse, err: ApiError): void {
   if (res.headersSent) { res.destroy(); return; }
@@ -172,7 +183,11 @@ async function handle(deps: ApiDeps, req: IncomingMessage, res: ServerResponse):
     }
     case "create": {
       if (route.name) throw new ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
-      return send(res, 201, crud.create(route.type, ns, objectOf(req, await readBody(req)) as unknown as Obj));
+      const body = objectOf(req, await readBody(req)) as unknown as Obj;
+      const namespace = route.type.namespaced ? ns ?? (body?.metadata?.namespace as string | undefined) ?? "default" : undefined;
+      const { object, warnings } = await deps.admission.admitCreate(route.type, namespace, body);
+      const created = crud.create(route.type, ns, object);
+      return send(res, 201, created, warnings.length ? { Warning: warnings.map(warningHeader) } : {});
     }
     case "update":
       return send(res, 200, crud.update(route.type, ns, route.name!, objectOf(req, await readBody(req)) as unknown as Obj, route.subresource));

@@ -6,6 +6,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { ResourceType } from "../resources.js";
 import type { FieldError } from "../status.js";
 import type { Obj } from "../store.js";
+import { validateWebhookConfiguration } from "../admission/configuration.js";
 
 type Rec = Record<string, unknown>;
 
@@ -118,6 +119,7 @@ const sizeOf = (values: unknown, base64: boolean) =>
 /** What a create or an update of `obj` breaks (the object as it will be stored, defaults applied). */
 export function validateObject(t: ResourceType, obj: Obj): FieldError[] {
   const errs = objectMeta(t, obj.metadata);
+  if (t.group === "admissionregistration.k8s.io") return [...errs, ...validateWebhookConfiguration(obj)];
   if (t.group !== "") return errs;
   const tooLong = (field: string): FieldError => ({ type: "TooLong", field, detail: `must have at most ${MAX_SECRET_SIZE} bytes` });
   if (t.kind === "Secret" && sizeOf(obj["data"], true) > MAX_SECRET_SIZE) errs.push(tooLong("data"));
