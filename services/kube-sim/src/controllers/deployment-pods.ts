@@ -44,6 +44,7 @@ export function podFor(deployment: Obj, hash: string, suffix: string): Obj {
 export function startDeploymentPods(store: Store, crud: Crud, admission: Admission, warn: (line: string) => void): () => void {
   const deployments = findType("apps", "v1", "deployments")!;
   const pods = findType("", "v1", "pods")!;
+  const namespaces = findType("", "v1", "namespaces")!;
   const busy = new Set<string>();
   const again = new Set<string>();
 
@@ -59,6 +60,9 @@ export function startDeploymentPods(store: Store, crud: Crud, admission: Admissi
       if (p.metadata.labels?.["pod-template-hash"] === hash && !ended(p) && current < replicas) { current++; continue; }
       if (!p.metadata.deletionTimestamp) crud.delete(pods, ns, p.metadata.name, undefined);
     }
+    // A namespace going away takes its pods with it: nothing new is made in it.
+    const namespace = store.get(namespaces, undefined, ns);
+    if (!namespace || namespace.metadata.deletionTimestamp) return;
     for (; d && current < replicas; current++) {
       const { object, warnings } = await admission.admitCreate(pods, ns, podFor(d, hash, randomBytes(3).toString("hex").slice(0, 5)));
       for (const w of warnings) warn(`pod of Deployment ${ns}/${name}: ${w}`);

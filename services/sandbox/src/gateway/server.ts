@@ -41,12 +41,17 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
-/** A `lookup` for the proxy's agent that asks the given name servers (IPv4), as a pod's resolver would. */
+/**
+ * A `lookup` for the proxy's agent that asks the given name servers (IPv4), as a pod's
+ * resolver would: a Service's short forms (`<svc>.<ns>.svc`, `<svc>.<ns>`) are asked as
+ * `….svc.cluster.local`, since a resolver here has no search domains.
+ */
 function clusterLookup(servers: string[]) {
   const resolver = new dns.Resolver();
   resolver.setServers(servers);
+  const fqdn = (name: string) => name.endsWith(".svc") ? `${name}.cluster.local` : /^[^.]+\.[^.]+$/.test(name) ? `${name}.svc.cluster.local` : name;
   return (hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
-    resolver.resolve4(hostname).then(
+    resolver.resolve4(fqdn(hostname)).catch(() => resolver.resolve4(hostname)).then(
       (addresses) => options.all ? callback(null, addresses.map((address) => ({ address, family: 4 }))) : callback(null, addresses[0]!, 4),
       // Not a name the cluster knows (an IP, localhost): the machine's resolver.
       () => systemLookup(hostname, options, callback as never),
