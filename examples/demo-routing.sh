@@ -60,21 +60,19 @@ dns=$(sed -n 's/.*cluster DNS at \([0-9.]*\).*/\1/p' "$work/kube-sim.log" | head
 [ -n "$dns" ] || { echo "demo:routing: kube-sim routes no Services here (above)" >&2; exit 1; }
 export KUBECONFIG="$work/kubeconfig"
 
-# The stack with the Kubernetes driver. The Routes API on the bridge is open without tokens to
-# this machine's containers (EPHEMERA_API_ALLOW_OPEN: the bridge is not reachable from other machines).
+# The stack with the Kubernetes driver, as `pnpm start` runs it: its webhook registers itself
+# with the cluster, so annotated pods get the router, which follows the Routes API. The Routes
+# API on the bridge is open without tokens to this machine's containers
+# (EPHEMERA_API_ALLOW_OPEN: the bridge is not reachable from other machines).
 EPHEMERA_RUNNER_DRIVER=kubernetes EPHEMERA_KUBE_NAMESPACE=default EPHEMERA_AGENT_IMAGE=ephemera/agent:0.1.0 \
   EPHEMERA_API_LISTEN="$api" EPHEMERA_IOCONTEXT_LISTEN="$bridge:$io_port" EPHEMERA_POD_IOCONTEXT="host.kube-sim.internal:$io_port" \
   EPHEMERA_ROUTES_LISTEN="$bridge:$routes_port" EPHEMERA_ROUTES_HTTP_LISTEN=127.0.0.1:0 EPHEMERA_API_ALLOW_OPEN=true \
   EPHEMERA_GATEWAY_LISTEN="$gateway" EPHEMERA_GATEWAY_DNS="$dns" EPHEMERA_PREVIEW_DOMAIN="$domain" \
+  EPHEMERA_WEBHOOK_LISTEN="$webhook" EPHEMERA_ROUTES="host.kube-sim.internal:$routes_port" \
   EPHEMERA_METRICS_LISTEN=127.0.0.1:0 EPHEMERA_LOG_FORMAT=pretty node services/stack/dist/main.js >"$work/stack.log" 2>&1 &
 pids+=($!)
 wait_for "$work/stack.log" "ephemera is up" "${pids[-1]}"
-
-# The webhook, registered with the cluster: annotated pods get the router, which follows the Routes API.
-EPHEMERA_WEBHOOK_LISTEN="$webhook" EPHEMERA_WEBHOOK_REGISTER=true EPHEMERA_ROUTES="host.kube-sim.internal:$routes_port" \
-  EPHEMERA_METRICS_LISTEN=127.0.0.1:0 EPHEMERA_LOG_FORMAT=pretty node services/webhook/dist/main.js >"$work/webhook.log" 2>&1 &
-pids+=($!)
-wait_for "$work/webhook.log" "webhook registered" "${pids[-1]}"
+wait_for "$work/stack.log" "webhook registered" "${pids[-1]}"
 
 k() { echo "\$ kubectl $*" >&2; kubectl "$@"; }
 eph() { echo "\$ eph $*" >&2; EPHEMERA_API="$api" node services/cli/dist/bundle/main.js "$@"; }

@@ -53,7 +53,8 @@ export async function kubeFigures({ natsUrl, redisUrl, scratch, chain, samples }
   const pods = watchPods(sim.url);
   const stack = await startStack({
     natsUrl, redisUrl, scratch, tag: "kube",
-    env: { EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: sim.kubeconfigPath, EPHEMERA_KUBE_NAMESPACE: "default" },
+    // No webhook: the figures are the step pods' own, as performance.md took them.
+    env: { EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: sim.kubeconfigPath, EPHEMERA_KUBE_NAMESPACE: "default", EPHEMERA_STACK_WEBHOOK: "false" },
   });
   const api = new Api(stack.api, { timeoutMs: 30_000 });
   const watch = watchReadiness(api);

@@ -1,5 +1,5 @@
 export {
-  startStack, stackEnv, accessNotice, healthy, SERVICES, StackNotReadyError, StackInterruptedError,
+  startStack, stackEnv, stackServices, accessNotice, healthy, SERVICES, StackNotReadyError, StackInterruptedError,
   type RunningStack, type StackOptions, type ServiceName,
 } from "./stack.js";
 export { DEFAULT_BACKOFF, nextRestart, type Backoff } from "./backoff.js";

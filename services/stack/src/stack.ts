@@ -11,7 +11,18 @@ import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
 import { Supervisor, type Death, type Exit } from "./supervise.js";
 
 export const SERVICES = ["iocontext", "scheduler", "runner", "sandbox"] as const;
-export type ServiceName = (typeof SERVICES)[number];
+/** The webhook runs too with the Kubernetes driver (stackServices). */
+export type ServiceName = (typeof SERVICES)[number] | "webhook";
+
+/**
+ * The services a stack runs: the four, and with the Kubernetes driver the webhook that
+ * injects the routing sidecar, registered with that cluster (EPHEMERA_STACK_WEBHOOK=false
+ * leaves it out).
+ */
+export function stackServices(env: Env): ServiceName[] {
+  const kube = envString(env, "EPHEMERA_RUNNER_DRIVER", "process") === "kubernetes";
+  return kube && envBool(env, "EPHEMERA_STACK_WEBHOOK", true) ? [...SERVICES, "webhook"] : [...SERVICES];
+}
 
 export interface StackOptions {
   env: Env;
@@ -78,13 +89,15 @@ export function stackEnv(env: Env): Env {
     // Health ports of the services without an API: any free port unless chosen.
     EPHEMERA_SCHEDULER_LISTEN: envString(env, "EPHEMERA_SCHEDULER_LISTEN", "127.0.0.1:0"),
     EPHEMERA_RUNNER_LISTEN: envString(env, "EPHEMERA_RUNNER_LISTEN", "127.0.0.1:0"),
+    // The webhook (Kubernetes driver) registers itself with the cluster the runner uses.
+    EPHEMERA_WEBHOOK_REGISTER: envString(env, "EPHEMERA_WEBHOOK_REGISTER", "true"),
     // With the servers on TLS, the runner's steps dial the IO context on TLS too.
     ...(envString(env, "EPHEMERA_TLS_CERT", "") && !envString(env, "EPHEMERA_TLS", "") ? { EPHEMERA_TLS: "true" } : {}),
   };
 }
 
 /** Where each service serves /metrics under the stack, as an offset from EPHEMERA_METRICS_LISTEN's port. */
-const METRICS_PORT_OFFSET: Record<ServiceName, number> = { sandbox: 0, scheduler: 1, runner: 2, iocontext: 3 };
+const METRICS_PORT_OFFSET: Record<ServiceName, number> = { sandbox: 0, scheduler: 1, runner: 2, iocontext: 3, webhook: 4 };
 
 /**
  * The four services share one EPHEMERA_METRICS_LISTEN: it names the first of four ports
@@ -145,8 +158,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     const seen = startupDeaths.get(service);
     startupDeaths.set(service, { service, deaths: (seen?.deaths ?? 0) + 1, last: death.exit });
   };
-  const supervisors = new Map(SERVICES.map((s) => [s, new Supervisor(launch(s), backoff, died(s))] as const));
-  const get = (service: ServiceName) => supervisors.get(service)!;
+  const supervisors = new Map(stackServices(env).map((s) => [s, new Supervisor(launch(s), backoff, died(s))] as const));
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
@@ -175,8 +187,8 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     api,
     iocontext,
     access,
-    pid: (service) => get(service).pid,
-    restarts: (service) => get(service).restarts,
+    pid: (service) => supervisors.get(service)?.pid,
+    restarts: (service) => supervisors.get(service)?.restarts ?? 0,
     stop,
   };
 }

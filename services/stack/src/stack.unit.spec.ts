@@ -1,5 +1,5 @@
 import { formatLine } from "./format.js";
-import { SERVICES, accessNotice, metricsListenOf, stackEnv } from "./stack.js";
+import { SERVICES, accessNotice, metricsListenOf, stackEnv, stackServices } from "./stack.js";
 
 describe("stack", () => {
   it("gives every service the defaults of a local stack, keeping what the caller set", () => {
@@ -48,5 +48,13 @@ describe("stack", () => {
     const line = JSON.stringify({ level: 40, time: Date.UTC(2026, 0, 1, 12, 30, 5, 7), pid: 1, service: "runner", msg: "step failed", runId: "r.1", exit: 3 });
     expect(formatLine("runner", line)).toBe("12:30:05.007 runner    warn  step failed  runId=r.1 exit=3");
     expect(formatLine("sandbox", "not json")).toBe("sandbox   not json");
+  });
+});
+
+describe("the services of a stack", () => {
+  it("are the four, and the webhook too with the Kubernetes driver unless EPHEMERA_STACK_WEBHOOK=false", () => {
+    expect(stackServices({})).toEqual(["iocontext", "scheduler", "runner", "sandbox"]);
+    expect(stackServices({ EPHEMERA_RUNNER_DRIVER: "kubernetes" })).toEqual(["iocontext", "scheduler", "runner", "sandbox", "webhook"]);
+    expect(stackServices({ EPHEMERA_RUNNER_DRIVER: "kubernetes", EPHEMERA_STACK_WEBHOOK: "false" })).toEqual(["iocontext", "scheduler", "runner", "sandbox"]);
   });
 });

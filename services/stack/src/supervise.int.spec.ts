@@ -36,7 +36,7 @@ const fake = {
   ignoresTerm: script("ignores-term", `process.on("SIGTERM", () => console.log("ignoring SIGTERM")); setInterval(() => {}, 1 << 30); console.log("ready");`),
   failsOnTerm: script("fails-on-term", `process.on("SIGTERM", () => process.exit(1)); setInterval(() => {}, 1 << 30);`),
 };
-const DEFAULT_ENTRIES: Record<ServiceName, string> = { sandbox: fake.api, iocontext: fake.iocontext, scheduler: fake.idle, runner: fake.idle };
+const DEFAULT_ENTRIES: Record<ServiceName, string> = { sandbox: fake.api, iocontext: fake.iocontext, scheduler: fake.idle, runner: fake.idle, webhook: fake.idle };
 
 /** The stack's own lines about deaths of `service`. */
 const deaths = (lines: Line[], service: ServiceName): StackLine[] =>
