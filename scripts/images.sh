@@ -35,9 +35,15 @@ STAGES=(agent "${SERVICES[@]}" router)
 version=$(node -p 'require("./package.json").version')
 
 ! $build || pnpm -s build >&2
+# What staging copies from (every package's build, the lockfile and manifests, the router's
+# script, the example): a role staged from the same sources is not staged again, so the test
+# suites and demos that call this script after one another pay for `pnpm deploy` once.
+sources=$({ find services/*/dist services/router/bin examples/routing/app -type f -print0 | sort -z | xargs -0 sha256sum
+  sha256sum pnpm-lock.yaml services/*/package.json; } | sha256sum | cut -c1-16)
 stage() {
-  local role=$1 dir=.ephemera/images/$1
-  rm -rf "$dir" && mkdir -p "$dir"
+  local role=$1 dir=.ephemera/images/$1 stamp=.ephemera/images/.sources-$1
+  [ -d "$dir" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sources" ] && return 0
+  rm -rf "$dir" "$stamp" && mkdir -p "$dir"
   case "$role" in
     # The agent is one bundle and its entry; the image makes their V8 code cache with its own Node.
     agent) cp services/io-agent/dist/agent.cjs services/io-agent/dist/agent-bundle.cjs "$dir/" ;;
@@ -59,6 +65,7 @@ stage() {
     example-echo) cp examples/routing/app/echo.js examples/routing/app/Dockerfile "$dir/" ;;
     *) say "no image $role (${STAGES[*]}, example-echo)"; exit 2 ;;
   esac
+  echo "$sources" >"$stamp"
 }
 for role in "${roles[@]}"; do stage "$role"; done
 if ! $stage_only; then

@@ -158,3 +158,32 @@ describe("the preview gateway where the API asks for tokens", () => {
     expect(target.seen.map((s) => [s.headers.cookie, s.headers["x-ephemera-token"]])).toEqual([["theme=dark", undefined], [undefined, undefined]]);
   });
 });
+
+describe("the preview gateway with the API's certificate", () => {
+  it("serves TLS, and forwards to its target as over plain HTTP", async () => {
+    const { makeCerts } = await import("../../../../test/support/certs.js");
+    const { request: httpsRequest } = await import("node:https");
+    const certs = makeCerts();
+    const target = await upstream();
+    const host = `web--${KEY}.${DOMAIN}`;
+    const endpoints = [{ name: "web", target: `http://127.0.0.1:${target.port}`, url: `https://${host}`, baselineUrl: `https://x.${DOMAIN}` }];
+    const gateway = await startGateway({ sandboxes: () => [{ status: "active", name: "s", routingKey: KEY, endpoints }] },
+      { listen: "127.0.0.1:0", domain: DOMAIN, tls: certs.server() }, logger);
+    try {
+      const body = await new Promise<string>((resolve, reject) => {
+        httpsRequest({ host: "127.0.0.1", port: gateway.port, path: "/", headers: { host }, ca: certs.client().ca, servername: "localhost" }, (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (d: string) => (text += d));
+          res.on("end", () => resolve(`${res.statusCode} ${text}`));
+        }).on("error", reject).end();
+      });
+      expect(body).toBe(`200 ${JSON.stringify({ url: "/", host: `127.0.0.1:${target.port}` })}`);
+      expect(target.seen[0]!.headers["uberctx-sd-routing-key"]).toBe(KEY);
+    } finally {
+      await gateway.stop();
+      target.server.close();
+      certs.remove();
+    }
+  });
+});
