@@ -10,6 +10,7 @@
 #   bash examples/demo-containers.sh --no-build    (the workspace is built already: the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. examples/lib.sh
 bash scripts/ensure-servers.sh
 bash scripts/ensure-docker.sh || { echo "demo:containers cannot run: Docker cannot run here (above)" >&2; exit 3; }
 # The workspace and the five images (kept when their files did not change).
@@ -40,15 +41,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits (up to 60 s) for LINE in FILE while process PID lives.
-wait_for() {
-  for _ in $(seq 1 600); do
-    grep -q "$2" "$1" && return 0
-    kill -0 "$3" 2>/dev/null || { cat "$1"; exit 1; }
-    sleep 0.1
-  done
-  echo "no \"$2\" within 60 s"; cat "$1"; exit 1
-}
 
 # kube-sim on the host, its kubelet on Docker; the runner container reads its kubeconfig.
 # Its containers carry its data dir as a label: this demo's pods are told apart by it.

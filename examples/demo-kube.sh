@@ -7,6 +7,7 @@
 # Secret, and the Routes API the rule for its routing key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. examples/lib.sh
 bash scripts/ensure-servers.sh
 
 export EPHEMERA_PREFIX="${EPHEMERA_PREFIX:-demokube}"
@@ -30,23 +31,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits (up to 30 s) for LINE in FILE while process PID lives.
-wait_for() {
-  for _ in $(seq 1 300); do
-    grep -q "$2" "$1" && return 0
-    kill -0 "$3" 2>/dev/null || { cat "$1"; exit 1; }
-    sleep 0.1
-  done
-  echo "no \"$2\" within 30 s"; cat "$1"; exit 1
-}
 
 node services/kube-sim/dist/main.js >"$logs/kube-sim.log" 2>&1 &
 pids+=($!)
-wait_for "$logs/kube-sim.log" "kube-sim is up" "${pids[-1]}"
+wait_for "$logs/kube-sim.log" "kube-sim is up" "${pids[-1]}" 30
 head -1 "$logs/kube-sim.log"; echo
 EPHEMERA_LOG_FORMAT=pretty node services/stack/dist/main.js >"$logs/stack.log" 2>&1 &
 pids+=($!)
-wait_for "$logs/stack.log" "ephemera is up" "${pids[-1]}"
+wait_for "$logs/stack.log" "ephemera is up" "${pids[-1]}" 30
 
 k() { echo "\$ kubectl $*" >&2; kubectl "$@"; }
 eph() { echo "\$ eph $*" >&2; node services/cli/dist/bundle/main.js "$@"; }

@@ -13,6 +13,7 @@
 # there; the API and the gateway stay on loopback. Everything it made is removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. examples/lib.sh
 bash scripts/ensure-servers.sh
 bash scripts/ensure-docker.sh || { echo "demo:routing cannot run: Docker cannot run here (above)" >&2; exit 3; }
 bash scripts/images.sh ${1:+"$1"}
@@ -40,15 +41,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits (up to 60 s) for LINE in FILE while process PID lives.
-wait_for() {
-  for _ in $(seq 1 600); do
-    grep -q "$2" "$1" && return 0
-    kill -0 "$3" 2>/dev/null || { cat "$1"; exit 1; }
-    sleep 0.1
-  done
-  echo "no \"$2\" within 60 s"; cat "$1"; exit 1
-}
 
 EPHEMERA_KUBE_SIM_RUNTIME=docker EPHEMERA_KUBE_SIM_WORKLOAD_PODS=true EPHEMERA_KUBE_SIM_LISTEN="$sim_listen" \
   EPHEMERA_KUBE_SIM_KUBECONFIG="$work/kubeconfig" EPHEMERA_KUBE_SIM_DATA="$work/kube-sim" \

@@ -19,7 +19,7 @@ import { checkHealth, waitFor } from "@ephemera/kit";
 import { ephAt, ephOk, type Eph } from "../support/eph.js";
 import { bridgeGateway, kubectl, startSim, type Sim } from "../support/kube.js";
 import { NATS_URL, REDIS_URL, removePrefix, uniquePrefix } from "../support/servers.js";
-import { describeWithDocker } from "../support/docker.js";
+import { describeWithDocker, withContainerLogs } from "../support/docker.js";
 import { freePort } from "../support/stack.js";
 
 const ROOT = join(__dirname, "..", "..");
@@ -43,17 +43,7 @@ describeWithDocker("ephemera's images as containers", () => {
   // The step pods' namespace: this suite's own, so that the containers it sees are its pods'.
   const namespace = `img-${process.pid}`;
   // A failure says what the containers said last.
-  const withLogs = async (f: () => Promise<void>) => {
-    try {
-      await f();
-    } catch (err) {
-      const tails = await Promise.all(started.map(async (name) => {
-        const logs = await run("docker", ["logs", "--tail", "15", name]).catch((e: Error) => ({ stdout: e.message, stderr: "" }));
-        return `--- ${name}\n${logs.stdout}${logs.stderr}`;
-      }));
-      throw new Error(`${(err as Error).message}\n${tails.join("\n")}`, { cause: err });
-    }
-  };
+  const withLogs = (f: () => Promise<void>) => withContainerLogs(started, f);
 
   beforeAll(async () => {
     // From the workspace `pnpm test` has built; an image whose files did not change is kept.

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { waitFor } from "@ephemera/kit";
 import { routingRule, TestRoutesServer } from "../../services/router/src/routes-server.testkit.js";
-import { describeWithDocker } from "../support/docker.js";
+import { describeWithDocker, withContainerLogs } from "../support/docker.js";
 import { bridgeGateway } from "../support/kube.js";
 import { freePort } from "../support/stack.js";
 
@@ -35,18 +35,8 @@ describeWithDocker("the image ephemera/router in a pod's network namespace", () 
   let routes: TestRoutesServer;
   let podIp: string;
 
-  // What a failure says: each container's last lines.
-  const withLogs = async (f: () => Promise<void>) => {
-    try {
-      await f();
-    } catch (err) {
-      const tails = await Promise.all(started.map(async (name) => {
-        const logs = await run("docker", ["logs", "--tail", "15", name]).catch((e: Error) => ({ stdout: e.message, stderr: "" }));
-        return `--- ${name}\n${logs.stdout}${logs.stderr}`;
-      }));
-      throw new Error(`${(err as Error).message}\n${tails.join("\n")}`, { cause: err });
-    }
-  };
+  // A failure says what the containers said last.
+  const withLogs = (f: () => Promise<void>) => withContainerLogs(started, f);
   /** A container of the pod (sharing the holder's network namespace). */
   const inPod = async (name: string, args: string[]) => {
     started.push(`${pod}-${name}`);

@@ -2,8 +2,9 @@
 // it where it can. Where it cannot (exit 3: no apt, no root, dockerd does not start), the
 // suite is reported skipped with one line saying why, in CI too (.ci/run says it as well).
 // Any other failure of the script fails the suite.
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { join } from "node:path";
+import { promisify } from "node:util";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -23,5 +24,20 @@ export function describeWithDocker(title: string, body: () => void): void {
   } else {
     console.log(`${title}: not run: ${cannotRun}`);
     it.skip(`${title} (${cannotRun})`, () => undefined);
+  }
+}
+
+const run = promisify(execFile);
+
+/** Runs `f`; a failure says what each of `containers` (names, read when it fails) said last. */
+export async function withContainerLogs(containers: readonly string[], f: () => Promise<void>): Promise<void> {
+  try {
+    await f();
+  } catch (err) {
+    const tails = await Promise.all(containers.map(async (name) => {
+      const logs = await run("docker", ["logs", "--tail", "15", name]).catch((e: Error) => ({ stdout: e.message, stderr: "" }));
+      return `--- ${name}\n${logs.stdout}${logs.stderr}`;
+    }));
+    throw new Error(`${(err as Error).message}\n${tails.join("\n")}`, { cause: err });
   }
 }
