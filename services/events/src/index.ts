@@ -42,6 +42,9 @@ export interface EventPayloads {
   "ephemera.sandbox.forks_requested.v1": pb.SandboxForksRequested;
   "ephemera.sandbox.forks_available.v1": pb.SandboxForksAvailable;
   "ephemera.sandbox.forks_failed.v1": pb.SandboxForksFailed;
+  "ephemera.routegroup.created.v1": pb.RouteGroupCreated;
+  "ephemera.routegroup.updated.v1": pb.RouteGroupUpdated;
+  "ephemera.routegroup.deleted.v1": pb.RouteGroupDeleted;
   "ephemera.forks.applied.v1": pb.ForksApplied;
   "ephemera.forks.available.v1": pb.ForksAvailable;
   "ephemera.forks.failed.v1": pb.ForksFailed;
@@ -85,6 +88,9 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.sandbox.forks_requested.v1": pb.SandboxForksRequested,
   "ephemera.sandbox.forks_available.v1": pb.SandboxForksAvailable,
   "ephemera.sandbox.forks_failed.v1": pb.SandboxForksFailed,
+  "ephemera.routegroup.created.v1": pb.RouteGroupCreated,
+  "ephemera.routegroup.updated.v1": pb.RouteGroupUpdated,
+  "ephemera.routegroup.deleted.v1": pb.RouteGroupDeleted,
   "ephemera.forks.applied.v1": pb.ForksApplied,
   "ephemera.forks.available.v1": pb.ForksAvailable,
   "ephemera.forks.failed.v1": pb.ForksFailed,
@@ -148,6 +154,8 @@ export function decode(e: Pick<StoredEvent, "type" | "data">): DomainEvent | und
 export const Aggregates = {
   plugin: "plugin",
   sandbox: "sandbox",
+  /** A route group: a routing context of the sandboxes whose labels match. */
+  routegroup: "routegroup",
   workflow: "workflow",
   steprun: "steprun",
   /** The runner's record of a sandbox's forks on its cluster, by routing key. */

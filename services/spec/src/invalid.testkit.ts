@@ -262,3 +262,31 @@ export const sandboxRows: Row[] = [
   ["misspelt field in a deprecated endpoint", (d) => { d.spec.endpoints = [{ name: "web", hots: "orders" }]; },
     "spec.endpoints[0].hots", "unknown-field", 'did you mean "host"'],
 ];
+
+export const baseRouteGroup = (): Doc => ({
+  name: "feature-x",
+  spec: {
+    cluster: "local",
+    description: "the sandboxes of feature x, together",
+    match: { any: [{ label: { key: "feature", value: "x-*" } }, { all: [{ label: { key: "team", value: "shop" } }, { label: { key: "stage", value: "e2e" } }] }] },
+    endpoints: [{ name: "web", target: "http://frontend.shop.svc:8080" }],
+  },
+});
+
+export const routeGroupRows: Row[] = [
+  ["name with a dot", (d) => { d.name = "feature.x"; }, "name", "name-format"],
+  ["without a cluster", (d) => { delete d.spec.cluster; }, "spec.cluster", "required"],
+  ["without a match", (d) => { delete d.spec.match; }, "spec.match", "required"],
+  ["a match with label and any", (d) => { d.spec.match.label = { key: "feature", value: "x" }; }, "spec.match", "match-one", "label and any"],
+  ["an empty match", (d) => { d.spec.match.any[1] = {}; }, "spec.match.any[1]", "match-one", "one of label, all or any"],
+  ["an empty all", (d) => { d.spec.match.any[1].all = []; }, "spec.match.any[1].all", "match-one", "every sandbox"],
+  ["matches nested five deep", (d) => {
+    d.spec.match = { all: [{ any: [{ all: [{ any: [{ all: [{ label: { key: "a", value: "b" } }] }] }] }] }] };
+  }, "spec.match.all[0].any[0].all[0].any[0].all", "match-depth", "4 levels"],
+  ["a label without a value", (d) => { d.spec.match.any[0].label.value = ""; }, "spec.match.any[0].label.value", "required"],
+  ["endpoint name repeated", (d) => { d.spec.endpoints.push({ name: "web", target: "http://cart.shop.svc:80" }); },
+    "spec.endpoints[1].name", "duplicate-endpoint"],
+  ["endpoint target not a URL", (d) => { d.spec.endpoints[0].target = "frontend:8080"; }, "spec.endpoints[0].target", "endpoint-target"],
+  ["a misspelt match field", (d) => { d.spec.match.any[0].lable = d.spec.match.any[0].label; delete d.spec.match.any[0].label; },
+    "spec.match.any[0].lable", "unknown-field"],
+];

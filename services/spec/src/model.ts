@@ -19,24 +19,24 @@ function broken(rule: Rule, message: (value: string) => string) {
 }
 
 /** A string field. Empty counts as absent: proto3 JSON cannot tell them apart. */
-function text(description: string, required: boolean) {
+export function text(description: string, required: boolean) {
   const s = z.string().meta({ description });
   return required ? s.refine((v) => v !== "", broken("required", () => "is required")) : s;
 }
 
-function named(what: string, re: RegExp, maxBytes: number, patternInWords: string, description: string) {
+export function named(what: string, re: RegExp, maxBytes: number, patternInWords: string, description: string) {
   return text(description, true)
     .refine((v) => v === "" || re.test(v), broken("name-format", (v) => `${what} "${v}" ${patternInWords}`))
     .refine((v) => byteLength(v) <= maxBytes, broken("too-long", () => `${what} is longer than ${maxBytes} bytes`))
     .meta({ pattern: re.source, maxLength: maxBytes });
 }
 
-const LABEL_RULE = "must start with a letter, contain only letters, digits and '-', and end with a letter or digit";
+export const LABEL_RULE = "must start with a letter, contain only letters, digits and '-', and end with a letter or digit";
 const STEP_RULE = "must start with a letter and contain only letters, digits, '_' and '-' (no dots)";
 
 const stepName = (what: string, description: string) => named(what, STEP_NAME, MAX_BYTES.stepName, STEP_RULE, description);
 
-const maxBytes = (s: z.ZodString, max: number, what: string) =>
+export const maxBytes = (s: z.ZodString, max: number, what: string) =>
   s.refine((v) => byteLength(v) <= max, broken("too-long", (v) => `${what} is ${byteLength(v)} bytes, over the ${max}-byte limit`)).meta({ maxLength: max });
 
 /** At most `max` entries, or the list is refused with its size and the limit. */
@@ -253,7 +253,7 @@ const Virtual = z.strictObject({
   workload: WorkloadRef("The baseline workload this virtual workload stands for."),
 });
 
-const Endpoint = z.strictObject({
+export const Endpoint = z.strictObject({
   name: named("endpoint name", LABEL_NAME, MAX_BYTES.resourceName, LABEL_RULE, "Endpoint name, unique in the sandbox."),
   target: text("URL inside the cluster, e.g. http://orders.shop.svc:8080.", true)
     .refine((v) => v === "" || isUrl(v), broken("endpoint-target", (v) => `target "${v}" must be a URL such as http://svc.ns.svc:8080`)),

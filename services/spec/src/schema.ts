@@ -3,9 +3,10 @@
 // fields (references, cycles, uniqueness) are the validator's alone.
 import * as z from "zod";
 import { PluginDoc, SandboxDoc } from "./model.js";
+import { RouteGroupDoc } from "./routegroup.js";
 
-export function jsonSchema(kind: "plugin" | "sandbox"): object {
-  const schema = z.toJSONSchema(kind === "plugin" ? PluginDoc : SandboxDoc, {
+export function jsonSchema(kind: "plugin" | "sandbox" | "routegroup"): object {
+  const schema = z.toJSONSchema(kind === "plugin" ? PluginDoc : kind === "sandbox" ? SandboxDoc : RouteGroupDoc, {
     target: "draft-7",
     // Describe what authors write: params given as numbers or booleans are accepted.
     io: "input",

@@ -6,7 +6,7 @@ import { jsonSchema } from "./schema.js";
 
 const DOCS = join(__dirname, "..", "..", "..", "docs", "schemas");
 
-describe.each(["plugin", "sandbox"] as const)("the %s JSON Schema", (kind) => {
+describe.each(["plugin", "sandbox", "routegroup"] as const)("the %s JSON Schema", (kind) => {
   const file = join(DOCS, `${kind}.schema.json`);
   const generated = `${JSON.stringify(jsonSchema(kind), null, 2)}\n`;
 

@@ -9,6 +9,7 @@ import { reportIssues } from "./issues.js";
 import { PluginDoc, SandboxDoc } from "./model.js";
 import { checkPluginRules } from "./plugin-rules.js";
 import { checkSandboxRules } from "./sandbox-rules.js";
+import { RouteGroupDoc, checkRouteGroupRules } from "./routegroup.js";
 import { LONE_SURROGATE } from "./utf8.js";
 import { Violations, type Path } from "./violations.js";
 
@@ -44,6 +45,20 @@ export function validateSandbox(doc: unknown, warn?: WarningSink): pb.Sandbox {
   return pb.Sandbox.fromJSON(value);
 }
 
+/** Every violation of a route group document; empty when it is valid. */
+export function routeGroupViolations(doc: unknown): FieldViolation[] {
+  return check(tolerated(doc, "route group"), RouteGroupDoc, checkRouteGroupRules, "route group").violations;
+}
+
+/** Validates a route group document. Throws ValidationError listing every violation. */
+export function validateRouteGroup(doc: unknown): pb.RouteGroup {
+  const { value, violations } = check(tolerated(doc, "route group"), RouteGroupDoc, checkRouteGroupRules, "route group");
+  if (violations.length > 0) throw new ValidationError(violations, "invalid route group");
+  return pb.RouteGroup.fromJSON(value);
+}
+
+export const routeGroupToDoc = (g: pb.RouteGroup): unknown => pb.RouteGroup.toJSON(g);
+
 /** The file-shaped plain object of a plugin (canonical proto3 JSON: field names equal the YAML keys). */
 export function pluginToDoc(p: pb.ResourcePlugin): unknown {
   return pb.ResourcePlugin.toJSON(p);
@@ -72,7 +87,7 @@ export function canonicalJson(value: unknown): string {
  * stray top-level `version:` in a plugin file (upstream ignores it; the version is part of
  * `name`), which is reported to `warn`.
  */
-function tolerated(doc: unknown, what: "plugin" | "sandbox", warn?: WarningSink): unknown {
+function tolerated(doc: unknown, what: "plugin" | "sandbox" | "route group", warn?: WarningSink): unknown {
   const cleaned = withoutNulls(doc);
   if (what !== "plugin" || cleaned === null || typeof cleaned !== "object" || Array.isArray(cleaned) || !("version" in cleaned)) return cleaned;
   const { version, ...rest } = cleaned as Record<string, unknown>;
