@@ -8,12 +8,12 @@ import {
   type FieldViolation, type RunningServer,
 } from "@ephemera/kit";
 import { Aggregates, encode, ev, workflowId } from "@ephemera/events";
-import { RULES, loadTemplate, pluginViolations, sandboxViolations } from "@ephemera/spec";
+import { RULES, loadTemplate, pluginViolations, routeGroupViolations, sandboxViolations } from "@ephemera/spec";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { testNats } from "../../../test/support/servers.js";
 import { apiServices } from "./api.js";
 import {
-  NOT_ON_THE_WIRE, basePlugin, baseSandbox, pluginRows, sandboxRows, type Doc, type Row,
+  NOT_ON_THE_WIRE, basePlugin, baseRouteGroup, baseSandbox, pluginRows, routeGroupRows, sandboxRows, type Doc, type Row,
 } from "./invalid-docs.testkit.js";
 import { SandboxCore } from "./service.js";
 
@@ -35,6 +35,7 @@ async function startApi() {
   const address = `127.0.0.1:${server.port}`;
   const plugins = new pb.ResourcePluginServiceClient(address, grpc.credentials.createInsecure());
   const sandboxes = new pb.SandboxServiceClient(address, grpc.credentials.createInsecure());
+  const routeGroups = new pb.RouteGroupServiceClient(address, grpc.credentials.createInsecure());
   return {
     store,
     address,
@@ -45,11 +46,13 @@ async function startApi() {
     listPage: (pageSize: number, pageToken = "", name = "") => call(plugins.list.bind(plugins), { pageSize, pageToken, name }),
     deletePlugin: async (ref: string) => (await call(plugins.delete.bind(plugins), { ref })).deleted,
     applySandbox: (doc: Doc) => call(sandboxes.apply.bind(sandboxes), { sandbox: pb.Sandbox.fromJSON(doc), dryRun: false }),
+    applyRouteGroup: (doc: Doc) => call(routeGroups.apply.bind(routeGroups), { routeGroup: pb.RouteGroup.fromJSON(doc), dryRun: false }),
     getSandbox: (name: string) => call(sandboxes.get.bind(sandboxes), { name, showOutputs: false }),
     deleteSandbox: (name: string, force: boolean) => call(sandboxes.delete.bind(sandboxes), { name, force }),
     stop: async () => {
       plugins.close();
       sandboxes.close();
+      routeGroups.close();
       await server.shutdown();
       await core.stop();
       await cleanup(nc);
@@ -79,6 +82,7 @@ const fieldsAndRules = (vs: FieldViolation[]) => vs.map((v) => ({ field: v.field
 const overTheWire = {
   plugin: (doc: Doc) => pb.ResourcePlugin.toJSON(pb.ResourcePlugin.decode(pb.ResourcePlugin.encode(pb.ResourcePlugin.fromJSON(doc)).finish())),
   sandbox: (doc: Doc) => pb.Sandbox.toJSON(pb.Sandbox.decode(pb.Sandbox.encode(pb.Sandbox.fromJSON(doc)).finish())),
+  routegroup: (doc: Doc) => pb.RouteGroup.toJSON(pb.RouteGroup.decode(pb.RouteGroup.encode(pb.RouteGroup.fromJSON(doc)).finish())),
 };
 
 /** A small valid plugin: `name` plus one create step with the given outputs. */
@@ -110,12 +114,12 @@ describe("requests that skip the CLI", () => {
   afterAll(() => api.stop());
 
   /** Sends `doc` and expects what the spec package says of the document the author wrote. */
-  const expectParity = async (kind: "plugin" | "sandbox", doc: Doc, expected?: Omit<FieldViolation, "description">) => {
-    const local = kind === "plugin" ? pluginViolations(doc) : sandboxViolations(doc);
+  const expectParity = async (kind: "plugin" | "sandbox" | "routegroup", doc: Doc, expected?: Omit<FieldViolation, "description">) => {
+    const local = kind === "plugin" ? pluginViolations(doc) : kind === "sandbox" ? sandboxViolations(doc) : routeGroupViolations(doc);
     if (expected) expect(fieldsAndRules(local)).toEqual([expected]);
     expect(local.length).toBeGreaterThan(0);
     const before = await api.store.position();
-    const remote = await violationsOf(kind === "plugin" ? api.applyPlugin(doc) : api.applySandbox(doc));
+    const remote = await violationsOf(kind === "plugin" ? api.applyPlugin(doc) : kind === "sandbox" ? api.applySandbox(doc) : api.applyRouteGroup(doc));
     expect(fieldsAndRules(remote)).toEqual(fieldsAndRules(local));
     // Where proto carries the document unchanged, the words are the same too.
     if (JSON.stringify(overTheWire[kind](doc)) === JSON.stringify(doc)) expect(remote).toEqual(local);
@@ -136,8 +140,14 @@ describe("requests that skip the CLI", () => {
     await expectParity("sandbox", doc, { field, rule });
   });
 
+  it.each(rowsOf(routeGroupRows))("route group: $what → INVALID_ARGUMENT at $field ($rule)", async ({ edit, field, rule }) => {
+    const doc = baseRouteGroup();
+    edit(doc);
+    await expectParity("routegroup", doc, { field, rule });
+  });
+
   it("every rule but those proto cannot express has a row", () => {
-    const covered = new Set([...pluginRows, ...sandboxRows].map((row) => row[3]));
+    const covered = new Set([...pluginRows, ...sandboxRows, ...routeGroupRows].map((row) => row[3]));
     expect(RULES.filter((rule) => !covered.has(rule) && !NOT_ON_THE_WIRE.includes(rule))).toEqual([]);
   });
 

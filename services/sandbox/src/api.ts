@@ -55,6 +55,13 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
       core.view(name, showOutputs).then((v) => send(v), (err: unknown) => finish(err));
     },
   };
+  const routeGroups: pb.RouteGroupServiceServer = {
+    apply: unary(async (req: pb.ApplyRouteGroupRequest, call) =>
+      core.routeGroups.apply(req.routeGroup, core.meta(caller(call), "apply"), req.dryRun), logger),
+    get: unary(async (req: pb.GetRouteGroupRequest) => core.routeGroups.get(req.name), logger),
+    list: unary(async () => ({ routeGroups: core.routeGroups.list() }), logger),
+    delete: unary(async (req: pb.DeleteRouteGroupRequest, call) => core.routeGroups.delete(req.name, core.meta(caller(call), "delete")), logger),
+  };
   const logs = logService(core);
   const events: pb.EventServiceServer = {
     watch: (call) => {
@@ -85,6 +92,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
   const bindings: ServiceBinding[] = [
     { definition: pb.ResourcePluginServiceService, implementation: plugins as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.SandboxServiceService, implementation: sandboxes as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.RouteGroupServiceService, implementation: routeGroups as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LogServiceService, implementation: logs as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.EventServiceService, implementation: events as unknown as grpc.UntypedServiceImplementation },
   ];

@@ -63,7 +63,9 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   await core.start();
   if (registry) sandboxMetrics(registry, core);
   const routes = config.routes
-    ? await startRoutes({ sandboxes: () => core.placedSandboxes(), onSandboxChange: (l) => core.onSandboxChange(l) },
+    ? await startRoutes({
+      sandboxes: () => core.placedSandboxes(), routeGroups: () => core.routeGroups.records(), onSandboxChange: (l) => core.onSandboxChange(l),
+    },
       { ...config.routes, ...(config.access ? { access: config.access } : {}), ...(config.tls ? { tls: config.tls } : {}) }, logger)
     : undefined;
   const gateway = config.gateway
@@ -94,6 +96,8 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   };
 }
 
+/** What the gateway serves endpoints of: the sandboxes and the route groups, each under its own routing key. */
 function* records(core: SandboxCore) {
   for (const { sandbox } of core.placedSandboxes()) yield sandbox;
+  for (const group of core.routeGroups.records()) yield { status: "active" as const, name: `routegroup/${group.name}`, routingKey: group.routingKey, endpoints: group.endpoints };
 }

@@ -10,7 +10,7 @@
 import * as pb from "@ephemera/proto";
 import * as table from "../../spec/src/invalid.testkit.js";
 
-export { basePlugin, baseSandbox, type Doc, type Row } from "../../spec/src/invalid.testkit.js";
+export { basePlugin, baseRouteGroup, baseSandbox, type Doc, type Row } from "../../spec/src/invalid.testkit.js";
 
 /** Rules no request can break, for the reasons above. */
 export const NOT_ON_THE_WIRE: readonly string[] = ["unknown-field", "type", "utf8"];
@@ -34,3 +34,5 @@ const onTheWire = (rows: table.Row[], base: () => table.Doc, message: Parameters
 
 export const pluginRows = onTheWire(table.pluginRows, table.basePlugin, pb.ResourcePlugin);
 export const sandboxRows = onTheWire(table.sandboxRows, table.baseSandbox, pb.Sandbox);
+/** An empty `all: []` is no list at all in proto: on the wire it is a match without a kind (another row). */
+export const routeGroupRows = onTheWire(table.routeGroupRows, table.baseRouteGroup, pb.RouteGroup).filter(([what]) => what !== "an empty all");

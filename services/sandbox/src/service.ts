@@ -19,6 +19,11 @@ import { KeyedLock } from "@ephemera/kit";
 import { buildView, safeView } from "./sandbox/view.js";
 import { foldForkFacts, noForkFacts, type ForkFacts } from "./sandbox/forks.js";
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
+import { baselineUrl } from "./sandbox/endpoints.js";
+import { RouteGroups } from "./routegroup/commands.js";
+import { evolveRouteGroup, initialRouteGroup, type RouteGroupState } from "./routegroup/state.js";
+
+export { baselineUrl };
 
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 500;
@@ -50,6 +55,9 @@ export class SandboxCore {
   readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, folding(evolveWorkflow));
   /** The runners' reports of the sandboxes' forks, by routing key. */
   readonly forks = new Projection<ForkFacts>(Aggregates.forks, noForkFacts, folding(foldForkFacts));
+  readonly routeGroupStates = new Projection<RouteGroupState>(Aggregates.routegroup, initialRouteGroup, folding(evolveRouteGroup));
+  /** Route groups: routing contexts of the sandboxes whose labels match. */
+  readonly routeGroups: RouteGroups;
   readonly feed: Feed;
   private readonly byRoutingKey = new Map<string, string>();
   private readonly watchers = new Map<string, Set<Watcher>>();
@@ -65,11 +73,16 @@ export class SandboxCore {
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
-    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks]);
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates]);
+    this.routeGroups = new RouteGroups({
+      store: deps.store, projection: this.routeGroupStates, sandboxes: () => this.placedSandboxes(),
+      routingKey: deps.routingKey, previewDomain: deps.previewDomain,
+    });
     this.ttl = new DueIndex((names, now) => this.expire(names, now), this.now);
     this.feed.onCommit((c) => {
       this.notify(c);
-      if (c.aggregate === Aggregates.sandbox || c.aggregate === Aggregates.forks) for (const l of this.sandboxListeners) l();
+      const routing = c.aggregate === Aggregates.sandbox || c.aggregate === Aggregates.forks || c.aggregate === Aggregates.routegroup;
+      if (routing) for (const l of this.sandboxListeners) l();
       if (c.aggregate !== Aggregates.sandbox) return;
       const state = this.sandboxes.get(c.aggregateId)?.state;
       this.ttl.set(c.aggregateId, state?.status === "active" ? scheduledDeleteTime(state) : undefined);
@@ -304,7 +317,8 @@ export class SandboxCore {
     await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox(command, state).map(encode), this.meta(call, key));
   }
 
-  private meta(call: CallContext, command: string) {
+  /** What a command's commit records: its source, command, correlation id and actor. */
+  meta(call: CallContext, command: string) {
     return {
       source: "sandbox", command,
       correlationId: call.correlationId ?? this.newId(),
@@ -462,25 +476,6 @@ export class SandboxCore {
 }
 
 export type { DomainEvent };
-
-/**
- * The preview URL of an endpoint's target without a routing key (what the baseline
- * answers): `http://orders.shop.svc:8080` → `https://orders-shop-8080.<domain>`, the same
- * for every sandbox routing to that target.
- */
-export function baselineUrl(target: string, domain: string): string {
-  let host = target;
-  let port = "";
-  try {
-    const u = new URL(target.includes("://") ? target : `http://${target}`);
-    host = u.hostname;
-    port = u.port;
-  } catch {
-    // Not a URL: named as written.
-  }
-  const name = host.replace(/\.svc(\.cluster\.local)?$/, "").replace(/[^a-z0-9]+/gi, "-").toLowerCase();
-  return `https://${[name, port].filter(Boolean).join("-")}.${domain}`;
-}
 
 /** What the decided events of an apply would do, as a plan (nothing is written for it). */
 function planOf(events: DomainEvent[], resources: pb.ResolvedResource[], exists: boolean): pb.SandboxPlan {

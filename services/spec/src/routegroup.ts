@@ -5,7 +5,7 @@ import picomatch from "picomatch";
 import * as z from "zod";
 import { CLUSTER_NAME, LABEL_NAME, MAX_BYTES, MAX_SPEC_BYTES, checkSpecSize } from "./names.js";
 import { Endpoint, LABEL_RULE, maxBytes, named, text } from "./model.js";
-import { fieldPath, Violations, type Path } from "./violations.js";
+import { fieldPath, type Path, type Violations } from "./violations.js";
 
 /** How deep `all` and `any` may nest: deeper is never needed to say "this and (that or those)". */
 export const MAX_MATCH_DEPTH = 4;

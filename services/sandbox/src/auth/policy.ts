@@ -29,6 +29,11 @@ export const API_POLICY: Readonly<Record<string, MethodRule>> = {
   "SandboxService/Delete": { role: "editor", raise: raise<pb.DeleteSandboxRequest>("admin", "with force", (r) => r.force) },
   "SandboxService/Retry": { role: "editor" },
   "SandboxService/Watch": { role: "viewer", raise: showOutputs },
+  // A route group routes the traffic of sandboxes by their labels: an editor's, like the sandboxes.
+  "RouteGroupService/Apply": { role: "editor" },
+  "RouteGroupService/Get": { role: "viewer" },
+  "RouteGroupService/List": { role: "viewer" },
+  "RouteGroupService/Delete": { role: "editor" },
   "LogService/Get": { role: "viewer" },
   "EventService/Watch": { role: "viewer" },
 };

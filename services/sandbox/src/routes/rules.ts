@@ -2,64 +2,35 @@
 // ready sandbox has on its cluster, keyed by its baseline workload and the sandbox's
 // routing key, sending each port to the fork's Service that serves it. What a request
 // filters on, how one set of rules becomes another as ADD, REMOVE and REPLACE operations,
-// and the cluster's Services as GetClusterServices lists them.
+// and the cluster's Services as GetClusterServices lists them. A route group's rules are its
+// members' forks under the group's own routing key.
 import * as pb from "@ephemera/proto";
-import { baselineLabel, baselineOf, forkName } from "@ephemera/kit";
-import type { SandboxRecord } from "../sandbox/state.js";
-
-/** A sandbox and where its forks are on its cluster (as its runner reported them). */
-export interface PlacedSandbox {
-  sandbox: SandboxRecord;
-  placements: pb.ForkPlacement[];
-}
+import { routedForks, type PlacedSandbox, type RoutedFork } from "./forks.js";
+import { routeGroupRouting } from "../routegroup/members.js";
+import type { RouteGroupRecord } from "../routegroup/state.js";
 
 type Rule = pb.routes.WorkloadRoutingRule;
 type Op = pb.routes.WorkloadRoutingRuleOp;
 
-
-export interface RoutedFork {
-  sandbox: SandboxRecord;
-  fork: pb.Fork;
-  baseline: { kind: string; namespace: string; name: string };
-  /** Each port routed and the fork Service's host serving it (`<service>-<routing key>.<namespace>.svc`). */
-  ports: Array<{ port: number; host: string }>;
-  /** The fork's Services as the runner placed them, each with the baseline Service it stands for. */
-  services: pb.ForkServiceAddress[];
-}
+export { routedForks, type PlacedSandbox, type RoutedFork };
 
 /**
- * Pure: the forks of the sandboxes that route and that are on their cluster. A sandbox
- * routes once it is ready, and goes on routing through an update (while its changed forks
- * roll out, to the Services of the generation applied), until it is deleted. The ports are the fork's declared endpoints, else its Services' ports; each goes
- * to the fork Service with that port (the first one, if none has it).
+ * Pure: the rules of the sandboxes that route, one per fork under each sandbox's routing key;
+ * and under each route group's key, one per fork of its matching sandboxes (members.ts).
  */
-export function* routedForks(sandboxes: Iterable<PlacedSandbox>): Iterable<RoutedFork> {
-  for (const { sandbox, placements } of sandboxes) {
-    if (sandbox.status !== "active" || !(sandbox.ready || sandbox.forks.available > 0)) continue;
-    const placed = new Map(placements.map((p) => [p.fork, p]));
-    for (const fork of sandbox.spec?.forks ?? []) {
-      if (!fork.forkOf) continue;
-      const baseline = baselineOf(fork.forkOf);
-      const p = placed.get(baselineLabel(baseline));
-      if (!p) continue;
-      const services: pb.ForkServiceAddress[] = p.services.length
-        ? p.services : [{ host: `${forkName(baseline.name, sandbox.routingKey)}.${baseline.namespace}.svc`, ports: [], baselineHost: "" }];
-      const declared = fork.endpoints.map((e) => e.port).filter((n) => n > 0);
-      const numbers = [...new Set(declared.length ? declared : services.flatMap((x) => x.ports))];
-      const ports = numbers.map((port) => ({ port, host: (services.find((x) => x.ports.includes(port)) ?? services[0]!).host }));
-      yield { sandbox, fork, baseline, ports, services };
-    }
-  }
-}
-
-/** Pure: the rules of the sandboxes that route, one per fork. */
-export function routingRules(sandboxes: Iterable<PlacedSandbox>): Rule[] {
-  const rules: Rule[] = [...routedForks(sandboxes)].map(({ sandbox, baseline, ports }) => ({
-    routingKey: sandbox.routingKey,
+export function routingRules(sandboxes: Iterable<PlacedSandbox>, routeGroups: Iterable<RouteGroupRecord> = []): Rule[] {
+  const placed = [...sandboxes];
+  const rule = (routingKey: string, { sandbox, baseline, ports }: RoutedFork): Rule => ({
+    routingKey,
     baseline,
     destinationSandbox: { name: sandbox.name },
     mappings: ports.map(({ port, host }) => ({ workloadPort: port, destinations: [{ host, port }] })),
-  }));
+  });
+  const rules: Rule[] = [...routedForks(placed)].map((f) => rule(f.sandbox.routingKey, f));
+  for (const group of routeGroups) {
+    if (group.status !== "active") continue;
+    for (const f of routeGroupRouting(group, placed).forks) rules.push(rule(group.routingKey, f));
+  }
   return rules.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
 }
 

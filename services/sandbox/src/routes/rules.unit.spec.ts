@@ -2,6 +2,7 @@ import * as pb from "@ephemera/proto";
 import type { SandboxRecord } from "../sandbox/state.js";
 import { forkName } from "@ephemera/kit";
 import { clusterServices, diff, keyOf, matches, routingRules, type PlacedSandbox } from "./rules.js";
+import type { RouteGroupRecord } from "../routegroup/state.js";
 
 type ForkSpec = { name: string; ns: string; port: number; services?: Array<{ host: string; ports: number[]; baselineHost?: string }>; declared?: boolean };
 
@@ -121,5 +122,41 @@ describe("the cluster's Services (GetClusterServices)", () => {
     expect(clusterServices([sandbox("a", "rk1", {}, [old])])).toEqual([
       { serviceIp: "", hostname: "orders-web-rk1.shop.svc", ports: [port(8080, "http", "http")], sandboxInfo: { sandboxRoutingKey: "rk1", baselineHostname: "orders.shop.svc" } },
     ]);
+  });
+});
+
+describe("routing rules of route groups", () => {
+  const group = (match: pb.RouteGroupMatch, cluster = "c1"): RouteGroupRecord => ({
+    status: "active", name: "g", routingKey: "rkg", cluster, spec: pb.RouteGroupSpec.fromPartial({ cluster, match }), endpoints: [], createdAt: "", updatedAt: "",
+  });
+  const labelled = (labels: Record<string, string>, s: PlacedSandbox): PlacedSandbox =>
+    ({ ...s, sandbox: { ...s.sandbox, spec: { ...s.sandbox.spec!, labels } } });
+  const x = pb.RouteGroupMatch.fromPartial({ label: { key: "feature", value: "x-*" } });
+
+  it("adds, under the group's key, a rule per routed fork of each sandbox of its cluster its match selects", () => {
+    const a = labelled({ feature: "x-a" }, sandbox("a", "rk1"));
+    const b = labelled({ feature: "y" }, sandbox("b", "rk2", {}, [{ name: "cart", ns: "shop", port: 9090 }]));
+    const rules = routingRules([a, b], [group(x)]);
+    expect(rules.map((r) => [r.routingKey, r.baseline?.name, r.destinationSandbox?.name])).toEqual([
+      ["rk1", "orders", "a"], ["rkg", "orders", "a"], ["rk2", "cart", "b"],
+    ].sort((p, q) => `Deployment/shop/${p[1]}@${p[0]}`.localeCompare(`Deployment/shop/${q[1]}@${q[0]}`)));
+    const [own, ofGroup] = rules.filter((r) => r.destinationSandbox?.name === "a");
+    expect(ofGroup?.mappings).toEqual(own?.mappings);
+  });
+
+  it("leaves out sandboxes of other clusters, being deleted or not routing yet, and a deleted group", () => {
+    const routed = (sandboxes: PlacedSandbox[], g = group(x)) => routingRules(sandboxes, [g]).filter((r) => r.routingKey === "rkg").length;
+    expect(routed([labelled({ feature: "x-a" }, sandbox("a", "rk1", { cluster: "c2" }))])).toBe(0);
+    expect(routed([labelled({ feature: "x-a" }, sandbox("a", "rk1", { status: "deleting" }))])).toBe(0);
+    expect(routed([labelled({ feature: "x-a" }, sandbox("a", "rk1", { ready: false, forks: { generation: 1, requested: 1, requestedCount: 1, available: 0, skipped: false } }))])).toBe(0);
+    expect(routed([labelled({ feature: "x-a" }, sandbox("a", "rk1"))], { ...group(x), status: "deleted" })).toBe(0);
+    expect(routed([labelled({ feature: "x-a" }, sandbox("a", "rk1"))])).toBe(1);
+  });
+
+  it("routes no baseline two members fork, and the others as usual", () => {
+    const a = labelled({ feature: "x-a" }, sandbox("a", "rk1", {}, [{ name: "orders", ns: "shop", port: 8080 }, { name: "cart", ns: "shop", port: 9090 }]));
+    const b = labelled({ feature: "x-b" }, sandbox("b", "rk2"));
+    const ofGroup = routingRules([a, b], [group(x)]).filter((r) => r.routingKey === "rkg");
+    expect(ofGroup.map((r) => [r.baseline?.name, r.destinationSandbox?.name])).toEqual([["cart", "a"]]);
   });
 });

@@ -15,11 +15,13 @@ import { guard } from "../auth/guard.js";
 import { ROUTES_POLICY } from "../auth/policy.js";
 import { roleAllows } from "../auth/roles.js";
 import { clusterServices, diff, matches, routingRules, type PlacedSandbox } from "./rules.js";
+import type { RouteGroupRecord } from "../routegroup/state.js";
 
 
-/** What the Routes API reads: the sandboxes with their forks' placements, and word of every change to them. */
+/** What the Routes API reads: the sandboxes with their forks' placements, the route groups, and word of every change to them. */
 export interface RoutesSource {
   sandboxes(): Iterable<PlacedSandbox>;
+  routeGroups(): Iterable<RouteGroupRecord>;
   onSandboxChange(listener: () => void): () => void;
 }
 
@@ -41,7 +43,7 @@ export interface RunningRoutes {
 }
 
 const rulesFor = (source: RoutesSource, req: pb.routes.WorkloadRoutingRulesRequest) =>
-  routingRules(source.sandboxes()).filter((r) => matches(r, req));
+  routingRules(source.sandboxes(), source.routeGroups()).filter((r) => matches(r, req));
 
 export function routesService(source: RoutesSource): pb.routes.RoutesServer {
   const rules = (req: pb.routes.WorkloadRoutingRulesRequest) => rulesFor(source, req);

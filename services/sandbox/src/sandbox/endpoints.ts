@@ -1,0 +1,29 @@
+// Endpoint URLs, minted the same way for sandboxes and route groups: the gateway finds a
+// request's endpoint by the URL's host (gateway/hosts.ts).
+import type * as pb from "@ephemera/proto";
+
+/** `https://<endpoint>--<routing key>.<domain>`, and the target's baseline URL beside it. */
+export function endpointUrls(endpoints: pb.Endpoint[], routingKey: string, domain: string): pb.EndpointUrl[] {
+  return endpoints.map((e) => ({
+    name: e.name, target: e.target, url: `https://${e.name}--${routingKey}.${domain}`, baselineUrl: baselineUrl(e.target, domain),
+  }));
+}
+
+/**
+ * The preview URL of an endpoint's target without a routing key (what the baseline
+ * answers): `http://orders.shop.svc:8080` → `https://orders-shop-8080.<domain>`, the same
+ * for every sandbox routing to that target.
+ */
+export function baselineUrl(target: string, domain: string): string {
+  let host = target;
+  let port = "";
+  try {
+    const u = new URL(target.includes("://") ? target : `http://${target}`);
+    host = u.hostname;
+    port = u.port;
+  } catch {
+    // Not a URL: named as written.
+  }
+  const name = host.replace(/\.svc(\.cluster\.local)?$/, "").replace(/[^a-z0-9]+/gi, "-").toLowerCase();
+  return `https://${[name, port].filter(Boolean).join("-")}.${domain}`;
+}
