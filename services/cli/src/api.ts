@@ -1,4 +1,4 @@
-// The public API as the command line sees it: the four gRPC clients on one channel, every
+// The public API as the command line sees it: its gRPC clients on one channel, every
 // unary call bound by a deadline and every stream cancellable and bounded.
 import { call, channelCredentials, clientOptions, fromServiceError, grpc, type ClientTls } from "@ephemera/kit/client";
 import * as pb from "@ephemera/proto";
@@ -26,6 +26,7 @@ export interface ApiOptions {
 export class Api {
   private readonly plugins: pb.ResourcePluginServiceClient;
   private readonly sandboxes: pb.SandboxServiceClient;
+  private readonly routeGroups: pb.RouteGroupServiceClient;
   private readonly logs: pb.LogServiceClient;
   private readonly events: pb.EventServiceClient;
 
@@ -41,6 +42,7 @@ export class Api {
     this.plugins = new pb.ResourcePluginServiceClient(address, credentials, { ...clientOptions, ...tlsOptions });
     const shared = { channelOverride: this.plugins.getChannel() };
     this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
+    this.routeGroups = new pb.RouteGroupServiceClient(address, credentials, shared);
     this.logs = new pb.LogServiceClient(address, credentials, shared);
     this.events = new pb.EventServiceClient(address, credentials, shared);
   }
@@ -90,6 +92,22 @@ export class Api {
     return call(this.sandboxes.retry.bind(this.sandboxes), { name }, this.timeoutMs, this.who());
   }
 
+  applyRouteGroup(routeGroup: pb.RouteGroup, dryRun = false): Promise<pb.ApplyRouteGroupResponse> {
+    return call(this.routeGroups.apply.bind(this.routeGroups), { routeGroup, dryRun }, this.timeoutMs, this.who());
+  }
+
+  getRouteGroup(name: string): Promise<pb.RouteGroupView> {
+    return call(this.routeGroups.get.bind(this.routeGroups), { name }, this.timeoutMs, this.metadata());
+  }
+
+  async listRouteGroups(): Promise<pb.RouteGroupView[]> {
+    return (await call(this.routeGroups.list.bind(this.routeGroups), {}, this.timeoutMs, this.metadata())).routeGroups;
+  }
+
+  deleteRouteGroup(name: string): Promise<pb.RouteGroupView> {
+    return call(this.routeGroups.delete.bind(this.routeGroups), { name }, this.timeoutMs, this.who());
+  }
+
   /** Every call's metadata: the bearer token, if any. */
   private metadata(): grpc.Metadata {
     const m = new grpc.Metadata();
@@ -119,7 +137,7 @@ export class Api {
   }
 
   close(): void {
-    for (const client of [this.sandboxes, this.logs, this.events, this.plugins]) client.close();
+    for (const client of [this.sandboxes, this.routeGroups, this.logs, this.events, this.plugins]) client.close();
   }
 }
 

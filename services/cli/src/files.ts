@@ -38,6 +38,11 @@ export async function readSandbox(input: FileInput): Promise<pb.Sandbox> {
   return (await loadSpec()).validateSandbox(doc, input.warn);
 }
 
+export async function readRouteGroup(input: FileInput): Promise<pb.RouteGroup> {
+  const doc = await load(input, false);
+  return (await loadSpec()).validateRouteGroup(doc);
+}
+
 /** The name a file publishes, needing only the variables used in `name` (for `delete -f`). */
 export async function readName(input: FileInput): Promise<string> {
   const doc = await load(input, true);

@@ -8,6 +8,7 @@ import { registerEvents } from "./events.js";
 import { isTemplateError } from "./files.js";
 import { registerLogs } from "./logs.js";
 import { registerPlugin } from "./plugin.js";
+import { registerRouteGroup } from "./routegroup.js";
 import { registerSandbox } from "./sandbox.js";
 import { registerSchema } from "./schema.js";
 
@@ -64,6 +65,7 @@ progress and diagnostics go to stderr.`,
     });
   registerPlugin(program, ctx);
   registerSandbox(program, ctx);
+  registerRouteGroup(program, ctx);
   registerLogs(program, ctx);
   registerEvents(program, ctx);
   registerSchema(program, ctx);

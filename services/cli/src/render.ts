@@ -95,3 +95,18 @@ export function pluginSummary(p: pb.ResourcePluginVersion): Record<string, unkno
 export function formatDoc(doc: unknown, format: OutputFormat): string {
   return format === "json" ? `${JSON.stringify(doc, null, 2)}\n` : stringify(doc);
 }
+
+/** The document of `eph routegroup get -o json|yaml` (a contract: scripts read it). */
+export function routeGroupDoc(v: pb.RouteGroupView): Record<string, unknown> {
+  return {
+    name: v.name,
+    routingKey: v.routingKey,
+    spec: v.spec ? pb.RouteGroupSpec.toJSON(v.spec) : {},
+    status: { ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "" },
+    endpoints: v.endpoints.map((e) => ({ name: e.name, url: e.url, target: e.target, ...(e.baselineUrl ? { baselineUrl: e.baselineUrl } : {}) })),
+    sandboxes: v.sandboxes.map((s) => ({ name: s.name, routingKey: s.routingKey, ready: s.ready, routed: s.routed })),
+    conflicts: v.conflicts.map((c) => ({ baseline: c.baseline, sandboxes: c.sandboxes })),
+    createdAt: v.createdAt,
+    updatedAt: v.updatedAt,
+  };
+}
