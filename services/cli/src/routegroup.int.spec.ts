@@ -38,7 +38,7 @@ describe("eph routegroup", () => {
     const file = core().file("rg.yaml", GROUP);
     const applied = await eph(api(), ["rg", "apply", "-f", file, "--set", "glob=x-*"]);
     expect(applied).toMatchObject({ code: 0, stderr: "" });
-    expect(applied.stdout).toMatch(/^route group feature-x created \(routing key \w+\)\n  status: Ready\n  sandbox sb-x\n  web: https:\/\/web--\w+\.preview\.test/);
+    expect(applied.stdout).toMatch(/^route group feature-x created \(routing key \w+\)\n {2}status: Ready\n {2}sandbox sb-x\n {2}web: https:\/\/web--\w+\.preview\.test/);
 
     const got = json<GroupDoc>((await eph(api(), ["routegroup", "get", "feature-x", "-o", "json"])).stdout);
     expect(got.sandboxes.map((s) => s.name)).toEqual(["sb-x"]);
