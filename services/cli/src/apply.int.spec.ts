@@ -253,7 +253,7 @@ describe("eph sandbox delete -f", () => {
 
 describe("eph schema", () => {
   it("prints the JSON Schema of each file", async () => {
-    for (const kind of ["plugin", "sandbox"]) {
+    for (const kind of ["plugin", "sandbox", "routegroup"]) {
       const r = await eph(api(), ["schema", kind]);
       expect(r.code).toBe(0);
       const schema = JSON.parse(r.stdout);
