@@ -102,6 +102,11 @@ key=$(eph sandbox get routing-demo -o json | node -e 'process.stdout.write(JSON.
 k get deploy,svc -n demo-routing
 echo "--- the endpoint URL: through frontend (baseline) to backend's fork" >&2
 ask "web--$key.$domain" '"version":"v2"'
+echo "--- a route group of the routing-* sandboxes: its own key, its URL reaches the same fork" >&2
+eph routegroup apply -f examples/routing/routegroup.yaml
+group_key=$(eph routegroup get routing-group -o json | node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8")).routingKey)')
+ask "web--$group_key.$domain" '"version":"v2"'
+eph routegroup get routing-group
 echo "--- the baseline URL: backend's baseline" >&2
 ask "frontend-demo-routing-8080.$domain" '"backend":{"service":"backend","version":"baseline"}'
 echo "--- the same key in a header, straight to frontend's ClusterIP from this machine: the fork" >&2
@@ -115,5 +120,8 @@ code=$(curl -s -o "$work/gone.txt" -w '%{http_code}' -H "Host: web--$key.$domain
 cat "$work/gone.txt"
 [ "$code" = 404 ] || { echo "expected 404, got $code" >&2; exit 1; }
 ask_direct "$frontend_ip:8080" "baggage: sd-routing-key=$key" '"backend":{"service":"backend","version":"baseline"}'
+echo "--- the route group, its sandbox gone, routes nothing: its URL reaches the baseline" >&2
+ask "web--$group_key.$domain" '"backend":{"service":"backend","version":"baseline"}'
+eph routegroup delete routing-group
 k delete -f examples/routing/baseline.yaml --wait=false 2>/dev/null || true
 echo "demo finished" >&2
