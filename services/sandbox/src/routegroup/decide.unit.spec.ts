@@ -9,7 +9,7 @@ const spec = (over: object = {}) => pb.RouteGroupSpec.fromPartial({
   cluster: "c1", description: "d", match: { label: { key: "feature", value: "x-*" } }, endpoints: [{ name: "web", target: "http://web:80" }], ...over,
 });
 const endpoints = [{ name: "web", target: "http://web:80", url: "https://web--rk1.example", baselineUrl: "https://web-80.example" }];
-const apply = (s = spec()): RouteGroupCommand => ({ kind: "apply", group: { name: "g", spec: s }, routingKey: "rk1", endpoints });
+const apply = (s = spec()): Extract<RouteGroupCommand, { kind: "apply" }> => ({ kind: "apply", group: { name: "g", spec: s }, routingKey: "rk1", endpoints });
 const given = (...events: DomainEvent[]): RouteGroupState => events.reduce((s, e) => evolveRouteGroup(s, e, "t"), initialRouteGroup());
 const created = ev("ephemera.routegroup.created.v1", { name: "g", routingKey: "rk1", spec: spec(), endpoints });
 
