@@ -192,7 +192,8 @@ describe("eph sandbox apply of a changed sandbox", () => {
     const removing = await apply(doc({ resources: [["cache", "cache", { gate }]] }), false);
     expect(removing.code).toBe(1);
     expect(removing.stderr).toContain(`cannot remove db while a workflow runs: the create workflow of resource cache (${routingKey}.cache.create)`);
-    const planned = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", core().file("sb.yaml", sandbox(doc({ resources: [["cache", "cache", { gate }]] })))]);
+    const removal = core().file("sb.yaml", sandbox(doc({ resources: [["cache", "cache", { gate }]] })));
+    const planned = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", removal]);
     expect(planned.code).toBe(1);
     expect(planned.stderr).toContain(`the create workflow of resource cache (${routingKey}.cache.create)`);
     expect((await core().events()).length).toBe(count);
@@ -230,7 +231,8 @@ describe("eph sandbox apply of a changed sandbox", () => {
     expect((await get()).resources).toMatchObject([{ name: "db", version: "1.0.0", status: "Ready" }]);
     const newer = PLUGIN("hello-db").replace("hello-db@1.0.0", "hello-db@1.1.0").replace("provisioned", "provisioned (1.1)");
     expect((await eph(api(), ["plugin", "apply", "-f", core().file("hello-db-1.1.yaml", newer)])).code).toBe(0);
-    for (const [plugin, labels] of [["hello-db", { v: "bare" }], ["hello-db@latest", { v: "latest" }], ["hello-db@1.0.0", { v: "pinned" }]] as const) {
+    const refs = [["hello-db", { v: "bare" }], ["hello-db@latest", { v: "latest" }], ["hello-db@1.0.0", { v: "pinned" }]] as const;
+    for (const [plugin, labels] of refs) {
       const r = await pin(plugin, labels);
       expect(r.code).toBe(0);
       const sb = await get();
@@ -244,7 +246,8 @@ describe("eph sandbox apply of a changed sandbox", () => {
     expect(other.code).toBe(2);
     expect(other.stderr).toContain("spec.resources[0].plugin");
     expect(other.stderr).toContain("runs hello-db@1.0.0");
-    const planned = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", core().file("sb.yaml", sandbox({ resources: [["db", "hello-db@1.1.0"]] }))]);
+    const newer11 = core().file("sb.yaml", sandbox({ resources: [["db", "hello-db@1.1.0"]] }));
+    const planned = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", newer11]);
     expect(planned.code).toBe(2);
     expect(planned.stderr).toContain("spec.resources[0].plugin");
     expect((await core().events()).length).toBe(count);

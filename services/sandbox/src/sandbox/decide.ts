@@ -180,7 +180,8 @@ function decideUpdate(command: Extract<SandboxCommand, { kind: "create" }>, stat
     if (now && (now.plugin !== old.plugin || now.version !== old.version)) {
       violations.push({
         field: `spec.resources[${i}].plugin`, rule: "immutable",
-        description: `resource ${r.name} runs ${old.plugin}@${old.version} and its plugin cannot change ("${r.plugin}" is ${now.plugin}@${now.version}): ` +
+        description: `resource ${r.name} runs ${old.plugin}@${old.version} and its plugin cannot change ` +
+          `("${r.plugin}" is ${now.plugin}@${now.version}): ` +
           `resources are not updated; name ${old.plugin}@${old.version} (or ${old.plugin} alone), or remove it and add one under another name`,
       });
     }

@@ -112,7 +112,8 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
   };
   switch (event.type) {
     case "ephemera.sandbox.updated.v1": {
-      const forksChanged = event.data.changes.some((c) => c.field === "spec.forks") && forkWorkloads(state.spec) !== forkWorkloads(event.data.spec);
+      const forksChanged = event.data.changes.some((c) => c.field === "spec.forks")
+        && forkWorkloads(state.spec) !== forkWorkloads(event.data.spec);
       return {
         ...state,
         spec: event.data.spec,
