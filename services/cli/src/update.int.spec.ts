@@ -1,8 +1,9 @@
 // Re-applying a changed sandbox updates it in place (seed 003's rules), against the real
 // core: mutable fields change with the routing key, the kept endpoint's URL and the
 // resources' runs untouched; immutable changes are refused by name with nothing written;
-// a resource added or removed runs only its own workflow; an update while a workflow runs
-// is refused.
+// a resource added or removed runs only its own workflow; while a workflow runs, what leaves
+// the resources as they are is taken and adding or removing one is refused, naming it; a ref
+// pinning the running version is no change.
 import { rmSync } from "node:fs";
 import { waitFor } from "@ephemera/kit";
 import { eph, useCore } from "./eph.testkit.js";
@@ -146,19 +147,111 @@ describe("eph sandbox apply of a changed sandbox", () => {
     expect(await runs("create")).toEqual({ db: 1, cache: 1 });
   });
 
-  it("refuses an update while a workflow runs, saying so, and takes it once it has ended", async () => {
-    // The cache's create waits for a file the test writes only after the refused update.
+  /** Adds the cache, whose create waits for the returned gate file; resolves once its step runs. */
+  async function gatedCache(extra = ""): Promise<{ gate: string; routingKey: string; doc: (d: Doc) => Doc }> {
     const gate = core().file("gate", "");
     rmSync(gate);
-    expect((await apply({ resources: [["db", "hello-db"], ["cache", "cache", { gate }]] }, false)).code).toBe(0);
+    const doc = (d: Doc): Doc => ({ resources: [["db", "hello-db"], ["cache", "cache", { gate }]], extra, ...d });
+    expect((await apply(doc({}), false)).code).toBe(0);
     const { routingKey } = await get();
     await core().waitForEvent("ephemera.steprun.started.v1", `${routingKey}.cache.create.provision.1`);
-    const refused = await apply({ description: "meanwhile", resources: [["db", "hello-db"], ["cache", "cache", { gate }]] }, false);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/cannot be updated while a workflow runs \(cache: Provisioning\)/);
+    return { gate, routingKey, doc };
+  }
+
+  it("takes labels, description and endpoints while a resource's create workflow runs; the sandbox is ready once it ends", async () => {
+    const { doc } = await gatedCache();
+    const changed = doc({ description: "meanwhile", labels: { team: "payments" }, endpoints: ["web", "api"] });
+    const planned = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", core().file("plan.yaml", sandbox(changed))]);
+    expect(planned.code).toBe(0);
+    expect(planned.stdout).toContain("sandbox sb: would update (dry run: nothing written)");
+    expect(planned.stdout).toContain('change spec.labels: null -> {"team":"payments"}');
+    expect(planned.stdout).not.toContain("would run");
+    const r = await apply(doc({ description: "meanwhile", labels: { team: "payments" }, endpoints: ["web", "api"] }), false);
+    expect(r.code).toBe(0);
+    expect(r.stdout + r.stderr).toMatch(/updated/);
+    const during = JSON.parse((await eph(api(), ["sandbox", "get", "sb", "-o", "json"])).stdout) as {
+      spec: { labels: Record<string, string>; description: string }; resources: Array<{ name: string; status: string }>; status: { ready: boolean };
+      endpoints: Array<{ name: string }>;
+    };
+    expect(during.spec).toMatchObject({ labels: { team: "payments" }, description: "meanwhile" });
+    expect(during.endpoints.map((e) => e.name)).toEqual(["web", "api"]);
+    expect(during.resources.map((x) => [x.name, x.status])).toEqual([["db", "Ready"], ["cache", "Provisioning"]]);
+    expect(during.status.ready).toBe(false);
     core().file("gate", "");
     await waitFor(async () => (await get()).status.ready, { what: "the sandbox ready once the cache is" });
-    expect((await apply({ description: "meanwhile", resources: [["db", "hello-db"], ["cache", "cache", { gate }]] })).code).toBe(0);
+    expect(await runs("create")).toEqual({ db: 1, cache: 1 });
+  });
+
+  it("refuses adding or removing a resource while another's workflow runs, naming the workflow; takes it once it has ended", async () => {
+    const { gate, routingKey, doc } = await gatedCache();
+    const count = (await core().events()).length;
+    const adding = await apply(doc({ resources: [["db", "hello-db"], ["cache", "cache", { gate }], ["more", "hello-db"]] }), false);
+    expect(adding.code).toBe(1);
+    expect(adding.stderr).toContain(`cannot add more while a workflow runs: the create workflow of resource cache (${routingKey}.cache.create)`);
+    expect(adding.stderr).toContain("apply again once it has ended");
+    const removing = await apply(doc({ resources: [["cache", "cache", { gate }]] }), false);
+    expect(removing.code).toBe(1);
+    expect(removing.stderr).toContain(`cannot remove db while a workflow runs: the create workflow of resource cache (${routingKey}.cache.create)`);
+    const removal = core().file("sb.yaml", sandbox(doc({ resources: [["cache", "cache", { gate }]] })));
+    const planned = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", removal]);
+    expect(planned.code).toBe(1);
+    expect(planned.stderr).toContain(`the create workflow of resource cache (${routingKey}.cache.create)`);
+    expect((await core().events()).length).toBe(count);
+    core().file("gate", "");
+    await waitFor(async () => (await get()).status.ready, { what: "the sandbox ready once the cache is" });
+    expect((await apply(doc({ resources: [["db", "hello-db"], ["cache", "cache", { gate }], ["more", "hello-db"]] }))).code).toBe(0);
+    expect(await runs("create")).toEqual({ db: 1, cache: 1, more: 1 });
+  });
+
+  it("asks for forks changed while a resource provisions only once every resource is ready, and asks for the changed ones", async () => {
+    const forkOf = (name: string) => `  forks:\n  - forkOf: {kind: Deployment, namespace: shop, name: ${name}}\n`;
+    const { doc } = await gatedCache(forkOf("web"));
+    expect((await apply(doc({ extra: forkOf("api") }), false)).code).toBe(0);
+    const asked = async () => (await core().events()).filter((e) => e.type === "ephemera.sandbox.forks_requested.v1");
+    expect(await asked()).toEqual([]);
+    core().file("gate", "");
+    await waitFor(async () => (await get()).status.ready, { what: "the sandbox ready once the cache is and the forks are (skipped)" });
+    const requests = (await asked()).map((e) => e.data as { generation: number; forks: Array<{ forkOf: { name: string } }> });
+    expect(requests.map((d) => [d.generation, d.forks.map((f) => f.forkOf.name)])).toEqual([[2, ["api"]]]);
+  });
+
+  it("re-arms the TTL from a change made while a resource provisions", async () => {
+    const { doc } = await gatedCache();
+    expect((await apply(doc({ extra: "  ttl: {duration: 2s, offsetFrom: updatedAt}\n" }), false)).code).toBe(0);
+    const { status } = JSON.parse((await eph(api(), ["sandbox", "get", "sb", "-o", "json"])).stdout) as { status: { scheduledDeleteTime?: string } };
+    expect(status.scheduledDeleteTime).toBeDefined();
+    const deleting = await core().waitForEvent("ephemera.sandbox.deleting.v1", "sb", 15_000);
+    expect(deleting.data).toMatchObject({ reason: "ttl" });
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(status.scheduledDeleteTime!));
+  });
+
+  it("takes a ref pinning the version a resource runs (or @latest, or the bare name again) as no change to it; refuses another version", async () => {
+    const pin = async (plugin: string, labels?: Record<string, string>) => apply({ resources: [["db", plugin]], ...(labels ? { labels } : {}) });
+    expect((await pin("hello-db@1.0.0")).code).toBe(0);
+    expect((await get()).resources).toMatchObject([{ name: "db", version: "1.0.0", status: "Ready" }]);
+    const newer = PLUGIN("hello-db").replace("hello-db@1.0.0", "hello-db@1.1.0").replace("provisioned", "provisioned (1.1)");
+    expect((await eph(api(), ["plugin", "apply", "-f", core().file("hello-db-1.1.yaml", newer)])).code).toBe(0);
+    const refs = [["hello-db", { v: "bare" }], ["hello-db@latest", { v: "latest" }], ["hello-db@1.0.0", { v: "pinned" }]] as const;
+    for (const [plugin, labels] of refs) {
+      const r = await pin(plugin, labels);
+      expect(r.code).toBe(0);
+      const sb = await get();
+      expect(sb.status.ready).toBe(true);
+      expect(sb.resources).toMatchObject([{ name: "db", version: "1.0.0", status: "Ready" }]);
+    }
+    const same = await pin("hello-db@1.0.0", { v: "pinned" });
+    expect(same.stdout + same.stderr).toMatch(/unchanged/);
+    const count = (await core().events()).length;
+    const other = await pin("hello-db@1.1.0", { v: "pinned" });
+    expect(other.code).toBe(2);
+    expect(other.stderr).toContain("spec.resources[0].plugin");
+    expect(other.stderr).toContain("runs hello-db@1.0.0");
+    const newer11 = core().file("sb.yaml", sandbox({ resources: [["db", "hello-db@1.1.0"]] }));
+    const planned = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", newer11]);
+    expect(planned.code).toBe(2);
+    expect(planned.stderr).toContain("spec.resources[0].plugin");
+    expect((await core().events()).length).toBe(count);
+    expect(await runs("create")).toEqual({ db: 1 });
   });
 });
 

@@ -240,8 +240,21 @@ export class SandboxCore {
     const spec = sandbox.spec!;
     const violations: FieldViolation[] = [];
     const resolved: pb.ResolvedResource[] = [];
+    const existing = this.sandboxes.get(sandbox.name)?.state;
+    const active = existing?.status === "active";
+    // A resource the sandbox runs keeps its version: a bare name or `@latest` (which resolve
+    // once, at creation) or a ref naming that very version is no change, even once a newer
+    // version is published or this one is being deleted. A ref naming another version (or
+    // plugin) resolves as for a new resource, and the decider refuses it as a change.
+    const runs = (name: string) =>
+      (active && existing.spec?.resources.some((x) => x.name === name) ? existing.resources.find((x) => x.name === name) : undefined);
     spec.resources.forEach((r, i) => {
       const ref = parsePluginRef(r.plugin);
+      const kept = runs(r.name);
+      if (kept && kept.plugin === ref.name && (ref.latest || ref.version === undefined || ref.version === kept.version)) {
+        resolved.push({ name: r.name, plugin: kept.plugin, version: kept.version, params: r.params });
+        return;
+      }
       const version = this.resolveVersion(ref.name, ref.latest ? undefined : ref.version);
       if (!version) {
         const deleting = ref.version && !ref.latest && this.plugins.get(ref.name)?.state.versions.get(ref.version)?.deleting;
@@ -257,12 +270,10 @@ export class SandboxCore {
       resolved.push({ name: r.name, plugin: ref.name, version, params: r.params });
     });
     // Every problem at once: outputKeys are checked against the plugins that did resolve.
-    const specOf = new Map(resolved.map((r) => [r.name, this.plugins.get(r.plugin)!.state.versions.get(r.version)!.spec]));
+    const specOf = new Map(resolved.map((r) => [r.name, this.plugins.get(r.plugin)?.state.versions.get(r.version)?.spec]));
     violations.push(...checkSandboxAgainstPlugins(sandbox, (name) => specOf.get(name)));
     if (violations.length) throw new ValidationError(violations);
 
-    const existing = this.sandboxes.get(sandbox.name)?.state;
-    const active = existing?.status === "active";
     // A dry run mints nothing: a new sandbox's URLs are only known once it is created.
     const routingKey = active ? existing.routingKey : dryRun ? "<routing-key>" : this.deps.routingKey();
     const endpoints = (spec.defaultRouteGroup?.endpoints ?? []).map((e) => ({

@@ -1,6 +1,6 @@
 // The sandbox decider: create, delete, and the resource outcomes reported by workflows.
 import * as pb from "@ephemera/proto";
-import { ev, type DomainEvent } from "@ephemera/events";
+import { ev, workflowId, type DomainEvent } from "@ephemera/events";
 import { evolveSandbox, initialSandbox, type ResourceState, type SandboxRecord, type SandboxState } from "./state.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldViolation } from "@ephemera/kit";
 import { durationMs } from "@ephemera/spec";
@@ -153,26 +153,37 @@ const canonicalJson = (v: unknown): string => {
 
 /**
  * A re-apply with a changed spec (seed 003's rules): name, cluster and each existing
- * resource's plugin and params are immutable (every one that changed is named, nothing is
- * written); while a resource's workflow runs the update is refused; otherwise the spec is
- * replaced in place, keeping the routing key and, by name, the endpoints' URLs. Added
- * resources run their create workflow, removed ones their delete workflow; the others are
- * not touched.
+ * resource's plugin version and params are immutable (every one that changed is named,
+ * nothing is written). What leaves the resources as they are (labels, description, TTL,
+ * endpoints, forks) is taken at any time, even while a resource's workflow runs; adding or
+ * removing a resource is refused while one runs (`busyRefusal`). The spec is replaced in
+ * place, keeping the routing key and, by name, the endpoints' URLs. Added resources run
+ * their create workflow, removed ones their delete workflow; the others are not touched.
+ *
+ * `command.resources` are resolved: a resource the sandbox already runs comes with the
+ * version it runs when its ref allows it (the caller resolves so), and with the version
+ * its ref names otherwise, which is then refused here as a change.
  */
 function decideUpdate(command: Extract<SandboxCommand, { kind: "create" }>, state: SandboxRecord): DomainEvent[] {
   const { sandbox, resources } = command;
   const next = sandbox.spec!;
   const before = state.spec;
-  const beforeResources = new Map((before?.resources ?? []).map((r) => [r.name, r]));
+  const inSpec = new Set((before?.resources ?? []).map((r) => r.name));
   const violations: FieldViolation[] = [];
   if (next.cluster !== state.cluster) {
     violations.push({ field: "spec.cluster", rule: "immutable", description: `the cluster cannot change ("${state.cluster}" → "${next.cluster}"); delete the sandbox and apply it again` });
   }
   next.resources.forEach((r, i) => {
-    const old = beforeResources.get(r.name);
+    const old = inSpec.has(r.name) ? state.resources.find((x) => x.name === r.name) : undefined;
     if (!old) return;
-    if (old.plugin !== r.plugin) {
-      violations.push({ field: `spec.resources[${i}].plugin`, rule: "immutable", description: `resource ${r.name}'s plugin cannot change ("${old.plugin}" → "${r.plugin}"): resources are not updated; remove it and add one under another name` });
+    const now = resources.find((x) => x.name === r.name);
+    if (now && (now.plugin !== old.plugin || now.version !== old.version)) {
+      violations.push({
+        field: `spec.resources[${i}].plugin`, rule: "immutable",
+        description: `resource ${r.name} runs ${old.plugin}@${old.version} and its plugin cannot change ` +
+          `("${r.plugin}" is ${now.plugin}@${now.version}): ` +
+          `resources are not updated; name ${old.plugin}@${old.version} (or ${old.plugin} alone), or remove it and add one under another name`,
+      });
     }
     const keys = [...new Set([...Object.keys(old.params), ...Object.keys(r.params)])].filter((k) => old.params[k] !== r.params[k]).sort();
     if (keys.length) {
@@ -180,15 +191,10 @@ function decideUpdate(command: Extract<SandboxCommand, { kind: "create" }>, stat
     }
   });
   if (violations.length) throw new ValidationError(violations, `sandbox ${sandbox.name} cannot be updated so`);
-  const busy = state.resources.filter((r) => r.status === "Provisioning" || r.status === "Deprovisioning");
-  if (busy.length) {
-    throw new ConflictError(
-      `sandbox ${sandbox.name} cannot be updated while a workflow runs (${busy.map((r) => `${r.name}: ${r.status}`).join(", ")}); ` +
-      "apply again once it has ended",
-    );
-  }
-  const added = resources.filter((r) => !beforeResources.has(r.name));
-  const removed = state.resources.filter((r) => !next.resources.some((n) => n.name === r.name));
+  const added = resources.filter((r) => !inSpec.has(r.name));
+  // What this apply removes: a resource an earlier update removed is already on its way out.
+  const removed = state.resources.filter((r) => inSpec.has(r.name) && !next.resources.some((n) => n.name === r.name));
+  if (added.length || removed.length) busyRefusal(state, added.map((r) => r.name), removed.map((r) => r.name));
   const changes = specChanges(before, next);
   return [
     ev("ephemera.sandbox.updated.v1", { spec: next, endpoints: command.endpoints, added, removed: removed.map((r) => r.name), changes }),
@@ -198,6 +204,36 @@ function decideUpdate(command: Extract<SandboxCommand, { kind: "create" }>, stat
       resource: { name: r.name, plugin: r.plugin, version: r.version, params: r.params },
     })),
   ];
+}
+
+/**
+ * Adding or removing resources waits for no workflow: it is refused while any runs, naming
+ * each (resource, phase, workflow id). Refused rather than queued: an apply is taken whole
+ * or not at all, so what the sandbox runs is always the last spec accepted, and a queued
+ * change would be decided against an outcome not known yet (a create that fails, a delete
+ * that must first cancel a create). A name still held by a resource whose removal failed
+ * cannot be added again.
+ */
+function busyRefusal(state: SandboxRecord, added: string[], removed: string[]): void {
+  const what = [added.length ? `add ${added.join(", ")}` : "", removed.length ? `remove ${removed.join(", ")}` : ""].filter(Boolean).join(" and ");
+  const running = state.resources.flatMap((r) => {
+    const phase = r.status === "Provisioning" ? "create" : r.status === "Deprovisioning" ? "delete" : undefined;
+    return phase ? [`the ${phase} workflow of resource ${r.name} (${workflowId(state.routingKey, r.name, phase)})`] : [];
+  });
+  if (running.length) {
+    throw new ConflictError(
+      `sandbox ${state.name} cannot ${what} while a workflow runs: ${running.join(", ")}; apply again once it has ended ` +
+      `(eph sandbox get ${state.name} shows each resource's status), or apply without adding or removing resources now ` +
+      "(labels, description, ttl, endpoints and forks may change at any time)",
+    );
+  }
+  const held = state.resources.filter((r) => added.includes(r.name));
+  if (held.length) {
+    throw new ConflictError(
+      `sandbox ${state.name} cannot add ${held.map((r) => r.name).join(", ")}: an earlier update removed a resource of that name and ` +
+      `its delete workflow failed (${held.map((r) => workflowId(state.routingKey, r.name, "delete")).join(", ")}); add it under another name`,
+    );
+  }
 }
 
 /** The top-level spec fields that differ, old and new as JSON (for `sandbox.updated`, an audit record). */

@@ -119,14 +119,15 @@ describe("sandbox: create", () => {
     }
   });
 
-  it("names every immutable field that changed (cluster, a resource's plugin and params), and writes nothing", () => {
+  it("names every immutable field that changed (cluster, a resource's plugin version and params), and writes nothing", () => {
     const spec = pb.SandboxSpec.fromPartial({
       cluster: "other",
       resources: [{ name: "db", plugin: "hello-db@2.0.0", params: { dbname: "orders", size: "l" } }, { name: "q", plugin: "queue", params: {} }],
     });
+    const resolved = [{ ...resources[0]!, version: "2.0.0", params: { dbname: "orders", size: "l" } }, resources[1]!];
     let thrown: unknown;
     try {
-      decideSandbox(updateTo({}, spec), record(given(ready).state));
+      decideSandbox(updateTo({}, spec, resolved), record(given(ready).state));
     } catch (err) {
       thrown = err;
     }
@@ -134,7 +135,27 @@ describe("sandbox: create", () => {
     expect((thrown as ValidationError).violations.map((v) => [v.field, v.rule])).toEqual([
       ["spec.cluster", "immutable"], ["spec.resources[0].plugin", "immutable"], ["spec.resources[0].params", "immutable"],
     ]);
+    expect((thrown as ValidationError).violations[1]!.description).toContain("runs hello-db@1.0.0");
+    expect((thrown as ValidationError).violations[1]!.description).toContain('"hello-db@2.0.0" is hello-db@2.0.0');
     expect((thrown as ValidationError).violations[2]!.description).toContain("changed: size");
+  });
+
+  it("a ref pinning the version a resource runs is no change to it: nothing runs, and a ready sandbox stays ready", () => {
+    const pinned = pb.SandboxSpec.fromPartial({ ...specOf(), resources: [{ name: "db", plugin: "hello-db@1.0.0", params: { dbname: "orders" } }, { name: "q", plugin: "queue", params: {} }] });
+    const update = given(ready).when(updateTo({}, pinned));
+    expect(types(update.events)).toEqual(["updated"]);
+    expect((update.events[0]!.data as pb.SandboxUpdated).changes.map((c) => c.field)).toEqual(["spec.resources"]);
+    const after = record(update.state(T2));
+    expect(after.ready).toBe(true);
+    expect(after.resources.map((r) => [r.name, r.version, r.status])).toEqual([["db", "1.0.0", "Ready"], ["q", "0.0.0", "Ready"]]);
+  });
+
+  it("another plugin for an existing resource is refused as immutable too", () => {
+    const other = pb.SandboxSpec.fromPartial({ ...specOf(), resources: [{ name: "db", plugin: "pg", params: { dbname: "orders" } }, { name: "q", plugin: "queue", params: {} }] });
+    const resolved = [{ ...resources[0]!, plugin: "pg", version: "1.0.0" }, resources[1]!];
+    let thrown: unknown;
+    try { decideSandbox(updateTo({}, other, resolved), record(given(ready).state)); } catch (err) { thrown = err; }
+    expect((thrown as ValidationError).violations.map((v) => [v.field, v.rule])).toEqual([["spec.resources[0].plugin", "immutable"]]);
   });
 
   it("adds a resource: only its create workflow runs, and the sandbox is ready again once it is", () => {
@@ -163,8 +184,59 @@ describe("sandbox: create", () => {
     expect(after.ready).toBe(true);
   });
 
-  it("refuses an update while a workflow of the sandbox runs, naming it", () => {
-    given(requested()).when(updateTo({ description: "x" })).thenThrows(ConflictError, /while a workflow runs \(db: Provisioning, q: Provisioning\)/);
+  it("takes labels, description, TTL and endpoints while the resources' create workflows run, and is ready once they end", () => {
+    const update = given(requested()).when(updateTo({ description: "x", labels: { team: "a" } }));
+    expect(types(update.events)).toEqual(["updated"]);
+    const during = update.history(T1);
+    expect(record(given(during).state).resources.map((r) => r.status)).toEqual(["Provisioning", "Provisioning"]);
+    expect(record(given(during).state).spec?.labels).toEqual({ team: "a" });
+    const one = given(during).when(ended("db", "create", "succeeded")).history(T1);
+    given(one).when(ended("q", "create", "succeeded")).then(provisioned("q"), ev("ephemera.sandbox.ready.v1", {}));
+  });
+
+  it("a TTL changed while provisioning counts from the change (updatedAt) and is due then", () => {
+    const ttl = { duration: "1h", offsetFrom: "updatedAt" };
+    const during = given(requested()).when(updateTo({ ttl })).history(T1);
+    expect(scheduledDeleteTime(given(during).state)).toBe(ms(T1) + HOUR);
+    given(during).when({ kind: "expire", now: ms(T1) + HOUR - 1 }).thenNothing();
+    expect(types(given(during).when({ kind: "expire", now: ms(T1) + HOUR }).events)).toEqual(["deleting", "resource_deprovision_requested", "resource_deprovision_requested"]);
+  });
+
+  it("refuses adding a resource while a workflow runs, naming each running workflow by resource, phase and id", () => {
+    const cache: pb.ResolvedResource = { name: "cache", plugin: "redis", version: "1.0.0", params: {} };
+    const spec = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [...resources, cache].map((r) => ({ name: r.name, plugin: r.plugin, params: r.params })) });
+    const dbRunning = [...requested(), ...at(T1, provisioned("q"))];
+    given(dbRunning).when(updateTo({}, spec, [...resources, cache]))
+      .thenThrows(ConflictError, /cannot add cache while a workflow runs: the create workflow of resource db \(rk1\.db\.create\); apply again once it has ended/);
+    given(requested()).when(updateTo({}, spec, [...resources, cache]))
+      .thenThrows(ConflictError, /the create workflow of resource db \(rk1\.db\.create\), the create workflow of resource q \(rk1\.q\.create\)/);
+  });
+
+  it("refuses removing a resource while another's workflow runs, and says what may change meanwhile", () => {
+    const onlyDb = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [{ name: "db", plugin: "hello-db", params: { dbname: "orders" } }] });
+    const qRunning = [...requested(), ...at(T1, provisioned("db"))];
+    given(qRunning).when(updateTo({}, onlyDb, [resources[0]!]))
+      .thenThrows(ConflictError, /cannot remove q while a workflow runs: the create workflow of resource q \(rk1\.q\.create\).*labels, description, ttl, endpoints and forks may change at any time/);
+  });
+
+  it("while a removed resource's delete workflow runs: other changes are taken (the removal is not asked again), adding and removing are refused", () => {
+    const onlyDb = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [{ name: "db", plugin: "hello-db", params: { dbname: "orders" } }] });
+    const removing = given(ready).when(updateTo({}, onlyDb, [resources[0]!])).history(T2);
+    const relabel = pb.SandboxSpec.fromPartial({ ...onlyDb, labels: { team: "b" } });
+    const events = given(removing).when(updateTo({}, relabel, [resources[0]!])).events;
+    expect(types(events)).toEqual(["updated"]);
+    expect((events[0]!.data as pb.SandboxUpdated).removed).toEqual([]);
+    given(removing).when(updateTo({}, specOf(), resources))
+      .thenThrows(ConflictError, /cannot add q while a workflow runs: the delete workflow of resource q \(rk1\.q\.delete\)/);
+    const none = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [] });
+    given(removing).when(updateTo({}, none, [])).thenThrows(ConflictError, /cannot remove db while a workflow runs: the delete workflow of resource q/);
+  });
+
+  it("refuses adding a name whose earlier removal failed, naming its delete workflow", () => {
+    const onlyDb = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [{ name: "db", plugin: "hello-db", params: { dbname: "orders" } }] });
+    const removing = given(ready).when(updateTo({}, onlyDb, [resources[0]!])).history(T2);
+    const failed = given(removing).when(ended("q", "delete", "failed")).history(T2);
+    given(failed).when(updateTo({}, specOf(), resources)).thenThrows(ConflictError, /cannot add q: .*delete workflow failed \(rk1\.q\.delete\); add it under another name/);
   });
 
   it("applying while it is being deleted is a conflict; once deleted, the name can be created again", () => {
@@ -412,6 +484,33 @@ describe("sandbox: forks", () => {
     expect(update.events[1]).toEqual(forksRequested(2, changed));
     expect(record(update.state(T2)).ready).toBe(false);
     given(update.history(T2)).when(reported(2, "available")).then(available(2), ev("ephemera.sandbox.ready.v1", {}));
+  });
+
+  it("a fork change made while resources provision is not asked of the cluster before every resource is ready, and is the one asked then", () => {
+    const changed = [fork("orders", "orders:v3")];
+    expect(types(given(creating).when(updateTo({ forks: changed }, withForks(changed))).events)).toEqual(["updated"]);
+    const updated = given(creating).when(updateTo({ forks: changed }, withForks(changed))).history(T2);
+    // A later label change does not bring back the forks the sandbox was created with.
+    const relabelled = given(updated).when(updateTo({ forks: changed, labels: { team: "a" } }, pb.SandboxSpec.fromPartial({ ...withForks(changed), labels: { team: "a" } })));
+    expect(types(relabelled.events)).toEqual(["updated"]);
+    given(relabelled.history(T2)).when(ended("q", "create", "succeeded")).then(provisioned("q"), forksRequested(2, changed));
+  });
+
+  it("forks first added while resources provision are asked for once they are ready; removed ones are never asked for", () => {
+    const plain = [...at(T0, created(), ...resources.map(provisionRequested)), ...at(T1, provisioned("db"))];
+    const added = given(plain).when(updateTo({ forks: orders }, withForks(orders))).history(T2);
+    expect(types(given(plain).when(updateTo({ forks: orders }, withForks(orders))).events)).toEqual(["updated"]);
+    given(added).when(ended("q", "create", "succeeded")).then(provisioned("q"), forksRequested(1, orders));
+    const dropped = given(creating).when(updateTo({ forks: [] }, withForks([]))).history(T2);
+    given(dropped).when(ended("q", "create", "succeeded")).then(provisioned("q"), ev("ephemera.sandbox.ready.v1", {}));
+  });
+
+  it("a change of only the forks' deprecated endpoints asks nothing of the cluster and leaves a ready sandbox ready", () => {
+    const withEndpoint = [pb.Fork.fromPartial({ ...orders[0]!, endpoints: [{ name: "http", port: 8080, protocol: "http" }] })];
+    const update = given(live).when(updateTo({ forks: withEndpoint }, withForks(withEndpoint)));
+    expect(types(update.events)).toEqual(["updated"]);
+    expect((update.events[0]!.data as pb.SandboxUpdated).changes.map((c) => c.field)).toEqual(["spec.forks"]);
+    expect(record(update.state(T2))).toMatchObject({ ready: true, forks: { generation: 1, requested: 1 } });
   });
 
   it("an update removing every fork asks for none; a sandbox that never had forks asks nothing", () => {

@@ -1,6 +1,6 @@
 // The sandbox aggregate's state and its evolve, beside its decider: the sandbox service
 // owns sandboxes; other services fold the published events into their own shapes.
-import type * as pb from "@ephemera/proto";
+import * as pb from "@ephemera/proto";
 import type { DomainEvent } from "@ephemera/events";
 
 export type ResourceStatus = "Pending" | "Provisioning" | "Ready" | "Failed" | "Deprovisioning" | "Deprovisioned" | "DeprovisionFailed";
@@ -61,6 +61,13 @@ export interface SandboxRecord {
 
 export type SandboxState = { status: "none" } | SandboxRecord;
 
+/**
+ * The forks as the cluster runs them: their deprecated `endpoints` are kept as written and
+ * run nothing, so changing only those is no new generation (and leaves a ready sandbox ready).
+ */
+const forkWorkloads = (spec: pb.SandboxSpec | undefined) =>
+  JSON.stringify((spec?.forks ?? []).map((f) => pb.Fork.toJSON({ ...f, endpoints: [] })));
+
 export const initialSandbox = (): SandboxState => ({ status: "none" });
 
 export function evolveSandbox(state: SandboxState, event: DomainEvent, time: string): SandboxState {
@@ -105,7 +112,8 @@ export function evolveSandbox(state: SandboxState, event: DomainEvent, time: str
   };
   switch (event.type) {
     case "ephemera.sandbox.updated.v1": {
-      const forksChanged = event.data.changes.some((c) => c.field === "spec.forks");
+      const forksChanged = event.data.changes.some((c) => c.field === "spec.forks")
+        && forkWorkloads(state.spec) !== forkWorkloads(event.data.spec);
       return {
         ...state,
         spec: event.data.spec,
