@@ -1,6 +1,6 @@
 // The name of a sandbox's fork of a workload (and of the fork's Service): what the Routes
 // API sends traffic to and what the fork reconciler creates must agree. Also how a fork is
-// named to people and in events: by the baseline it forks.
+// named to people and in events: by the baseline it forks, and which kinds may be forked.
 import { shortHash } from "./ids.js";
 
 /** Longest DNS label (RFC 1123): a Service's name, and what its DNS host is made of. */
@@ -20,6 +20,15 @@ export function forkName(baselineName: string, routingKey: string): string {
   const cut = baselineName.slice(0, Math.max(0, room - 1 - hash.length)).replace(/-+$/, "");
   return `${cut ? `${cut}-` : ""}${hash}-${routingKey}`;
 }
+
+/**
+ * The kinds a fork may copy: Signadot's Deployment and (Argo) Rollout, and StatefulSet,
+ * which ephemera's runner, router and webhook handle alike.
+ */
+export const FORK_KINDS = ["Deployment", "Rollout", "StatefulSet"] as const;
+export type ForkKind = (typeof FORK_KINDS)[number];
+
+export const isForkKind = (kind: string): kind is ForkKind => (FORK_KINDS as readonly string[]).includes(kind);
 
 export interface BaselineRef {
   kind: string;

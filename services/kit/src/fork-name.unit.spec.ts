@@ -1,4 +1,4 @@
-import { forkName } from "./fork-name.js";
+import { FORK_KINDS, baselineOf, forkName, isForkKind } from "./fork-name.js";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
@@ -34,5 +34,18 @@ describe("a fork's name", () => {
       expect(fork.length).toBeLessThanOrEqual(63);
       expect(fork).toMatch(DNS_LABEL);
     }
+  });
+});
+
+describe("the kinds a fork may copy", () => {
+  it("are Deployment, Rollout and StatefulSet, as Kubernetes spells them", () => {
+    expect(FORK_KINDS).toEqual(["Deployment", "Rollout", "StatefulSet"]);
+    expect(isForkKind("Deployment")).toBe(true);
+    expect(isForkKind("deployment")).toBe(false);
+    expect(isForkKind("Banana")).toBe(false);
+  });
+
+  it("default to Deployment in namespace default", () => {
+    expect(baselineOf({ name: "orders" })).toEqual({ kind: "Deployment", namespace: "default", name: "orders" });
   });
 });
