@@ -3,8 +3,9 @@
 // the fork, its Service and the outputs Secret as kubectl sees them; the Routes API (a
 // client built from proto/routes/routes.proto, and the HTTP form) and a watcher seeing
 // the rule come and go; delete removing the forks before the resource's delete workflow
-// runs; updates (an image changed in place, a fork added and one removed); a baseline
-// that does not exist.
+// runs; a fork's env with a variable deleted and another fork's Service by an expression;
+// updates (an image changed in place, a fork added and one removed); a baseline that does
+// not exist.
 import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as pb from "@ephemera/proto";
@@ -223,6 +224,31 @@ ${forks}
     } finally {
       watch.cancel();
     }
+  }, 120_000);
+
+  it("writes a fork's env as the spec says: a variable deleted is gone, another fork's Service read by an expression", async () => {
+    openDrop("custom");
+    const cartOf = (expression: string) => `{fork: {forkOf: {kind: Deployment, namespace: shop, name: cart}, expression: "${expression}"}}`;
+    await ok(["sandbox", "apply", "-f", sandboxFile("custom", `
+  - forkOf: {kind: Deployment, namespace: shop, name: orders}
+    customizations:
+      env:
+      - {name: MODE, operation: delete}
+      - {name: CART_ADDR, valueFrom: ${cartOf("{{ .Service.Host }}:{{ .Service.Port }}")}}
+      - {name: CART_URL, valueFrom: ${cartOf("http://{{.Service.Host}}:{{ .Service.Port }}/api")}}
+  - forkOf: {kind: Deployment, namespace: shop, name: cart}
+`), "--wait"]);
+    const key = (await view("custom"))["routingKey"] as string;
+    const items = await inShop();
+    const env = find(items, "Deployment", `orders-${key}`)!["spec"].template.spec.containers[0].env as Json[];
+    expect(env.map((e) => e["name"])).not.toContain("MODE");
+    expect(env).toContainEqual({ name: "CART_ADDR", value: `cart-${key}.shop.svc:9090` });
+    expect(env).toContainEqual({ name: "CART_URL", value: `http://cart-${key}.shop.svc:9090/api` });
+    // The Service the value names exists; and the delete was orders' only.
+    expect(find(items, "Service", `cart-${key}`)!["spec"].ports).toEqual([expect.objectContaining({ port: 9090 })]);
+    const cartEnv = find(items, "Deployment", `cart-${key}`)!["spec"].template.spec.containers[0].env;
+    expect(cartEnv).toContainEqual({ name: "MODE", value: "baseline" });
+    await ok(["sandbox", "delete", "custom", "--wait"]);
   }, 120_000);
 
   const uidOf = (items: Json[], kind: string, name: string) => find(items, kind, name)?.["metadata"].uid as string | undefined;

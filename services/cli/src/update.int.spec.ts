@@ -293,4 +293,23 @@ describe("eph sandbox apply --dry-run", () => {
     expect(immutable.stderr).toContain("spec.cluster");
     expect((await core().events()).length).toBe(count);
   });
+
+  it("refuses a fork of a kind that cannot be forked, and an expression the runner could not evaluate, naming the fields: exit 2", async () => {
+    const count = (await core().events()).length;
+    const r = await dry({ extra: `  forks:
+  - forkOf: {kind: Banana, namespace: shop, name: orders}
+  - forkOf: {kind: Deployment, namespace: shop, name: cart}
+    customizations:
+      env:
+      - name: ORDERS
+        valueFrom: {fork: {forkOf: {kind: Banana, namespace: shop, name: orders}, expression: "{{ .Service.Foo }}"}}
+` }, "banana");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('spec.forks[0].forkOf.kind: kind "Banana" cannot be forked (a fork copies a Deployment, Rollout or '
+      + "StatefulSet)");
+    expect(r.stderr).toContain("spec.forks[1].customizations.env[0].valueFrom.fork.expression: unknown field .Service.Foo");
+    expect(r.stdout).toBe("");
+    expect((await core().events()).length).toBe(count);
+    expect((await eph(api(), ["sandbox", "get", "banana"])).code).toBe(1);
+  });
 });

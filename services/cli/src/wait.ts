@@ -32,7 +32,9 @@ export interface WaitOptions {
 }
 
 /** The reasons of a sandbox whose forks could not be applied (or removed) on its cluster. */
-export const FORK_FAILURES = ["BaselineNotFound", "PatchFailed", "OutputMissing", "OutputsTooLarge", "ForkUnavailable", "Rejected"];
+export const FORK_FAILURES = [
+  "BaselineNotFound", "PatchFailed", "ServiceNotFound", "OutputMissing", "OutputsTooLarge", "ForkUnavailable", "Rejected",
+];
 
 /** Whether a view ends the wait, and how. */
 export function verdict(view: pb.SandboxView, goal: Goal): "ready" | "failed" | "gone" | undefined {

@@ -9,5 +9,6 @@ export * from "./timers.js";
 export * from "./tls.js";
 export * from "./listen.js";
 export * from "./capability.js";
-export { baselineLabel, baselineOf, forkName, type BaselineRef } from "./fork-name.js";
+export { FORK_KINDS, baselineLabel, baselineOf, forkName, isForkKind, type BaselineRef, type ForkKind } from "./fork-name.js";
+export * from "./fork-expression.js";
 export { KeyedLock } from "./lock.js";

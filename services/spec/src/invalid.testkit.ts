@@ -241,6 +241,16 @@ export const sandboxRows: Row[] = [
   ["valueFrom.fork naming a workload the sandbox does not fork", (d) => {
     d.spec.forks[0].customizations.env[0].valueFrom = { fork: { forkOf: { kind: "Deployment", namespace: "shop", name: "cart" }, expression: "{{ .Service.Host }}" } };
   }, "spec.forks[0].customizations.env[0].valueFrom.fork.forkOf", "unknown-fork", "Deployment shop/cart"],
+  ["a fork of a kind that cannot be forked", (d) => { d.spec.forks[0].forkOf.kind = "Banana"; },
+    "spec.forks[0].forkOf.kind", "fork-kind", 'kind "Banana" cannot be forked (a fork copies a Deployment, Rollout or StatefulSet)'],
+  ["a fork kind in the wrong case", (d) => { d.spec.forks[0].forkOf.kind = "deployment"; },
+    "spec.forks[0].forkOf.kind", "fork-kind", "did you mean Deployment?"],
+  ["a fork expression reading an unknown field", (d) => {
+    d.spec.forks[0].customizations.env[0].valueFrom = { fork: { forkOf: d.spec.forks[0].forkOf, expression: "{{ .Service.Foo }}" } };
+  }, "spec.forks[0].customizations.env[0].valueFrom.fork.expression", "fork-expression", "unknown field .Service.Foo"],
+  ["a fork expression with an unclosed action", (d) => {
+    d.spec.forks[0].customizations.env[0].valueFrom = { fork: { forkOf: d.spec.forks[0].forkOf, expression: "http://{{ .Service.Host" } };
+  }, "spec.forks[0].customizations.env[0].valueFrom.fork.expression", "fork-expression", "unclosed action"],
   ["local env valueFrom naming no resource", (d) => { d.spec.local[0].env = [{ name: "DB", valueFrom: { resource: { name: "cache", outputKey: "a.b" } } }]; },
     "spec.local[0].env[0].valueFrom.resource.name", "unknown-resource"],
   ["local file valueFrom naming no resource", (d) => { d.spec.local[0].files = [{ path: "/tmp/dsn", valueFrom: { resource: { name: "cache", outputKey: "a.b" } } }]; },

@@ -53,6 +53,18 @@ describe("accepted variants", () => {
     ["a bare plugin name and @latest", (d: Doc) => { d.spec.resources.push({ name: "q", plugin: "queue" }, { name: "r", plugin: "queue@latest" }); }],
     ["env removed by operation delete", (d: Doc) => { d.spec.forks[0].customizations.env.push({ name: "OLD", operation: "delete" }); }],
     ["the same env var in two containers", (d: Doc) => { d.spec.forks[0].customizations.env.push({ name: "DB_HOST", value: "x", container: "sidecar" }); }],
+    ["a fork of an Argo Rollout", (d: Doc) => { d.spec.forks[0].forkOf.kind = "Rollout"; }],
+    ["a fork of a StatefulSet (ours)", (d: Doc) => { d.spec.forks[0].forkOf.kind = "StatefulSet"; }],
+    ["local and virtual workloads of any kind (upstream names none)", (d: Doc) => {
+      d.spec.local[0].from.kind = "DaemonSet";
+      d.spec.virtual = [{ name: "legacy", workload: { kind: "ReplicaSet", namespace: "shop", name: "legacy" } }];
+    }],
+    ["a fork expression with text around its fields, spaces and trim markers", (d: Doc) => {
+      d.spec.forks.push({ forkOf: { kind: "Deployment", namespace: "shop", name: "cart" } });
+      const forkOf = { kind: "Deployment", namespace: "shop", name: "cart" };
+      const expression = "http://{{.Service.Host}}:{{- .Service.Port }}/api";
+      d.spec.forks[0].customizations.env.push({ name: "CART_URL", valueFrom: { fork: { forkOf, expression } } });
+    }],
   ])("sandbox: %s", (_what, edit) => {
     const doc = clone(baseSandbox());
     edit(doc);

@@ -2,6 +2,8 @@
 // rejected, and the rules that concern one field alone. Rules across fields live in
 // plugin-rules.ts and sandbox-rules.ts. The same schemas produce the JSON Schemas.
 import * as z from "zod";
+import { parseForkExpression } from "@ephemera/kit/fork-expression";
+import { FORK_KINDS, isForkKind } from "@ephemera/kit/fork-name";
 import {
   byteLength, CLUSTER_NAME, ENV_NAME, ENV_OPERATIONS, isReservedEnv, LABEL_NAME, MAX_BYTES, MAX_COUNT, MAX_RETRIES, STEP_NAME,
   STEP_TIMEOUT, TTL_DURATION, PATCH_TYPES, TTL_OFFSETS, WORKLOAD_ENV_NAME, MAX_DURATION_MS, durationLimitText, durationLimitWords,
@@ -163,11 +165,33 @@ export const PluginDoc = z.strictObject({
 
 // ---- the sandbox file ----
 
-const WorkloadRef = (description: string) => z.strictObject({
-  kind: text("Workload kind, e.g. Deployment.", true),
+const WorkloadRef = (description: string, kind = text("Workload kind, e.g. Deployment.", true)) => z.strictObject({
+  kind,
   namespace: text("Namespace of the baseline workload.", true),
   name: text("Name of the baseline workload.", true),
 }).meta({ description });
+
+const KINDS_IN_WORDS = `${FORK_KINDS.slice(0, -1).join(", ")} or ${FORK_KINDS[FORK_KINDS.length - 1]}`;
+
+/** A kind the runner can fork; one spelt in another case is named as it should be. */
+const forkKind = text(`Workload kind: Deployment or Rollout (Argo Rollouts), or StatefulSet ${OURS}.`, true)
+  .superRefine((v, ctx) => {
+    if (v === "" || isForkKind(v)) return;
+    const meant = FORK_KINDS.find((k) => k.toLowerCase() === v.toLowerCase());
+    ctx.addIssue({
+      code: "custom", params: { rule: "fork-kind" }, input: v,
+      message: `kind "${v}" cannot be forked${meant ? `: did you mean ${meant}?` : ""} (a fork copies a ${KINDS_IN_WORDS})`,
+    });
+  })
+  .meta({ enum: [...FORK_KINDS] });
+
+/** Go-template text over the fork's Service, refused at plan time when the runner could not evaluate it. */
+const forkExpression = text("What to take from that fork: text with `{{ .Service.Host }}` (its fork Service's host) and "
+  + "`{{ .Service.Port }}` (that Service's first port), e.g. `http://{{ .Service.Host }}:{{ .Service.Port }}`.", true)
+  .superRefine((v, ctx) => {
+    const parsed = parseForkExpression(v);
+    if ("problem" in parsed) ctx.addIssue({ code: "custom", params: { rule: "fork-expression" }, input: v, message: parsed.problem });
+  });
 
 const KeyRef = (what: string) => z.strictObject({
   name: text(`Name of the ${what}, in the workload's namespace.`, true),
@@ -190,7 +214,7 @@ const ValueFrom = z.strictObject({
   configMap: KeyRef("ConfigMap").optional(),
   fork: z.strictObject({
     forkOf: WorkloadRef("A fork of this sandbox (one of `spec.forks[].forkOf`)."),
-    expression: text("What to take from that fork, e.g. `{{ .Service.Host }}`.", true),
+    expression: forkExpression,
   }).optional().meta({ description: "A value computed from another fork of this sandbox." }),
 }).meta({ description: "Where the value comes from: exactly one of resource, secret, configMap, fork." });
 
@@ -211,7 +235,7 @@ const Port = (description: string) => z.number()
 
 const Fork = z.strictObject({
   name: named("fork name", LABEL_NAME, MAX_BYTES.resourceName, LABEL_RULE, "Name of the fork, unique in the sandbox.").optional(),
-  forkOf: WorkloadRef("The baseline workload this fork copies."),
+  forkOf: WorkloadRef("The baseline workload this fork copies.", forkKind),
   endpoints: z.array(z.strictObject({
     name: text("Endpoint name.", true),
     port: Port("Port of the forked workload.").optional(),

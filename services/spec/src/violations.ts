@@ -15,7 +15,7 @@ export const RULES = [
   "duplicate-endpoint", "duplicate-baseline", "duplicate-container", "env-value-conflict",
   "env-operation", "unknown-resource", "output-key-format", "ttl-duration", "ttl-offset-from",
   "port-range", "local-address", "endpoint-target", "too-many", "patch-type", "value-source",
-  "unknown-fork", "duplicate-fork", "duplicate-virtual", "duplicate-workload", "utf8", "match-one", "match-depth",
+  "unknown-fork", "fork-kind", "fork-expression", "duplicate-fork", "duplicate-virtual", "duplicate-workload", "utf8", "match-one", "match-depth",
 ] as const;
 export type Rule = (typeof RULES)[number];
 

@@ -2,14 +2,17 @@
 // StatefulSet as read from the cluster) and the fork's customizations: a deterministic name,
 // ephemera.dev labels, pod labels made distinct from the baseline's so that the baseline's
 // Services never select the fork's pods, the images and env the sandbox asks for (resource
-// outputs through a Secret, never inlined), the sandbox's name and routing key in every
-// container, then the fork's patch (strategic, merge or JSON patch). Also the Secret of
-// resource outputs, and a fork Service for each baseline Service. Nothing here talks to a
-// cluster: the fork reconciler (reconciler.ts, kube.ts) writes what these build.
+// outputs through a Secret, never inlined; other forks' Services by their expressions;
+// variables deleted), the sandbox's name and routing key in every container, then the
+// fork's patch (strategic, merge or JSON patch). Also the Secret of resource outputs, and a
+// fork Service for each baseline Service. Nothing here talks to a cluster: the fork
+// reconciler (reconciler.ts, kube.ts) writes what these build.
 // The package is CommonJS: Node gives its exports as the default import.
 import jsonpatch, { type Operation } from "fast-json-patch";
 import { parse } from "yaml";
-import { ValidationError, baselineOf, forkName } from "@ephemera/kit";
+import {
+  ValidationError, baselineLabel, baselineOf, fieldsRead, forkName, parseForkExpression, renderForkExpression, type BaselineRef,
+} from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { strategicMerge, type Json } from "../driver/kube/merge.js";
 import { labelValue } from "../driver/kube/pod.js";
@@ -21,6 +24,34 @@ export interface ForkRequest {
   fork: pb.Fork;
   /** The baseline workload as the cluster has it. */
   baseline: Obj;
+  /**
+   * What `valueFrom.fork` reads: for each fork of the sandbox (by `baselineLabel` of its
+   * baseline), its Service, or undefined when no Service selects its baseline's pods.
+   */
+  forkServices?: Map<string, ForkService | undefined>;
+}
+
+/** The fork Service a `valueFrom.fork` expression reads, as `.Service.Host` and `.Service.Port`. */
+export interface ForkService {
+  /** The fork Service's name, and its baseline Service's. */
+  name: string;
+  baselineName: string;
+  /** `<name>.<namespace>.svc`. */
+  host: string;
+  /** Its first port; undefined when it has none (a headless Service may have none). */
+  port?: number;
+}
+
+/**
+ * A fork's env reads `valueFrom.fork` of a fork whose Service it cannot name (ServiceNotFound),
+ * or in a way the spec's validation should have refused (Rejected): the fork cannot be written.
+ */
+export class ForkValueError extends Error {
+  override readonly name = "ForkValueError";
+
+  constructor(readonly reason: "ServiceNotFound" | "Rejected", message: string) {
+    super(message);
+  }
 }
 
 const LABEL = "ephemera.dev";
@@ -84,7 +115,7 @@ export function buildFork(r: ForkRequest): Obj {
   if ("replicas" in spec) spec["replicas"] = 1;
   const podSpec = (template["spec"] ?? {}) as Obj;
   const containers = (podSpec["containers"] ?? []) as Obj[];
-  customize(containers, r, namespace);
+  customize(containers, r);
   template["spec"] = podSpec;
   spec["template"] = template;
   const workload: Obj = {
@@ -96,7 +127,7 @@ export function buildFork(r: ForkRequest): Obj {
   return patched(workload, r.fork.customizations?.patch);
 }
 
-function customize(containers: Obj[], r: ForkRequest, namespace: string): void {
+function customize(containers: Obj[], r: ForkRequest): void {
   const target = (container: string) => containers.filter((c) => !container || c["name"] === container);
   for (const img of r.fork.customizations?.images ?? []) for (const c of target(img.container)) c["image"] = img.image;
   const always: pb.EnvCustomization[] = [
@@ -104,27 +135,62 @@ function customize(containers: Obj[], r: ForkRequest, namespace: string): void {
     ["EPHEMERA_SANDBOX_NAME", r.sandbox.name], ["EPHEMERA_ROUTING_KEY", r.sandbox.routingKey],
   ].map(([name, value]) => ({ name: name!, value: value!, container: "", operation: "" }));
   for (const e of [...always, ...(r.fork.customizations?.env ?? [])]) {
+    // Computed once, whatever the number of containers it goes to.
+    const source = e.operation === "delete" ? undefined : envSource(e, r);
     for (const c of target(e.container)) {
       const env = ((c["env"] ?? []) as Obj[]).filter((x) => x["name"] !== e.name);
-      env.push({ name: e.name, ...envSource(e, r, namespace) });
+      if (source) env.push({ name: e.name, ...source });
       c["env"] = env;
     }
   }
 }
 
 /** An env var's value or source: a resource output through the outputs Secret, never the value itself. */
-function envSource(e: pb.EnvCustomization, r: ForkRequest, namespace: string): Obj {
+function envSource(e: pb.EnvCustomization, r: ForkRequest): Obj {
   const from = e.valueFrom;
   if (from?.resource) {
     return { valueFrom: { secretKeyRef: { name: outputsSecretName(r.sandbox.routingKey), key: outputKey(from.resource.name, from.resource.outputKey) } } };
   }
   if (from?.secret) return { valueFrom: { secretKeyRef: { name: from.secret.name, key: from.secret.key, ...(from.secret.optional ? { optional: true } : {}) } } };
   if (from?.configMap) return { valueFrom: { configMapKeyRef: { name: from.configMap.name, key: from.configMap.key, ...(from.configMap.optional ? { optional: true } : {}) } } };
-  if (from?.fork?.forkOf) {
-    // Another fork of the sandbox, by the address of its Service.
-    return { value: `${forkName(from.fork.forkOf.name, r.sandbox.routingKey)}.${from.fork.forkOf.namespace || namespace}.svc` };
-  }
+  if (from?.fork?.forkOf) return { value: forkValue(e.name, from.fork, r) };
   return { value: e.value };
+}
+
+/** Another fork's Service, as the expression asks for it (the host when it is empty). */
+function forkValue(envName: string, from: pb.ForkValueRef, r: ForkRequest): string {
+  const other = baselineOf(from.forkOf);
+  const label = baselineLabel(other);
+  const parsed = parseForkExpression(from.expression);
+  const refuse = (reason: ForkValueError["reason"], why: string) =>
+    new ForkValueError(reason, `env ${envName} reads valueFrom.fork of ${label}, but ${why}`);
+  // The spec's validation refuses both before anything is written: these are for a fork that got past it.
+  if ("problem" in parsed) throw refuse("Rejected", `its expression cannot be evaluated: ${parsed.problem}`);
+  if (!r.forkServices?.has(label)) throw refuse("Rejected", "that is not a fork of this sandbox");
+  const service = r.forkServices.get(label);
+  if (!service) {
+    throw refuse("ServiceNotFound", `no Service in namespace ${other.namespace} selects the pods of ${label}: its fork has no Service `
+      + `to take .Service.Host and .Service.Port from (give the baseline a Service, or set ${envName} otherwise)`);
+  }
+  if (fieldsRead(parsed.parts).has("Port") && service.port === undefined) {
+    throw refuse("ServiceNotFound", `its expression reads .Service.Port, and its Service ${service.name} `
+      + `(the fork of Service ${service.baselineName}) has no ports`);
+  }
+  return renderForkExpression(parsed.parts, { Host: service.host, Port: String(service.port ?? "") });
+}
+
+/**
+ * Pure: the fork Service a `valueFrom.fork` of a fork reads: of the baseline Services that
+ * select its baseline's pods, the first by name (several may; one must be chosen the same
+ * way each time), as the fork names it, with that Service's first port.
+ */
+export function forkServiceOf(baseline: BaselineRef, baselineServices: Obj[], routingKey: string): ForkService | undefined {
+  const [first] = baselineServices.map((s) => ({ s, name: String(((s["metadata"] ?? {}) as Obj)["name"] ?? "") }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  if (!first) return undefined;
+  const name = forkName(first.name, routingKey);
+  const port = ((((first.s["spec"] ?? {}) as Obj)["ports"] ?? []) as Obj[])[0]?.["port"];
+  return { name, baselineName: first.name, host: `${name}.${baseline.namespace}.svc`, ...(typeof port === "number" ? { port } : {}) };
 }
 
 function patched(workload: Obj, patch: pb.Patch | undefined): Obj {

@@ -1,6 +1,9 @@
 import * as pb from "@ephemera/proto";
 import { isValidationError } from "@ephemera/kit";
-import { buildFork, buildForkService, buildOutputsSecret, buildOutputsSecrets, isOutputsTooLargeError, outputKey, outputsSecretName } from "./build.js";
+import {
+  ForkValueError, buildFork, buildForkService, buildOutputsSecret, buildOutputsSecrets, forkServiceOf, isOutputsTooLargeError, outputKey,
+  outputsSecretName, type ForkService,
+} from "./build.js";
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -18,7 +21,21 @@ const baseline: Obj = {
 };
 const sandbox = { name: "feature-x", routingKey: "rk1" };
 const fork = (c: Partial<pb.Customizations> = {}) => pb.Fork.fromPartial({ forkOf: { kind: "Deployment", namespace: "shop", name: "orders" }, customizations: c });
-const build = (c: Partial<pb.Customizations> = {}) => buildFork({ sandbox, fork: fork(c), baseline }) as Obj;
+const cart = { kind: "Deployment", namespace: "shop", name: "cart" };
+const cartService: Obj = {
+  metadata: { name: "cart", namespace: "shop" }, spec: { selector: { app: "cart" }, ports: [{ name: "http", port: 9090, targetPort: 8080 }] },
+};
+/** cart's fork Service when cart's baseline Service has no ports. */
+const portless: ForkService = { name: "cart-rk1", baselineName: "cart", host: "cart-rk1.shop.svc" };
+/** The sandbox's other fork, of cart, as the runner finds it: with its baseline's Service. */
+const forkServices = (service: ForkService | null = forkServiceOf(cart, [cartService], "rk1")!) =>
+  new Map([["Deployment shop/orders", undefined], ["Deployment shop/cart", service ?? undefined]]);
+const build = (c: Partial<pb.Customizations> = {}, services = forkServices()) =>
+  buildFork({ sandbox, fork: fork(c), baseline, forkServices: services }) as Obj;
+const fromCart = (name: string, expression: string, container = "web") =>
+  ({ name, value: "", container, operation: "", valueFrom: { fork: { forkOf: cart, expression } } });
+const envOf = (w: Obj, c: string) =>
+  Object.fromEntries((container(w, c)["env"] as Obj[]).map((e) => [e["name"], e["value"] ?? e["valueFrom"]]));
 const container = (w: Obj, name: string) => (w["spec"].template.spec.containers as Obj[]).find((c) => c["name"] === name)!;
 
 describe("a forked workload", () => {
@@ -48,7 +65,7 @@ describe("a forked workload", () => {
         { name: "MODE", value: "sandbox", container: "web", operation: "" },
         { name: "DB_DSN", value: "", container: "web", operation: "", valueFrom: { resource: { name: "db", outputKey: "provision.dsn" } } },
         { name: "TOKEN", value: "", container: "", operation: "", valueFrom: { secret: { name: "api", key: "token" } } },
-        { name: "CART", value: "", container: "web", operation: "", valueFrom: { fork: { forkOf: { kind: "Deployment", namespace: "shop", name: "cart" }, expression: "" } } },
+        fromCart("CART", "{{ .Service.Host }}"),
       ],
     });
     expect(container(w, "web")["image"]).toBe("orders:pr-42");
@@ -63,6 +80,85 @@ describe("a forked workload", () => {
       expect(container(w, c)["env"]).toContainEqual({ name: "SIGNADOT_SANDBOX_ROUTING_KEY", value: "rk1" });
       expect(container(w, c)["env"]).toContainEqual({ name: "EPHEMERA_SANDBOX_NAME", value: "feature-x" });
     }
+  });
+
+  it("removes a variable deleted, from the containers named (every one when none is), and sets nothing for it", () => {
+    const w = build({ env: [{ name: "MODE", value: "", container: "", operation: "delete" }] });
+    for (const c of ["web", "proxy"]) expect(container(w, c)["env"].map((e: Obj) => e["name"])).not.toContain("MODE");
+    expect(container(w, "web")["env"]).toContainEqual({ name: "SIGNADOT_SANDBOX_NAME", value: "feature-x" }); // the others stay
+
+    const both = { ...baseline, spec: structuredClone(baseline["spec"]) };
+    both["spec"].template.spec.containers[1].env = [{ name: "MODE", value: "proxy" }];
+    const deleteInWeb = fork({ env: [{ name: "MODE", value: "", container: "web", operation: "delete" }] });
+    const one = buildFork({ sandbox, fork: deleteInWeb, baseline: both }) as Obj;
+    expect(envOf(one, "web")["MODE"]).toBeUndefined();
+    expect(envOf(one, "proxy")["MODE"]).toBe("proxy");
+    // Upsert (or no operation) sets it.
+    expect(envOf(build({ env: [{ name: "MODE", value: "x", container: "", operation: "upsert" }] }), "web")["MODE"]).toBe("x");
+  });
+
+  it("sets a valueFrom.fork as its expression says, over the other fork's Service: host, first port, and the text around them", () => {
+    const w = build({
+      env: [
+        fromCart("CART_ADDR", "{{ .Service.Host }}:{{ .Service.Port }}"),
+        fromCart("CART_URL", "http://{{.Service.Host}}:{{   .Service.Port }}/api"),
+        fromCart("CART_HOST", ""), // no expression: the host, as before expressions
+      ],
+    });
+    expect(envOf(w, "web")).toMatchObject({
+      CART_ADDR: "cart-rk1.shop.svc:9090", CART_URL: "http://cart-rk1.shop.svc:9090/api", CART_HOST: "cart-rk1.shop.svc",
+    });
+    expect(envOf(w, "proxy")["CART_ADDR"]).toBeUndefined();
+  });
+
+  it("names the fork Service of the baseline's Service, not of the workload: the first by name of those selecting it, with its first port", () => {
+    const named = (name: string, ports: number[]) => ({ metadata: { name, namespace: "shop" }, spec: { ports: ports.map((port) => ({ port })) } });
+    expect(forkServiceOf(cart, [named("cart-http", [80, 8080]), named("cart-admin", [9000])], "rk1"))
+      .toEqual({ name: "cart-admin-rk1", baselineName: "cart-admin", host: "cart-admin-rk1.shop.svc", port: 9000 });
+    expect(forkServiceOf(cart, [named("carts", [80])], "rk1")).toMatchObject({ host: "carts-rk1.shop.svc", port: 80 });
+    expect(forkServiceOf(cart, [named("headless", [])], "rk1"))
+      .toEqual({ name: "headless-rk1", baselineName: "headless", host: "headless-rk1.shop.svc" });
+    expect(forkServiceOf(cart, [], "rk1")).toBeUndefined();
+  });
+
+  it("fails ServiceNotFound, naming the env var and the workload, when no Service selects the other fork's baseline", () => {
+    const failure = (c: Partial<pb.Customizations>, services: Map<string, ForkService | undefined>) => {
+      try {
+        build(c, services);
+      } catch (err) {
+        return err;
+      }
+      throw new Error("built");
+    };
+    const noService = failure({ env: [fromCart("CART_URL", "http://{{ .Service.Host }}")] }, forkServices(null)) as ForkValueError;
+    expect(noService).toBeInstanceOf(ForkValueError);
+    expect(noService.reason).toBe("ServiceNotFound");
+    expect(noService.message).toBe("env CART_URL reads valueFrom.fork of Deployment shop/cart, but no Service in namespace shop selects "
+      + "the pods of Deployment shop/cart: its fork has no Service to take .Service.Host and .Service.Port from (give the baseline a "
+      + "Service, or set CART_URL otherwise)");
+    const noPort = failure({ env: [fromCart("CART_PORT", "{{ .Service.Port }}")] }, forkServices(portless)) as ForkValueError;
+    expect(noPort.reason).toBe("ServiceNotFound");
+    expect(noPort.message).toBe("env CART_PORT reads valueFrom.fork of Deployment shop/cart, but its expression reads .Service.Port, "
+      + "and its Service cart-rk1 (the fork of Service cart) has no ports");
+    // Without a port, the host alone is still there to read.
+    expect(envOf(build({ env: [fromCart("CART", "{{ .Service.Host }}")] }, forkServices(portless)), "web")["CART"]).toBe("cart-rk1.shop.svc");
+    // What validation refuses is refused here too, should it get this far.
+    expect((failure({ env: [fromCart("X", "{{ .Service.Foo }}")] }, forkServices()) as ForkValueError).reason).toBe("Rejected");
+    expect((failure({ env: [fromCart("X", "")] }, new Map()) as ForkValueError).message).toContain("but that is not a fork of this sandbox");
+  });
+
+  it("cuts a long baseline's name with a hash, so two such forks (and their Services) differ; a name that fits is unchanged", () => {
+    const longName = (suffix: string) => `${"orders-reconciliation-".repeat(3)}${suffix}`;
+    const long = (suffix: string) => ({ ...baseline, metadata: { ...baseline["metadata"], name: longName(suffix) } });
+    const [a, b] = ["a", "b"].map((x) => buildFork({ sandbox, fork: fork(), baseline: long(x) }) as Obj);
+    expect(a!["metadata"].name).not.toBe(b!["metadata"].name);
+    expect(a!["metadata"].name.length).toBeLessThanOrEqual(63);
+    const svc = (w: Obj, name: string) =>
+      buildForkService({ metadata: { name, namespace: "shop" }, spec: { ports: [{ port: 80 }] } }, w, "rk1") as Obj;
+    // A Service named as its workload gets the workload's fork name; two such Services differ as their workloads do.
+    expect(svc(a!, longName("a"))["metadata"].name).toBe(a!["metadata"].name);
+    expect(svc(a!, longName("a"))["metadata"].name).not.toBe(svc(b!, longName("b"))["metadata"].name);
+    expect(build()["metadata"].name).toBe("orders-rk1");
   });
 
   it.each([

@@ -6,11 +6,13 @@
 // (mesh.ts). Availability is followed with one shared watch per namespace and kind, no polling.
 import * as k8s from "@kubernetes/client-node";
 import type * as pb from "@ephemera/proto";
-import { ValidationError, baselineLabel, baselineOf, errorMessage, type BaselineRef, type Logger } from "@ephemera/kit";
+import {
+  FORK_KINDS, ValidationError, baselineLabel, baselineOf, errorMessage, isForkKind, type BaselineRef, type ForkKind, type Logger,
+} from "@ephemera/kit";
 import type { RoutingMesh } from "../config.js";
 import { retryableApiError, statusOf, type ApiCalls } from "../driver/kube/calls.js";
 import { ObjectWatch } from "../driver/kube/watch.js";
-import { buildFork, buildForkService, buildOutputsSecrets, isOutputsTooLargeError } from "./build.js";
+import { ForkValueError, buildFork, buildForkService, buildOutputsSecrets, forkServiceOf, isOutputsTooLargeError } from "./build.js";
 import { IstioRoutes, isMeshNotInstalledError, type ServiceRef } from "./mesh.js";
 import { OutputMissingError } from "./outputs.js";
 import type { ApplyResult, ForkCluster } from "./reconciler.js";
@@ -18,8 +20,8 @@ import type { ForkDesire } from "./state.js";
 
 type Obj = k8s.KubernetesObject & { spec?: Record<string, unknown>; status?: Record<string, unknown>; [key: string]: unknown };
 
-/** The kinds a fork may copy, with where the API keeps them. */
-export const WORKLOAD_KINDS: Record<string, { apiVersion: string; plural: string }> = {
+/** The kinds a fork may copy (the spec's FORK_KINDS), with where the API keeps them. */
+export const WORKLOAD_KINDS: Record<ForkKind, { apiVersion: string; plural: string }> = {
   Deployment: { apiVersion: "apps/v1", plural: "deployments" },
   StatefulSet: { apiVersion: "apps/v1", plural: "statefulsets" },
   Rollout: { apiVersion: "argoproj.io/v1alpha1", plural: "rollouts" },
@@ -28,7 +30,7 @@ const OTHER_KINDS: Record<string, { apiVersion: string; plural: string }> = {
   Service: { apiVersion: "v1", plural: "services" },
   Secret: { apiVersion: "v1", plural: "secrets" },
 };
-const kindOf = (kind: string) => WORKLOAD_KINDS[kind] ?? OTHER_KINDS[kind]!;
+const kindOf = (kind: string) => (isForkKind(kind) ? WORKLOAD_KINDS[kind] : OTHER_KINDS[kind]!);
 const collectionPath = (kind: string, namespace: string) => {
   const { apiVersion, plural } = kindOf(kind);
   return `${apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`}/namespaces/${namespace}/${plural}`;
@@ -91,18 +93,25 @@ export class KubeForkCluster implements ForkCluster {
     const placements: pb.ForkPlacement[] = [];
     const objects: Obj[] = [];
     const baselineServices: ServiceRef[] = [];
+    // Every baseline and its Services first: a fork's env may read another fork's Service (valueFrom.fork).
+    const read: Array<{ fork: pb.Fork; baseline: BaselineRef; base: Obj; selecting: Obj[] }> = [];
     for (const fork of wanted) {
       const baseline = baselineOf(fork.forkOf);
-      const label = baselineLabel(baseline);
       const base = await this.baseline(d, baseline);
+      read.push({ fork, baseline, base, selecting: await this.servicesSelecting(base, baseline.namespace) });
+    }
+    const serviceOf = (r: (typeof read)[number]) => forkServiceOf(r.baseline, r.selecting as never, d.routingKey);
+    const forkServices = new Map(read.map((r) => [baselineLabel(r.baseline), serviceOf(r)]));
+    for (const { fork, baseline, base, selecting } of read) {
+      const label = baselineLabel(baseline);
       let workload: Obj;
       try {
-        workload = buildFork({ sandbox, fork, baseline: base as never }) as unknown as Obj;
+        workload = buildFork({ sandbox, fork, baseline: base as never, forkServices }) as unknown as Obj;
       } catch (err) {
+        if (err instanceof ForkValueError) throw new Refused({ fork: label, reason: err.reason, message: err.message });
         if (!(err instanceof ValidationError)) throw err;
         throw new Refused({ fork: label, reason: "PatchFailed", message: err.violations.map((v) => v.description).join("; ") });
       }
-      const selecting = await this.servicesSelecting(base, baseline.namespace);
       const services = selecting.map((s) => buildForkService(s as never, workload as never, d.routingKey) as unknown as Obj);
       objects.push(workload, ...services);
       baselineServices.push(...selecting.map((s) => ({ namespace: baseline.namespace, name: s.metadata!.name! })));
@@ -128,9 +137,12 @@ export class KubeForkCluster implements ForkCluster {
   }
 
   private async baseline(d: ForkDesire, b: BaselineRef): Promise<Obj> {
-    const kind = WORKLOAD_KINDS[b.kind];
     const label = baselineLabel(b);
-    if (!kind) throw new Refused({ fork: label, reason: "Rejected", message: `kind ${b.kind} cannot be forked (Deployment, StatefulSet or Rollout)` });
+    // The spec's validation refuses such a kind (fork-kind): this is for a fork that got past it.
+    if (!isForkKind(b.kind)) {
+      throw new Refused({ fork: label, reason: "Rejected", message: `kind ${b.kind} cannot be forked (${FORK_KINDS.join(", ")})` });
+    }
+    const kind = WORKLOAD_KINDS[b.kind];
     try {
       return await this.o.calls.count("get", kind.plural, () => this.api.read<Obj>({ apiVersion: kind.apiVersion, kind: b.kind, metadata: { name: b.name, namespace: b.namespace } }));
     } catch (err) {
@@ -155,7 +167,7 @@ export class KubeForkCluster implements ForkCluster {
   private async upsert(obj: Obj): Promise<void> {
     const { plural } = kindOf(obj.kind!);
     const key = this.key(obj.kind!, obj.metadata!.namespace!, obj.metadata!.name!);
-    const wrote = (stored: Obj) => { if (WORKLOAD_KINDS[obj.kind!]) this.written.set(key, Number(stored.metadata?.generation ?? 0)); };
+    const wrote = (stored: Obj) => { if (isForkKind(obj.kind!)) this.written.set(key, Number(stored.metadata?.generation ?? 0)); };
     try {
       wrote(await this.o.calls.count("create", plural, () => this.api.create(obj)));
       return;
@@ -174,7 +186,7 @@ export class KubeForkCluster implements ForkCluster {
   /** Deletes what carries the routing key's label in these namespaces and is not kept. */
   private async sweep(routingKey: string, keep: Obj[], namespaces: Set<string>, workloadKinds: Set<string>): Promise<void> {
     const kept = new Set(keep.map((o) => this.key(o.kind!, o.metadata!.namespace!, o.metadata!.name!)));
-    const kinds = [...[...workloadKinds].filter((k) => WORKLOAD_KINDS[k]), "Service", "Secret"];
+    const kinds = [...[...workloadKinds].filter(isForkKind), "Service", "Secret"];
     for (const namespace of namespaces) {
       for (const kind of kinds) {
         const { apiVersion, plural } = kindOf(kind);

@@ -69,6 +69,15 @@ describe("routing rules from sandboxes", () => {
     expect(long.length).toBeLessThanOrEqual(63);
     expect(long.endsWith("-abcdef123456")).toBe(true);
     expect(forkName("orders", "rk1")).toBe("orders-rk1");
+    // Two baselines whose names share the part that fits still get two forks (the runner names them with the same function).
+    expect(forkName(`${"x".repeat(80)}-a`, "abcdef123456")).not.toBe(forkName(`${"x".repeat(80)}-b`, "abcdef123456"));
+  });
+
+  it("routes a fork recorded without its Services to the fork Service the runner names, long names included", () => {
+    const name = `${"inventory-reconciliation-".repeat(3)}worker`;
+    const [rule] = routingRules([sandbox("a", "rk1", {}, [{ name, ns: "shop", port: 8080, services: [] }])]);
+    expect(rule!.mappings[0]!.destinations[0]!.host).toBe(`${forkName(name, "rk1")}.shop.svc`);
+    expect(forkName(name, "rk1")).toMatch(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
   });
 
   it("filters by baseline kind, namespace and name, routing key and destination sandbox; an empty field matches all", () => {

@@ -12,7 +12,7 @@
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
 import { parse } from "yaml";
-import { ValidationError } from "@ephemera/kit";
+import { ValidationError, shortHash } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { strategicMerge, type Json } from "./merge.js";
 
@@ -77,9 +77,21 @@ export function podName(runId: string): string {
   return `eph-${slug.slice(0, 63 - 4 - 1 - hash.length).replace(/-$/, "")}-${hash}`;
 }
 
-/** Pure: a valid label value (≤ 63 of [A-Za-z0-9._-], alphanumeric at both ends), or empty. */
+const LABEL_VALUE_MAX = 63;
+const unpadded = (v: string) => v.replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "");
+
+/**
+ * Pure: a valid label value (≤ 63 of [A-Za-z0-9._-], alphanumeric at both ends), or empty.
+ * A value too long is cut and ends with a short hash of the whole value, so that two values
+ * sharing their first 63 characters (two prefixes selected by a watch) stay apart; one that
+ * fits is as it always was (pods already labelled keep matching).
+ */
 export function labelValue(v: string): string {
-  return v.replace(/[^A-Za-z0-9._-]+/g, "-").slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "");
+  const safe = v.replace(/[^A-Za-z0-9._-]+/g, "-");
+  if (safe.length <= LABEL_VALUE_MAX) return unpadded(safe);
+  const hash = shortHash(v);
+  const cut = unpadded(safe.slice(0, LABEL_VALUE_MAX - 1 - hash.length));
+  return cut ? `${cut}-${hash}` : hash;
 }
 
 /** Pure: the directories that get a shared emptyDir (those of declared input and output paths). */

@@ -41,6 +41,18 @@ describe("runner pod names and labels", () => {
     expect(labelValue("feature/x y")).toBe("feature-x-y");
     expect(labelValue("-a-")).toBe("a");
     expect(labelValue("x".repeat(70))).toHaveLength(63);
+    expect(labelValue("p".repeat(63))).toBe("p".repeat(63)); // one that fits is as it always was
+  });
+
+  it("keeps two long values apart with a hash of the whole value, the same each time", () => {
+    const prefix = `${"team-payments-eu-west-".repeat(3)}staging`;
+    const [a, b] = [labelValue(`${prefix}-a`), labelValue(`${prefix}-b`)];
+    expect(a).not.toBe(b);
+    expect(labelValue(`${prefix}-a`)).toBe(a);
+    for (const v of [a, b, labelValue(`${"/".repeat(70)}x`)]) {
+      expect(v.length).toBeLessThanOrEqual(63);
+      expect(v).toMatch(/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/);
+    }
   });
 });
 
