@@ -1,6 +1,7 @@
 // ephemera-router's configuration, from the environment the injection gives its container.
 // Every bad or missing setting is named at once, with the variable; the token never is.
 import { clientTlsFromEnv, envInt, envString, errorMessage, type ClientTls, type Env } from "@ephemera/kit/client";
+import { FORK_KINDS } from "@ephemera/kit/fork-name";
 
 /** The baseline workload whose pods the router runs in: the rules it follows are this workload's. */
 export interface Workload {
@@ -42,7 +43,8 @@ export const DEFAULT_HEALTH_LISTEN = "0.0.0.0:15020";
 export const DEFAULT_SNIFF_TIMEOUT_MS = 1000;
 
 /** The kinds a baseline may be (those ephemera forks). */
-export const WORKLOAD_KINDS = ["Deployment", "StatefulSet", "Rollout"] as const;
+/** The kinds a baseline may be: those a sandbox may fork. */
+export const WORKLOAD_KINDS = FORK_KINDS;
 
 export class RouterConfigError extends Error {
   override readonly name = "RouterConfigError";

@@ -74,7 +74,7 @@ describe("parseWorkload", () => {
   it.each([
     ["Deployment/shop", 'EPHEMERA_ROUTER_WORKLOAD must be <Kind>/<namespace>/<name> (e.g. Deployment/shop/orders), got "Deployment/shop"'],
     ["Deployment/shop/orders/x", 'EPHEMERA_ROUTER_WORKLOAD must be <Kind>/<namespace>/<name> (e.g. Deployment/shop/orders), got "Deployment/shop/orders/x"'],
-    ["DaemonSet/kube-system/proxy", 'EPHEMERA_ROUTER_WORKLOAD: the kind must be one of Deployment, StatefulSet, Rollout, got "DaemonSet"'],
+    ["DaemonSet/kube-system/proxy", 'EPHEMERA_ROUTER_WORKLOAD: the kind must be one of Deployment, Rollout, StatefulSet, got "DaemonSet"'],
     ["Deployment/Shop/orders", 'EPHEMERA_ROUTER_WORKLOAD: the namespace must be a DNS label (lowercase letters, digits, \'-\'), got "Shop"'],
     ["Deployment/shop/orders_v2", 'EPHEMERA_ROUTER_WORKLOAD: the name must be a DNS subdomain (lowercase letters, digits, \'-\', \'.\'), got "orders_v2"'],
   ])("refuses %s", (value, message) => {

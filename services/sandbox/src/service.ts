@@ -19,7 +19,7 @@ import { KeyedLock } from "@ephemera/kit";
 import { buildView, safeView } from "./sandbox/view.js";
 import { foldForkFacts, noForkFacts, type ForkFacts } from "./sandbox/forks.js";
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
-import { baselineUrl } from "./sandbox/endpoints.js";
+import { baselineUrl, endpointUrls } from "./sandbox/endpoints.js";
 import { RouteGroups } from "./routegroup/commands.js";
 import { evolveRouteGroup, initialRouteGroup, type RouteGroupState } from "./routegroup/state.js";
 
@@ -276,10 +276,7 @@ export class SandboxCore {
 
     // A dry run mints nothing: a new sandbox's URLs are only known once it is created.
     const routingKey = active ? existing.routingKey : dryRun ? "<routing-key>" : this.deps.routingKey();
-    const endpoints = (spec.defaultRouteGroup?.endpoints ?? []).map((e) => ({
-      name: e.name, target: e.target, url: `https://${e.name}--${routingKey}.${this.deps.previewDomain}`,
-      baselineUrl: baselineUrl(e.target, this.deps.previewDomain),
-    }));
+    const endpoints = endpointUrls(spec.defaultRouteGroup?.endpoints ?? [], routingKey, this.deps.previewDomain);
     const canonical = (s: pb.SandboxSpec | undefined) => JSON.stringify(pb.SandboxSpec.toJSON(s ?? pb.SandboxSpec.fromPartial({})));
     const decide = (state: SandboxState) => decideSandbox({
       kind: "create", sandbox, resources: resolved, routingKey, endpoints,

@@ -162,7 +162,7 @@ describe("the workload", () => {
     for (const [kind, name] of [["ReplicaSet", "plain"], ["Job", "migrate"], ["DaemonSet", "agent"]] as const) {
       expect(decide(ownedBy(kind, name, { "pod-template-hash": "abc12" }), "shop")).toEqual({
         inject: false, reason: "no-workload",
-        warning: `ephemera-router not injected into pod "shop/${name}-0": it belongs to ${kind} ${name}, and only Deployment, StatefulSet, Rollout are forked and routed (set the annotation sidecar.ephemera.dev/workload: Kind/name to name one)`,
+        warning: `ephemera-router not injected into pod "shop/${name}-0": it belongs to ${kind} ${name}, and only Deployment, Rollout, StatefulSet are forked and routed (set the annotation sidecar.ephemera.dev/workload: Kind/name to name one)`,
       });
     }
   });
@@ -179,7 +179,7 @@ describe("the workload", () => {
     expect(decide(pod, "shop")).toMatchObject({ inject: false, reason: "no-workload" });
     pod.metadata!.annotations!["sidecar.ephemera.dev/workload"] = "ledger";
     expect(decide(pod, "shop")).toMatchObject({
-      inject: false, reason: "no-workload", warning: expect.stringContaining('annotation sidecar.ephemera.dev/workload must be Kind/name with Kind one of Deployment, StatefulSet, Rollout (e.g. Deployment/orders), not "ledger"'),
+      inject: false, reason: "no-workload", warning: expect.stringContaining('annotation sidecar.ephemera.dev/workload must be Kind/name with Kind one of Deployment, Rollout, StatefulSet (e.g. Deployment/orders), not "ledger"'),
     });
   });
 

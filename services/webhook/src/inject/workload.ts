@@ -1,11 +1,12 @@
 // Which baseline workload a pod belongs to, as the Routes API names it (`Kind/namespace/name`):
 // the router asks for that workload's rules. Pure.
+import { FORK_KINDS } from "@ephemera/kit/fork-name";
 import { WORKLOAD_ANNOTATION, type Pod } from "./pod.js";
 
 export type WorkloadOf = { workload: string } | { problem: string };
 
 /** The kinds a sandbox forks, so the only ones with routing rules; the router takes no other. */
-export const ROUTED_KINDS = ["Deployment", "StatefulSet", "Rollout"] as const;
+export const ROUTED_KINDS = FORK_KINDS;
 const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 const routed = (kind: string) => (ROUTED_KINDS as readonly string[]).includes(kind);
 const notRouted = (what: string) =>

@@ -31,7 +31,7 @@ describe("patchManifests", () => {
     expect(containers(cronJob!["spec"].jobTemplate.spec.template)).toEqual(["report"]);
     expect(out.notes).toEqual([
       "Rollout shop/cart: injected (workload Rollout/shop/cart, ports 8080→15000)",
-      expect.stringMatching(/^DaemonSet infra\/agent: left as it is: ephemera-router not injected into pod "infra\/agent-\*": it belongs to DaemonSet agent, and only Deployment, StatefulSet, Rollout are forked and routed/),
+      expect.stringMatching(/^DaemonSet infra\/agent: left as it is: ephemera-router not injected into pod "infra\/agent-\*": it belongs to DaemonSet agent, and only Deployment, Rollout, StatefulSet are forked and routed/),
       expect.stringMatching(/^CronJob shop\/report: left as it is: .*it belongs to CronJob report/),
     ]);
   });
