@@ -324,7 +324,7 @@ describe("eph sandbox retry", () => {
     const before = await core().store.position();
     const r = await eph(api(), ["sandbox", "retry", "feature-y"]);
     expect(r).toMatchObject({ code: 1, stdout: "" });
-    expect(r.stderr).toContain("error: sandbox feature-y has no failed resource or fork to retry");
+    expect(r.stderr).toContain("error: sandbox feature-y has no failed resource, removal or fork to retry");
     const nope = await eph(api(), ["sandbox", "retry", "nope"]);
     expect(nope.code).toBe(1);
     expect(nope.stderr).toContain("sandbox nope is not there: nothing to retry");

@@ -147,6 +147,37 @@ describe("eph sandbox apply of a changed sandbox", () => {
     expect(await runs("create")).toEqual({ db: 1, cache: 1 });
   });
 
+  it("runs a failed removal's delete workflow again on retry, and the resource leaves once it succeeds", async () => {
+    const FLAKY = `
+name: flaky@1.0.0
+spec:
+  runner: {image: debian:bookworm-slim}
+  create:
+  - {name: provision, script: "#!/bin/sh\\ntrue\\n"}
+  delete:
+  - name: deprovision
+    inputs:
+    - {name: fixed, valueFromSandbox: true}
+    script: |
+      #!/bin/sh
+      if [ ! -e "$FIXED" ]; then echo "cannot drop it yet"; exit 4; fi
+`;
+    expect((await eph(api(), ["plugin", "apply", "-f", core().file("flaky.yaml", FLAKY)])).code).toBe(0);
+    const fixed = core().file("fixed", "");
+    rmSync(fixed);
+    expect((await apply({ resources: [["db", "hello-db"], ["old", "flaky", { fixed }]] })).code).toBe(0);
+    expect((await apply({ resources: [["db", "hello-db"]] })).code).toBe(0);
+    await core().waitForEvent("ephemera.sandbox.resource_deprovision_failed.v1", "sb");
+    expect((await get()).resources.map((x) => [x.name, x.status])).toEqual([["db", "Ready"], ["old", "DeprovisionFailed"]]);
+
+    core().file("fixed", "");
+    const retried = await eph(api(), ["sandbox", "retry", "sb"]);
+    expect(retried).toMatchObject({ code: 0, stdout: "sandbox sb: retrying old\n" });
+    await core().waitForEvent("ephemera.sandbox.resource_deprovisioned.v1", "sb");
+    expect((await get()).resources.map((x) => x.name)).toEqual(["db"]);
+    expect(await runs("delete")).toEqual({ old: 2 });
+  });
+
   /** Adds the cache, whose create waits for the returned gate file; resolves once its step runs. */
   async function gatedCache(extra = ""): Promise<{ gate: string; routingKey: string; doc: (d: Doc) => Doc }> {
     const gate = core().file("gate", "");

@@ -316,7 +316,7 @@ export class SandboxCore {
   /** Runs the failed resources' create workflows again; returns their names. */
   async retrySandbox(name: string, call: CallContext = {}): Promise<pb.RetrySandboxResponse> {
     const before = this.sandboxes.get(name)?.state;
-    const failed = before?.status === "active" ? before.resources.filter((r) => r.status === "Failed").map((r) => r.name) : [];
+    const failed = before?.status === "active" ? before.resources.filter((r) => r.status === "Failed" || r.status === "DeprovisionFailed").map((r) => r.name) : [];
     await this.sandboxCommand(name, { kind: "retry", name }, call, "retry");
     return { sandbox: await this.view(name, false), resources: failed };
   }

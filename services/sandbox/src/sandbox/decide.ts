@@ -89,8 +89,15 @@ function decideOnly(command: SandboxCommand, state: SandboxState): DomainEvent[]
     case "retry": {
       if (state.status !== "active") throw new ConflictError(`sandbox ${command.name} is ${state.status === "deleting" ? "being deleted" : "not there"}: nothing to retry`);
       const failed = state.resources.filter((r) => r.status === "Failed").map((r) => r.name);
-      if (!failed.length && !state.forks.failure) throw new ConflictError(`sandbox ${command.name} has no failed resource or fork to retry`);
-      return [ev("ephemera.sandbox.retry_requested.v1", { resources: failed })];
+      // Resources an update removed whose delete workflow failed: their removal runs again.
+      const removals = state.resources.filter((r) => r.status === "DeprovisionFailed").map((r) => r.name);
+      if (!failed.length && !removals.length && !state.forks.failure) {
+        throw new ConflictError(`sandbox ${command.name} has no failed resource, removal or fork to retry`);
+      }
+      return [
+        ...(failed.length || state.forks.failure ? [ev("ephemera.sandbox.retry_requested.v1", { resources: failed })] : []),
+        ...(removals.length ? [ev("ephemera.sandbox.deprovision_retry_requested.v1", { resources: removals })] : []),
+      ];
     }
     case "delete": {
       if (state.status === "none" || state.status === "deleted") throw new NotFoundError(`sandbox ${command.name} not found`);

@@ -239,6 +239,17 @@ describe("sandbox: create", () => {
     given(failed).when(updateTo({}, specOf(), resources)).thenThrows(ConflictError, /cannot add q: .*delete workflow failed \(rk1\.q\.delete\); add it under another name/);
   });
 
+  it("a retry runs a failed removal's delete workflow again, and the resource leaves once it succeeds", () => {
+    const onlyDb = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [{ name: "db", plugin: "hello-db", params: { dbname: "orders" } }] });
+    const removing = given(ready).when(updateTo({}, onlyDb, [resources[0]!])).history(T2);
+    const failed = given(removing).when(ended("q", "delete", "failed")).history(T2);
+    const retried = given(failed).when({ kind: "retry", name: "feature-x" });
+    retried.then(ev("ephemera.sandbox.deprovision_retry_requested.v1", { resources: ["q"] }));
+    const again = given([...failed, ...at(T2, ...retried.events)]).when(ended("q", "delete", "succeeded"));
+    expect(types(again.events)).toEqual(["resource_deprovisioned"]);
+    expect(record(given([...failed, ...at(T2, ...retried.events), ...at(T2, ...again.events)]).state).resources.map((r) => r.name)).toEqual(["db"]);
+  });
+
   it("applying while it is being deleted is a conflict; once deleted, the name can be created again", () => {
     const deletingH = given(ready).when({ kind: "delete", name: "feature-x", force: false }).history(T1);
     given(deletingH).when(create({ existing: "spec-1" })).thenThrows(ConflictError, /being deleted/);
@@ -294,8 +305,8 @@ describe("sandbox: retry", () => {
   });
 
   it("is a conflict when no resource failed", () => {
-    given(ready).when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /no failed resource/);
-    given(requested()).when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /no failed resource/);
+    given(ready).when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /no failed resource, removal or fork/);
+    given(requested()).when({ kind: "retry", name: "feature-x" }).thenThrows(ConflictError, /no failed resource, removal or fork/);
   });
 
   it("is a conflict while the sandbox is being deleted, or when it is not there", () => {
