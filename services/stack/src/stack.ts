@@ -79,6 +79,11 @@ export class StackInterruptedError extends EphemeraError {
 export function stackEnv(env: Env): Env {
   const api = envString(env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN);
   const io = envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN);
+  // The CLI dials the API, and the runner's steps the IO context, at the address given: a port
+  // the system picks at start would be known to neither.
+  for (const [name, address] of [["EPHEMERA_API_LISTEN", api], ["EPHEMERA_IOCONTEXT_LISTEN", io]] as const) {
+    if (/:0$/.test(address)) throw new Error(`${name}=${address}: pnpm start needs a fixed port here (eph and the steps dial it); pick a free one`);
+  }
   return {
     ...env,
     EPHEMERA_API_LISTEN: api,

@@ -58,3 +58,8 @@ describe("the services of a stack", () => {
     expect(stackServices({ EPHEMERA_RUNNER_DRIVER: "kubernetes", EPHEMERA_STACK_WEBHOOK: "false" })).toEqual(["iocontext", "scheduler", "runner", "sandbox"]);
   });
 });
+
+it("refuses a port picked at start for the API or the IO context, naming the variable", () => {
+  expect(() => stackEnv({ EPHEMERA_API_LISTEN: "127.0.0.1:0" })).toThrow("EPHEMERA_API_LISTEN=127.0.0.1:0: pnpm start needs a fixed port here");
+  expect(() => stackEnv({ EPHEMERA_IOCONTEXT_LISTEN: "127.0.0.1:0" })).toThrow("EPHEMERA_IOCONTEXT_LISTEN=127.0.0.1:0: pnpm start needs a fixed port");
+});
