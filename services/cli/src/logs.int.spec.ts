@@ -164,10 +164,14 @@ describe("eph logs while steps run", () => {
     const since = `${Date.now() - (first + 500)}ms`;
     const recent = await eph(core().address, [...LOGS, "--step", "gated", "--since", since]);
     expect(recent).toMatchObject({ code: 0, stdout: "through the gate\n" });
-    expect((await eph(core().address, [...LOGS, "--step", "gated", "--since", "1h"])).stdout).toBe("waiting for the gate\nthrough the gate\n");
+    // Every unit and form of the one duration parser: days and weeks too.
+    for (const span of ["1h", "1h30m", "2d", "1w", "1.5d"]) {
+      const all = await eph(core().address, [...LOGS, "--step", "gated", "--since", span]);
+      expect({ span, ...all }).toMatchObject({ span, code: 0, stdout: "waiting for the gate\nthrough the gate\n" });
+    }
     const bad = await eph(core().address, [...LOGS, "--since", "yesterday"]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--since: "yesterday" is not a duration such as 90s, 3m or 1h');
+    expect(bad.stderr).toContain('--since: "yesterday" is not a duration such as 90s, 10m, 1h30m, 2d or 1w');
   });
 
   it("keeps a step's log within its bound, marking where it was cut, with its end", async () => {

@@ -18,7 +18,7 @@ export function outputOption(cmd: Command, formats: OutputFormat[] = ["json", "y
 export function waitOptions(cmd: Command, what: string, defaultTimeout: string): Command {
   return cmd
     .option("--wait", `wait until the sandbox is ${what}`)
-    .option("--wait-timeout <duration>", "how long --wait waits (e.g. 90s, 3m, 1h; at most 365 days)", defaultTimeout);
+    .option("--wait-timeout <duration>", "how long --wait waits (e.g. 90s, 3m, 1h30m, 2d, 1w; at most 365 days)", defaultTimeout);
 }
 
 export function timeoutMs(text: string): number {

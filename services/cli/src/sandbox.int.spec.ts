@@ -281,7 +281,7 @@ describe("eph sandbox delete", () => {
     const before = await core().store.position();
     const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait", "--wait-timeout", "soon"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--wait-timeout: "soon" is not a duration');
+    expect(r.stderr).toContain('--wait-timeout: "soon" is not a duration such as 90s, 10m, 1h30m, 2d or 1w');
     expect(await core().store.position()).toBe(before);
     expect((await core().sandboxes.view("feature-x", false)).status?.reason).toBe("Ready");
   });
