@@ -84,7 +84,7 @@ describe("eph and an API that asks for tokens", () => {
   it("an editor applies a plugin and a sandbox and waits for it (--token, or EPHEMERA_TOKEN); a forced delete is an admin's", async () => {
     const p = await run(["--token", TOKENS.editor, "plugin", "apply", "-f", file("p.yaml", plugin)]);
     expect([p.code, p.stderr]).toEqual([0, ""]);
-    await ok("editor", ["sandbox", "apply", "-f", file("sb.yaml", sandbox), "--wait"]);
+    await ok("editor", ["sandbox", "apply", "-f", file("sb.yaml", sandbox)]);
     const view = JSON.parse(await ok("editor", ["sandbox", "get", "feature-x", "-o", "json", "--show-outputs"])) as { status: { reason: string } };
     expect(view.status.reason).toBe("Ready");
     // Output values are secrets: the viewer sees the sandbox, not them.
@@ -98,8 +98,9 @@ describe("eph and an API that asks for tokens", () => {
     const forced = await as("editor", ["sandbox", "delete", "feature-x", "--force"]);
     expect([forced.code, forced.stderr]).toEqual([EXIT_PERMISSION_DENIED,
       "error: permission denied: role editor may not call SandboxService/Delete with force (it needs admin)\n"]);
-    await ok("editor", ["sandbox", "delete", "feature-x", "--wait"]);
+    await ok("editor", ["sandbox", "delete", "feature-x"]);
   });
+
 
   it("connects only trusting the API's CA: without it exit 1 (unavailable), a CA file that is not there is bad usage naming the flag", async () => {
     const noCa = await eph(core().address, ["plugin", "list", "--tls"], { env: { EPHEMERA_TOKEN: TOKENS.viewer } });

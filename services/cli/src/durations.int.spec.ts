@@ -131,7 +131,7 @@ describe("durations on the command line", () => {
   it("--wait-timeout past 365 days exits 2 naming the flag, before anything is written", async () => {
     const path = core().file("good.yaml", sandboxFile("good", "2d"));
     for (const over of ["8761h", "366d", "53w"]) {
-      const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait", "--wait-timeout", over]);
+      const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait-timeout", over]);
       expect(r.code).toBe(2);
       expect(r.stderr).toContain(`--wait-timeout: "${over}" is longer than the 365-day limit`);
     }
@@ -141,14 +141,14 @@ describe("durations on the command line", () => {
   const limits = ["1000h", "1w", "2d", "1h30m", "1m30s", "90s", "1.5h"];
   it.each(limits)("--wait-timeout %s is accepted (past 24.8 days its timer chains)", async (limit) => {
     const path = core().file("good.yaml", sandboxFile("good", "2d"));
-    const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait", "--wait-timeout", limit]);
+    const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait-timeout", limit]);
     expect(r).toMatchObject({ code: 0, stderr: "" });
     expect(r.stdout).toContain("sandbox good ready");
   });
 
   it("a malformed --wait-timeout exits 2 naming the flag and the forms it takes", async () => {
     for (const bad of ["3", "1 h", "1y", "2 days", "0s"]) {
-      const r = await eph(core().address, ["sandbox", "apply", "-f", core().file("good.yaml", sandboxFile("good")), "--wait", "--wait-timeout", bad]);
+      const r = await eph(core().address, ["sandbox", "apply", "-f", core().file("good.yaml", sandboxFile("good")), "--wait-timeout", bad]);
       expect(r.code).toBe(2);
       expect(r.stderr).toContain(
         `error: --wait-timeout: "${bad}" is not a duration such as 90s, 10m, 1h30m, 2d or 1w (numbers with a unit: ms, s, m, h, d or w)`,

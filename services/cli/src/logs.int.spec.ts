@@ -64,7 +64,11 @@ describe("eph logs while steps run", () => {
 
   /** Publishes the plugin and applies the sandbox without waiting: its steps start now. */
   async function applyGated(c: Core): Promise<void> {
-    for (const [file, text, args] of [["plugin.yaml", PLUGIN, ["plugin", "apply"]], ["sb.yaml", sandbox(gate()), ["sandbox", "apply"]]] as const) {
+    const files = [
+      ["plugin.yaml", PLUGIN, ["plugin", "apply"]],
+      ["sb.yaml", sandbox(gate()), ["sandbox", "apply", "--wait=false"]],
+    ] as const;
+    for (const [file, text, args] of files) {
       const r = await eph(c.address, [...args, "-f", c.file(file, text)]);
       if (r.code !== 0) throw new Error(`eph ${args.join(" ")} exited ${r.code}:\n${r.stderr}`);
     }
@@ -191,7 +195,7 @@ describe("eph logs while steps run", () => {
     await applyGated(core());
     core().file("gate", "");
     await core().waitForEvent("ephemera.workflow.succeeded.v1", `${rk()}.db.create`, 30_000);
-    expect((await eph(core().address, ["sandbox", "delete", "feature-x", "--wait"])).code).toBe(0);
+    expect((await eph(core().address, ["sandbox", "delete", "feature-x"])).code).toBe(0);
     expect((await eph(core().address, ["sandbox", "get", "feature-x"])).code).toBe(1);
     const r = await eph(core().address, [...LOGS, "--step", "gated"]);
     expect(r).toMatchObject({ code: 0, stdout: "waiting for the gate\nthrough the gate\n" });

@@ -9,6 +9,7 @@ import { isTemplateError } from "./files.js";
 import { registerLogs } from "./logs.js";
 import { registerPlugin } from "./plugin.js";
 import { registerSandbox } from "./sandbox.js";
+import { readableArgs } from "./options.js";
 import { registerSchema } from "./schema.js";
 
 export type { Io, Writer } from "./context.js";
@@ -25,7 +26,7 @@ export const EXIT_PERMISSION_DENIED = 4;
 export async function run(argv: string[], io: Io): Promise<number> {
   const ctx = new Context(io);
   try {
-    await buildProgram(ctx).parseAsync(argv, { from: "user" });
+    await buildProgram(ctx).parseAsync(readableArgs(argv), { from: "user" });
     return EXIT_OK;
   } catch (err) {
     return report(err, ctx);
