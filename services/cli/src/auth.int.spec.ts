@@ -6,6 +6,7 @@ import { TOKENS, tokensAccess } from "../../../test/support/api-tokens.js";
 import { makeCerts } from "../../../test/support/certs.js";
 import { eph, useCore } from "./eph.testkit.js";
 import { EXIT_FAILED, EXIT_PERMISSION_DENIED, EXIT_UNAUTHENTICATED, EXIT_USAGE } from "./program.js";
+import { STATUS_EXIT_REFUSED } from "./status.js";
 
 const certs = makeCerts();
 afterAll(() => certs.remove());
@@ -101,6 +102,16 @@ describe("eph and an API that asks for tokens", () => {
     await ok("editor", ["sandbox", "delete", "feature-x"]);
   });
 
+  it("sandbox get-status: a refused call exits 4, never 3 (which it answers for a pending sandbox); a viewer gets the answer", async () => {
+    for (const env of [{}, { EPHEMERA_TOKEN: "made-up-token-123" }] as Array<Record<string, string>>) {
+      const r = await run(["sandbox", "get-status", "feature-x"], env);
+      expect([r.code, r.stdout]).toEqual([STATUS_EXIT_REFUSED, ""]);
+      expect(r.stderr).toContain(`error: the ephemera API at ${core().address} did not accept the call`);
+    }
+    await ok("editor", ["plugin", "apply", "-f", file("p.yaml", plugin)]);
+    await ok("editor", ["sandbox", "apply", "-f", file("sb.yaml", sandbox)]);
+    expect(await as("viewer", ["sandbox", "get-status", "feature-x"])).toMatchObject({ code: 0, stdout: "ready\n", stderr: "" });
+  });
 
   it("connects only trusting the API's CA: without it exit 1 (unavailable), a CA file that is not there is bad usage naming the flag", async () => {
     const noCa = await eph(core().address, ["plugin", "list", "--tls"], { env: { EPHEMERA_TOKEN: TOKENS.viewer } });

@@ -80,7 +80,7 @@ describe("eph usage", () => {
   it("sandbox --help lists its subcommands", async () => {
     const r = await eph(nowhere, ["sandbox", "--help"]);
     expect(r.code).toBe(0);
-    for (const word of ["apply", "get", "list", "delete", "retry"]) expect(r.stdout).toContain(word);
+    for (const word of ["apply", "get", "get-status", "list", "delete", "retry"]) expect(r.stdout).toContain(word);
   });
 
   it("sandbox apply --help shows -f, --filename and that it waits unless told --wait=false", async () => {

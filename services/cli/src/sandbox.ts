@@ -9,6 +9,7 @@ import { readName, readSandbox } from "./files.js";
 import { fileOptions, nameOrFile, outputOption, timeoutMs, waitAskedFor, waitOptions } from "./options.js";
 import { describeFailures, stillWaitingFor, words } from "./progress.js";
 import type { OutputFormat } from "./render.js";
+import { registerGetStatus } from "./status.js";
 import { shortTime, table } from "./table.js";
 
 // Loaded by the commands that use them, so each command pays only for what it runs
@@ -51,6 +52,8 @@ export function registerSandbox(program: Command, ctx: Context): void {
     const { formatDoc, sandboxDoc } = await render();
     ctx.out(formatDoc(sandboxDoc(view, opts.showOutputs ?? false), opts.output ?? "yaml"));
   });
+
+  registerGetStatus(sandbox, ctx);
 
   outputOption(
     sandbox.command("get-env").description("print the environment of a local workload (dotenv), resource outputs resolved").argument("<name>")
