@@ -90,12 +90,12 @@ k() { echo "\$ kubectl $*" >&2; kubectl "$@"; }
 eph() { echo "\$ eph $*" >&2; EPHEMERA_API="$api" node services/cli/dist/bundle/main.js "$@"; }
 k apply -f - <<<'{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ephemera"}}'
 eph plugin apply -f examples/hello-db/plugin.yaml
-eph sandbox apply -f examples/hello-db/sandbox.yaml --set owner="${USER:-demo}" --wait
+eph sandbox apply -f examples/hello-db/sandbox.yaml --set owner="${USER:-demo}"
 echo "--- the step pods' containers Docker started (docker events):" >&2
 cat "$work/pod-containers.log"
 eph sandbox get feature-x --show-outputs
 eph logs --sandbox feature-x --resource db --step verify
-eph sandbox delete feature-x --wait
+eph sandbox delete feature-x
 eph plugin delete hello-db@1.0.0
 echo "--- pod containers left: $(docker ps -a -q --filter "$pods" | wc -l)" >&2
 echo "demo finished" >&2

@@ -47,22 +47,22 @@ k apply -f - <<<'{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": 
 kubectl get pods -n ephemera -w --output-watch-events >"$logs/pods-watch.log" 2>&1 &
 pids+=($!)
 eph plugin apply -f examples/hello-db/plugin.yaml
-eph sandbox apply -f examples/hello-db/sandbox.yaml --set owner="${USER:-demo}" --wait
+eph sandbox apply -f examples/hello-db/sandbox.yaml --set owner="${USER:-demo}"
 echo "--- kubectl get pods -n ephemera -w, while the sandbox was created:" >&2
 cat "$logs/pods-watch.log"
 k get pods -n ephemera
 eph sandbox get feature-x --show-outputs
 eph logs --sandbox feature-x --resource db --step verify
-eph sandbox delete feature-x --wait
+eph sandbox delete feature-x
 
 echo "--- forks: a sandbox forking the baseline orders Deployment" >&2
 k apply -f examples/hello-db/baseline.yaml
-eph sandbox apply -f examples/hello-db/sandbox-fork.yaml --wait
+eph sandbox apply -f examples/hello-db/sandbox-fork.yaml
 k get deploy,svc,secret -n shop -l ephemera.dev/sandbox=feature-y
 eph sandbox get feature-y
 echo "\$ curl http://$EPHEMERA_ROUTES_HTTP_LISTEN/api/v1/workloads/routing-rules?baselineName=orders" >&2
 curl -s "http://$EPHEMERA_ROUTES_HTTP_LISTEN/api/v1/workloads/routing-rules?baselineName=orders"; echo
-eph sandbox delete feature-y --wait
+eph sandbox delete feature-y
 k get deploy,svc,secret -n shop
 eph plugin delete hello-db@1.0.0
 echo "--- the simulated cluster's API calls (GET /sim/stats):" >&2

@@ -97,7 +97,7 @@ k wait --for=condition=Ready pod -l app=frontend -n demo-routing --timeout=60s
 echo "--- the baseline pods, each with the router the webhook injected:" >&2
 k get pods -n demo-routing -o custom-columns='POD:.metadata.name,CONTAINERS:.spec.containers[*].name,INIT:.spec.initContainers[*].name'
 
-eph sandbox apply -f examples/routing/sandbox.yaml --set version=v2 --wait
+eph sandbox apply -f examples/routing/sandbox.yaml --set version=v2
 key=$(eph sandbox get routing-demo -o json | node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8")).routingKey)')
 k get deploy,svc -n demo-routing
 echo "--- the endpoint URL: through frontend (baseline) to backend's fork" >&2
@@ -113,7 +113,7 @@ echo "--- the same key in a header, straight to frontend's ClusterIP from this m
 frontend_ip=$(kubectl get svc frontend -n demo-routing -o jsonpath='{.spec.clusterIP}')
 ask_direct "$frontend_ip:8080" "uberctx-sd-routing-key: $key" '"version":"v2"'
 
-eph sandbox delete routing-demo --wait
+eph sandbox delete routing-demo
 echo "--- after the delete: the endpoint URL is gone, and the key's headers reach the baseline" >&2
 echo "\$ curl -H 'Host: web--$key.$domain' http://$gateway/" >&2
 code=$(curl -s -o "$work/gone.txt" -w '%{http_code}' -H "Host: web--$key.$domain" "http://$gateway/")

@@ -25,10 +25,10 @@ grep -q "ephemera is up" "$log" || { echo "the stack did not come up in 30s"; ca
 
 eph() { echo "\$ eph $*" >&2; node services/cli/dist/bundle/main.js "$@"; }
 eph plugin apply -f examples/hello-db/plugin.yaml
-eph sandbox apply -f examples/hello-db/sandbox.yaml --set owner="${USER:-demo}" --wait
+eph sandbox apply -f examples/hello-db/sandbox.yaml --set owner="${USER:-demo}"
 eph sandbox get feature-x --show-outputs
 eph logs --sandbox feature-x --resource db --step verify
-eph sandbox delete feature-x --wait
+eph sandbox delete feature-x
 eph logs --sandbox feature-x --resource db --phase delete
 eph plugin delete hello-db@1.0.0
 echo "demo finished" >&2

@@ -93,7 +93,7 @@ export async function cliStartup({ samples = 7, warmup = 2 } = {}) {
   try {
     const env = cleanEnv({ EPHEMERA_API: server.api });
     // A sandbox without resources: Get returns a real view, and nothing runs in the background.
-    timed([EPH, "sandbox", "apply", "-f", "-"], env, `name: ${SANDBOX}\nspec:\n  cluster: local\n`);
+    timed([EPH, "sandbox", "apply", "-f", "-", "--wait=false"], env, `name: ${SANDBOX}\nspec:\n  cluster: local\n`);
     const baselineArgs = ["-e", "0"];
     const measuredArgs = [EPH, "sandbox", "get", SANDBOX];
     for (let i = 0; i < warmup; i++) {

@@ -134,7 +134,7 @@ ${forks}
       await waitFor(() => ops.some((o) => o.op === pb.routes.WatchOp.SYNCED), { timeoutMs: 10_000, what: "SYNCED" });
       expect(ops.filter((o) => o.op !== pb.routes.WatchOp.SYNCED)).toEqual([]);
 
-      await ok(["sandbox", "apply", "-f", sandboxFile("routed", ordersFork("orders:v2")), "--wait"]);
+      await ok(["sandbox", "apply", "-f", sandboxFile("routed", ordersFork("orders:v2"))]);
       const sb = await view("routed");
       const key = sb["routingKey"] as string;
       const fork = `orders-${key}`;
@@ -200,7 +200,7 @@ ${forks}
       expect(services.services).toContainEqual({ serviceIp: "", hostname: "orders.shop.svc", ports: [{ name: "port-8080", port: 8080, protocol: "TCP", appProtocol: "" }] });
 
       // Delete: the rule goes, and the fork, Service and Secret are gone while the delete workflow's step runs.
-      const deleting = stack.eph(["sandbox", "delete", "routed", "--wait"]);
+      const deleting = stack.eph(["sandbox", "delete", "routed"]);
       await waitFor(() => ops.some((o) => o.op === pb.routes.WatchOp.REMOVE), { timeoutMs: 5000, what: "the watcher to see the rule removed" });
       expect(ops.find((o) => o.op === pb.routes.WatchOp.REMOVE)!.route?.routingKey).toBe(key);
       await waitFor(() => existsSync(join(gate, "drop-started-routed")), { timeoutMs: 30_000, what: "the resource's delete step to start" });
@@ -255,7 +255,7 @@ ${forks}
 
   it("updates: a fork's image changed in place; a fork added and one removed, with what the removed one had", async () => {
     openDrop("upd"); // its delete step need not be held
-    await ok(["sandbox", "apply", "-f", sandboxFile("upd", ordersFork("orders:v2")), "--wait"]);
+    await ok(["sandbox", "apply", "-f", sandboxFile("upd", ordersFork("orders:v2"))]);
     const key = (await view("upd"))["routingKey"] as string;
     const before = await inShop();
     const orders = find(before, "Deployment", `orders-${key}`)!;
@@ -269,7 +269,7 @@ ${forks}
     const opNames = () => ops.map((o) => `${pb.routes.WatchOp[o.op]}${o.route ? ` ${o.route.baseline?.name}` : ""}`);
 
     // The image changes: the same Deployment (same uid), a new generation, ready again once it is available.
-    const changed = await ok(["sandbox", "apply", "-f", sandboxFile("upd", ordersFork("orders:v3")), "--wait"]);
+    const changed = await ok(["sandbox", "apply", "-f", sandboxFile("upd", ordersFork("orders:v3"))]);
     expect(opNames()).toEqual(["ADD orders", "SYNCED"]);
     expect(changed.stdout).toContain("sandbox upd ready");
     const after = await inShop();
@@ -281,7 +281,7 @@ ${forks}
     expect((await view("upd"))["workloads"][0]).toMatchObject({ status: "Available" });
 
     // orders' fork replaced by cart's: cart's fork and Service appear; orders', and the outputs Secret only it read, go.
-    await ok(["sandbox", "apply", "-f", sandboxFile("upd", cartFork), "--wait"]);
+    await ok(["sandbox", "apply", "-f", sandboxFile("upd", cartFork)]);
     const swapped = await inShop();
     expect(find(swapped, "Deployment", `cart-${key}`)!["spec"].template.spec.containers[0].env).toContainEqual({ name: "MODE", value: "sandbox" });
     expect(find(swapped, "Service", `cart-${key}`)!["spec"].ports).toEqual([expect.objectContaining({ port: 9090 })]);
@@ -293,7 +293,7 @@ ${forks}
     watch.cancel();
     expect((await view("upd"))["workloads"]).toEqual([expect.objectContaining({ name: "deployment/cart", status: "Available", hosts: [`cart-${key}.shop.svc`] })]);
 
-    await ok(["sandbox", "delete", "upd", "--wait"]);
+    await ok(["sandbox", "delete", "upd"]);
     expect(find(await inShop(), "Deployment", `cart-${key}`)).toBeUndefined();
   }, 120_000);
 
@@ -302,7 +302,7 @@ ${forks}
     const forkOfMissing = `
   - forkOf: {kind: Deployment, namespace: shop, name: missing}
 `;
-    const r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("lost", forkOfMissing), "--wait"]);
+    const r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("lost", forkOfMissing)]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("baseline Deployment shop/missing not found on cluster local");
     const failed = await view("lost");
@@ -312,11 +312,11 @@ ${forks}
     expect(find(await inShop(), "Deployment", `missing-${key}`)).toBeUndefined();
 
     await kubectl(sim, ["apply", "-f", "-"], { stdin: baseline("missing", 7070) });
-    const retried = await ok(["sandbox", "retry", "lost", "--wait"]);
+    const retried = await ok(["sandbox", "retry", "lost"]);
     expect(retried.stdout).toContain("retrying the forks");
     expect((await view("lost"))["status"]).toMatchObject({ ready: true });
     expect(find(await inShop(), "Deployment", `missing-${key}`)).toBeDefined();
-    await ok(["sandbox", "delete", "lost", "--wait"]);
+    await ok(["sandbox", "delete", "lost"]);
     expect(find(await inShop(), "Deployment", `missing-${key}`)).toBeUndefined();
   }, 120_000);
 
@@ -332,7 +332,7 @@ ${forks}
           metadata: {annotations: {sim.ephemera.dev/unavailable: "${unavailable}"}}
           spec: {template: {spec: {containers: [{name: cart, env: [{name: PATCHED, value: "yes"}]}]}}}
 `;
-    await ok(["sandbox", "apply", "-f", sandboxFile("slow", held(true))]);
+    await ok(["sandbox", "apply", "-f", sandboxFile("slow", held(true)), "--wait=false"]);
     const waiting = await waitFor(async () => {
       const v = await view("slow");
       return v["workloads"]?.[0]?.status === "Progressing" ? v : false;
@@ -343,14 +343,14 @@ ${forks}
     expect(deploy["spec"].template.spec.containers[0].env).toContainEqual({ name: "PATCHED", value: "yes" });
     expect((await get({ routingKey: key })).routingRules).toEqual([]); // not ready: no rule yet
 
-    await ok(["sandbox", "apply", "-f", sandboxFile("slow", held(false)), "--wait"]);
+    await ok(["sandbox", "apply", "-f", sandboxFile("slow", held(false))]);
     expect((await view("slow"))["workloads"][0]).toMatchObject({ status: "Available" });
     expect((await get({ routingKey: key })).routingRules).toHaveLength(1);
-    await ok(["sandbox", "delete", "slow", "--wait"]);
+    await ok(["sandbox", "delete", "slow"]);
   }, 120_000);
 
   it("a forced delete deletes the sandbox at once, and the runner still removes its forks", async () => {
-    await ok(["sandbox", "apply", "-f", sandboxFile("forced", cartFork), "--wait"]);
+    await ok(["sandbox", "apply", "-f", sandboxFile("forced", cartFork)]);
     const key = (await view("forced"))["routingKey"] as string;
     expect(find(await inShop(), "Deployment", `cart-${key}`)).toBeDefined();
     await ok(["sandbox", "delete", "forced", "--force"]);
@@ -365,13 +365,13 @@ ${forks}
   - forkOf: {kind: Deployment, namespace: shop, name: orders}
     customizations:
       patch: {type: json, value: '[{"op": "replace", "path": "/spec/nothing/here", "value": 1}]'}
-`), "--wait"]);
+`)]);
     expect(r.code).toBe(1);
     const v = await view("badpatch");
     expect(v["status"]).toMatchObject({ ready: false, reason: "PatchFailed", message: expect.stringContaining("fork of Deployment shop/orders: the JSON patch does not apply") });
     expect(find(await inShop(), "Deployment", `orders-${v["routingKey"]}`)).toBeUndefined();
     openDrop("badpatch");
-    await ok(["sandbox", "delete", "badpatch", "--wait"]);
+    await ok(["sandbox", "delete", "badpatch"]);
   }, 120_000);
 
   const labelled = async (key: string) => (await inShop()).filter((o) => o["metadata"].labels?.["ephemera.dev/routing-key"] === key).map((o) => `${o["kind"]}/${o["metadata"].name}`);
@@ -382,7 +382,7 @@ ${forks}
     await sim.faults({ apiErrors: { next: 1, codes: [403], verbs: ["create"], resources: ["services"] } });
     let r: Awaited<ReturnType<typeof stack.eph>>;
     try {
-      r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("denied", ordersFork("orders:v2")), "--wait"]);
+      r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("denied", ordersFork("orders:v2"))]);
     } finally {
       await sim.faults(null);
     }
@@ -391,7 +391,7 @@ ${forks}
     expect(v["status"]).toMatchObject({ ready: false, reason: "Rejected", message: expect.stringContaining("the cluster refused: 403") });
     const key = v["routingKey"] as string;
     expect(await labelled(key)).toEqual(expect.arrayContaining([`Deployment/orders-${key}`]));
-    await ok(["sandbox", "delete", "denied", "--wait"]);
+    await ok(["sandbox", "delete", "denied"]);
     expect(await labelled(key)).toEqual([]);
   }, 120_000);
 
@@ -402,14 +402,14 @@ ${forks}
     customizations:
       patch: {type: merge, value: '{"metadata": {"annotations": {"sim.ephemera.dev/progress-deadline-exceeded": "${on}"}}}'}
 `;
-    const r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("stuck", stuck(true)), "--wait"]);
+    const r = await stack.eph(["sandbox", "apply", "-f", sandboxFile("stuck", stuck(true))]);
     expect(r.code).toBe(1);
     const v = await view("stuck");
     expect(v["status"]).toMatchObject({ ready: false, reason: "ForkUnavailable", message: expect.stringContaining("has timed out progressing") });
     expect(v["workloads"][0]).toMatchObject({ status: "Failed" });
-    await ok(["sandbox", "apply", "-f", sandboxFile("stuck", stuck(false)), "--wait"]);
+    await ok(["sandbox", "apply", "-f", sandboxFile("stuck", stuck(false))]);
     expect((await view("stuck"))["workloads"][0]).toMatchObject({ status: "Available" });
-    await ok(["sandbox", "delete", "stuck", "--wait"]);
+    await ok(["sandbox", "delete", "stuck"]);
     expect(await labelled(v["routingKey"])).toEqual([]);
   }, 120_000);
 });

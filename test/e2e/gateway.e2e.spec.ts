@@ -43,7 +43,7 @@ describe("the preview gateway under pnpm start", () => {
     };
     await ok(["plugin", "apply", "-f", stack.file("noop.yaml", "name: noop\nspec:\n  runner: {image: \"debian:bookworm-slim\"}\n  create:\n  - name: nothing\n    script: |\n      #!/bin/sh\n      true\n")]);
     const port = (app.address() as AddressInfo).port;
-    await ok(["sandbox", "apply", "--wait", "-f", stack.file("sb.yaml", `name: gw-sb
+    await ok(["sandbox", "apply", "-f", stack.file("sb.yaml", `name: gw-sb
 spec:
   cluster: local
   resources: [{name: res, plugin: noop}]
@@ -59,7 +59,7 @@ spec:
     expect(await get(gatewayPort, new URL(view.endpoints[0]!.baselineUrl).hostname)).toEqual({ status: 200, body: "from the app" });
     expect(seen.at(-1)!["uberctx-sd-routing-key"]).toBeUndefined();
 
-    await ok(["sandbox", "delete", "gw-sb", "--wait"]);
+    await ok(["sandbox", "delete", "gw-sb"]);
     const gone = await get(gatewayPort, host);
     expect(gone.status).toBe(404);
     expect(gone.body).toContain(`routing key ${view.routingKey}`);

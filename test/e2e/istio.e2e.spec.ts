@@ -54,7 +54,7 @@ describe("Istio routes for forks (EPHEMERA_ROUTING_MESH=istio, simulated cluster
     return r;
   }
   const sandbox = async (name: string) => {
-    await ok(["sandbox", "apply", "--wait", "-f", stack.file(`${name}.yaml`, `
+    await ok(["sandbox", "apply", "-f", stack.file(`${name}.yaml`, `
 name: ${name}
 spec:
   cluster: local
@@ -87,11 +87,11 @@ spec:
       .sort(([a], [b]) => a!.localeCompare(b!));
     expect(both).toEqual([[...byKey, ["baseline", "", "backend.mesh.svc.cluster.local"]]]);
 
-    await ok(["sandbox", "delete", "blue", "--wait"]);
+    await ok(["sandbox", "delete", "blue"]);
     expect((await virtualServices()).map(routes)).toEqual([[
       [`sandbox-${second}`, second, `backend-${second}.mesh.svc.cluster.local`], ["baseline", "", "backend.mesh.svc.cluster.local"],
     ]]);
-    await ok(["sandbox", "delete", "green", "--wait"]);
+    await ok(["sandbox", "delete", "green"]);
     expect(await virtualServices()).toEqual([]);
   }, 120_000);
 });

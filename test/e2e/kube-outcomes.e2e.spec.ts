@@ -94,7 +94,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     const name = `out-${(c.id ?? c.reason).toLowerCase()}`;
     await ephOk(stack.eph, ["plugin", "apply", "-f", file(`${name}-plugin.yaml`, plugin(name, c.overlay, c.script, c.extra))]);
     const started = Date.now();
-    const applied = await stack.eph(["sandbox", "apply", "-f", sandbox(name, name), "--wait"], { timeoutMs: 90_000 });
+    const applied = await stack.eph(["sandbox", "apply", "-f", sandbox(name, name)], { timeoutMs: 90_000 });
     expect(applied.code).toBe(1);
     const recorded = await failures(name);
     // An infrastructure failure is run again as a new attempt (three more), a plugin's failure is not.
@@ -105,13 +105,13 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     expect(v["resources"][0].failure.reason).toBe(c.reason);
     await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== name), { timeoutMs: 15_000, what: `the pods of ${name} to be deleted` });
     expect(await tokenSecrets(name)).toEqual([]);
-    await ephOk(stack.eph, ["sandbox", "delete", name, "--wait"]);
+    await ephOk(stack.eph, ["sandbox", "delete", name]);
   }, 120_000);
 
   it("names a pod someone else deleted PodDeleted, and runs the step again as a new attempt", async () => {
     const gate = gateDir("gate-deleted");
     await ephOk(stack.eph, ["plugin", "apply", "-f", file("deleted-plugin.yaml", plugin("deleted", "", `#!/bin/sh\necho "attempt $EPHEMERA_RUN_ID"\nwhile [ ! -e ${gate}/open ]; do sleep 0.05; done\n`))]);
-    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("deleted", "deleted"), "--wait"], { timeoutMs: 90_000 });
+    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("deleted", "deleted")], { timeoutMs: 90_000 });
     const first = await waitFor(async () => (await ourPods()).find((p) => p["metadata"].labels["ephemera.dev/sandbox"] === "deleted" && p["status"]?.phase === "Running") ?? false,
       { timeoutMs: 30_000, intervalMs: 200, what: "the first attempt's pod running" });
     expect(first["metadata"].labels["ephemera.dev/attempt"]).toBe("1");
@@ -122,15 +122,15 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     expect((await applying).code).toBe(0);
     expect((await failures("deleted")).map((f) => f["reason"])).toEqual(["PodDeleted"]);
     await waitFor(async () => (await tokenSecrets("deleted")).length === 0, { timeoutMs: 15_000, what: "no token Secret of either attempt" });
-    await ephOk(stack.eph, ["sandbox", "delete", "deleted", "--wait"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "deleted"]);
   }, 120_000);
 
   it("deletes the running pod of a sandbox deleted mid-step, and the step ends Cancelled", async () => {
     await ephOk(stack.eph, ["plugin", "apply", "-f", file("cancelled-plugin.yaml", plugin("cancelled", "", "#!/bin/sh\necho started\nsleep 300\n"))]);
-    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("cancelled", "cancelled"), "--wait"], { timeoutMs: 90_000 });
+    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("cancelled", "cancelled")], { timeoutMs: 90_000 });
     const running = await waitFor(async () => (await ourPods()).find((p) => p["metadata"].labels["ephemera.dev/sandbox"] === "cancelled" && p["status"]?.phase === "Running") ?? false,
       { timeoutMs: 30_000, intervalMs: 200, what: "the step's pod running" });
-    await ephOk(stack.eph, ["sandbox", "delete", "cancelled", "--wait"], { timeoutMs: 60_000 });
+    await ephOk(stack.eph, ["sandbox", "delete", "cancelled"], { timeoutMs: 60_000 });
     expect((await applying).code).toBe(1);
     expect(await kubectl(sim, ["get", "pod", "-n", "default", running["metadata"].name], { allowFail: true })).toMatchObject({ code: 1, stderr: expect.stringContaining("NotFound") });
     expect((await failures("cancelled")).map((f) => f["reason"])).toEqual(["Cancelled"]);
@@ -146,7 +146,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     let before = await sim.stats();
     await sim.faults({ apiErrors: { next: 4, codes: [429, 500], verbs: ["create"], resources: ["pods"] } });
     try {
-      await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("refused", "refused"), "--wait"], { timeoutMs: 60_000 });
+      await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("refused", "refused")], { timeoutMs: 60_000 });
       await gone("refused");
     } finally {
       await sim.faults(null);
@@ -159,7 +159,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     before = after;
     await sim.faults({ apiErrors: { next: 2, codes: [500, 429], verbs: ["delete"], resources: ["pods"] } });
     try {
-      await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("refused-delete", "refused"), "--wait"], { timeoutMs: 60_000 });
+      await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("refused-delete", "refused")], { timeoutMs: 60_000 });
       await gone("refused-delete");
     } finally {
       await sim.faults(null);
@@ -168,8 +168,8 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     expect(delta(before, after, "create pods")).toBe(1);
     expect(delta(before, after, "delete pods")).toBe(3);
     expect([...await failures("refused"), ...await failures("refused-delete")]).toEqual([]);
-    await ephOk(stack.eph, ["sandbox", "delete", "refused", "--wait"]);
-    await ephOk(stack.eph, ["sandbox", "delete", "refused-delete", "--wait"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "refused"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "refused-delete"]);
   }, 120_000);
 
   it("rides out its watch being cut and its resourceVersion compacted away: it watches again, lists again on 410, and the steps run", async () => {
@@ -178,13 +178,13 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     await kubectl(sim, ["apply", "-f", "-"], { stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: moved-on, namespace: default}\ndata: {a: b}\n" });
     const before = await sim.stats();
     expect(await sim.compactAndDropWatches()).toBeGreaterThanOrEqual(1); // the runner's watch of "default"
-    await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("cut", "cut"), "--wait"], { timeoutMs: 60_000 });
+    await ephOk(stack.eph, ["sandbox", "apply", "-f", sandbox("cut", "cut")], { timeoutMs: 60_000 });
     const after = await sim.stats();
     expect((after.calls["watch pods"] ?? 0) - (before.calls["watch pods"] ?? 0)).toBeGreaterThanOrEqual(2); // from the old version (410), then the new
     expect((after.calls["list pods"] ?? 0) - (before.calls["list pods"] ?? 0)).toBeGreaterThanOrEqual(1);
     expect(stack.services.log("runner").lines().map((l) => l.line).join("\n")).toContain("the watch of runner pods failed; starting it again");
     expect(await failures("cut")).toEqual([]);
-    await ephOk(stack.eph, ["sandbox", "delete", "cut", "--wait"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "cut"]);
   }, 120_000);
 
   it("a runner killed with SIGKILL mid-step follows its pod again when restarted: the step runs once, in one pod", async () => {
@@ -197,7 +197,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
       "#!/bin/sh", `echo "$EPHEMERA_RUN_ID" >> ${ran}`, "echo before the restart", `while [ ! -e ${gate}/open ]; do sleep 0.05; done`, "printf done > /tmp/out", "",
     ].join("\n"), "    outputs: [{name: out, valueFromPath: /tmp/out}]\n"))]);
     const before = await sim.stats();
-    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("reattach", "reattach"), "--wait"], { timeoutMs: 120_000 });
+    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("reattach", "reattach")], { timeoutMs: 120_000 });
     await waitFor(() => readFileSync(ran, { encoding: "utf8", flag: "a+" }).length > 0, { timeoutMs: 30_000, what: "the step to start" });
     // The first runner has stored the start of the log: the second must not store it again.
     await waitFor(async () => (await stack.eph(["logs", "--sandbox", "reattach", "--resource", "res", "--step", "step"])).stdout.includes("before the restart"),
@@ -222,7 +222,7 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     expect(log.stdout.match(/before the restart/g)).toHaveLength(1);
     await waitFor(async () => (await ourPods()).every((p) => p["metadata"].labels["ephemera.dev/sandbox"] !== "reattach"), { timeoutMs: 15_000, what: "the pod to be deleted" });
     expect(await tokenSecrets("reattach")).toEqual([]);
-    await ephOk(stack.eph, ["sandbox", "delete", "reattach", "--wait"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "reattach"]);
     rmSync(gate, { recursive: true, force: true });
   }, 150_000);
 
@@ -251,7 +251,7 @@ spec:
   - forkOf: {kind: Deployment, namespace: shop, name: web}
     customizations:
       patch: {type: merge, value: '{"metadata": {"annotations": {"sim.ephemera.dev/unavailable": "true"}}}'}
-`)]);
+`), "--wait=false"]);
     const progressing = await waitFor(async () => {
       const v = await view("held-fork");
       return v["workloads"]?.[0]?.status === "Progressing" ? v : false;
@@ -266,7 +266,7 @@ spec:
     // The new runner only watched: it wrote the fork neither again nor anew.
     const after = await sim.stats();
     for (const call of ["create deployments", "update deployments"]) expect((after.calls[call] ?? 0) - (before.calls[call] ?? 0)).toBe(0);
-    await ephOk(stack.eph, ["sandbox", "delete", "held-fork", "--wait"]);
+    await ephOk(stack.eph, ["sandbox", "delete", "held-fork"]);
     const left = JSON.parse((await kubectl(sim, ["get", "deployments", "-n", "shop", "-o", "json"])).stdout)["items"].map((d: Json) => d["metadata"].name);
     expect(left).toEqual(["web"]);
   }, 150_000);

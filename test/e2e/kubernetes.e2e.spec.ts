@@ -53,7 +53,7 @@ spec:
       echo "through"
 `)]);
       await kubectl(sim, ["apply", "-f", "-"], { stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n" });
-      const applying = stack.eph(["sandbox", "apply", "-f", stack.file("sb-held.yaml", "name: held-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: held}\n"), "--wait"]);
+      const applying = stack.eph(["sandbox", "apply", "-f", stack.file("sb-held.yaml", "name: held-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: held}\n")]);
       const pod = await waitFor(async () => {
         const running = (await ourPods("team-a")).find((p) => p["status"]?.containerStatuses?.some((c: Json) => c.name === "main" && c.state?.running));
         return running ?? false;
@@ -98,7 +98,7 @@ spec:
       expect(await ourSecrets("team-a")).toEqual([]);
       const log = await ok(["logs", "--sandbox", "held-sb", "--resource", "res", "--step", "wait"]);
       expect(log.stdout).toContain("waiting at the gate\nthrough");
-      await ok(["sandbox", "delete", "held-sb", "--wait"]);
+      await ok(["sandbox", "delete", "held-sb"]);
     } finally {
       rmSync(gate, { recursive: true, force: true });
     }
@@ -130,10 +130,10 @@ spec:
       #!/bin/sh
       printf '%s/%s/%s' "$PGHOST" "$PGPASSWORD" "$SIGNADOT_SANDBOX_NAME" > /tmp/seen
 `)]);
-    await ok(["sandbox", "apply", "-f", stack.file("sb-overlay.yaml", "name: overlay-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: overlay}\n"), "--wait"]);
+    await ok(["sandbox", "apply", "-f", stack.file("sb-overlay.yaml", "name: overlay-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: overlay}\n")]);
     const view = JSON.parse((await ok(["sandbox", "get", "overlay-sb", "--show-outputs", "-o", "json"])).stdout) as Json;
     expect(view["resources"][0].outputs["show.seen"].value).toBe("db.internal/s3cr3t-from-secret/overlay-sb");
-    await ok(["sandbox", "delete", "overlay-sb", "--wait"]);
+    await ok(["sandbox", "delete", "overlay-sb"]);
   });
 
   it("runs main as the user its overlay names, which reads the inputs the agent (another user) wrote", async () => {
@@ -158,10 +158,10 @@ spec:
       printf '%s/%s/%s' "$(id -u)" "$SECRET" "$(cat /work/in/secret)" > /tmp/seen
 `)]);
     await ok(["sandbox", "apply", "-f", stack.file("sb-other-user.yaml",
-      "name: other-user-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: other-user, params: {secret: s3cret}}\n"), "--wait"]);
+      "name: other-user-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: other-user, params: {secret: s3cret}}\n")]);
     const view = JSON.parse((await ok(["sandbox", "get", "other-user-sb", "--show-outputs", "-o", "json"])).stdout) as Json;
     expect(view["resources"][0].outputs["show.seen"].value).toBe("2000/s3cret/s3cret");
-    await ok(["sandbox", "delete", "other-user-sb", "--wait"]);
+    await ok(["sandbox", "delete", "other-user-sb"]);
   });
 
   it("creates and deletes one pod and its token Secret per step: four API writes a step, and no polling", async () => {
@@ -175,7 +175,7 @@ spec:
   - {name: two, script: "#!/bin/sh\\necho two"}
   - {name: three, script: "#!/bin/sh\\necho three"}
 `)]);
-    await ok(["sandbox", "apply", "-f", stack.file("sb-three.yaml", "name: three-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: three}\n"), "--wait"]);
+    await ok(["sandbox", "apply", "-f", stack.file("sb-three.yaml", "name: three-sb\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: three}\n")]);
     // Asked of the simulator's control endpoint, which counts no call (kubectl's own list would count).
     let after = before;
     const delta = (k: string) => (after.calls[k] ?? 0) - (before.calls[k] ?? 0);
@@ -189,6 +189,6 @@ spec:
     expect(delta("delete secrets")).toBe(3);
     expect(delta("get pods")).toBe(0); // followed through the watch, never polled
     expect(delta("list pods")).toBe(0);
-    await ok(["sandbox", "delete", "three-sb", "--wait"]);
+    await ok(["sandbox", "delete", "three-sb"]);
   });
 });

@@ -42,7 +42,7 @@ describe("live logs, end to end (JetStream)", () => {
     const gate = join(gates, "gate");
     expect((await stack.eph(["plugin", "apply", "-f", stack.file("plugin.yaml", PLUGIN)])).code).toBe(0);
     const sb = `name: live\nspec:\n  cluster: local\n  resources:\n  - {name: db, plugin: gated, params: {gate: "${gate}"}}\n`;
-    expect((await stack.eph(["sandbox", "apply", "-f", stack.file("sb.yaml", sb)])).code).toBe(0);
+    expect((await stack.eph(["sandbox", "apply", "-f", stack.file("sb.yaml", sb), "--wait=false"])).code).toBe(0);
 
     const eph = spawn(process.execPath, [CLI, "logs", "--sandbox", "live", "--resource", "db", "--step", "gated", "--follow"], {
       env: { ...process.env, EPHEMERA_API: stack.api }, stdio: ["ignore", "pipe", "pipe"],

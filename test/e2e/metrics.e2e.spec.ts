@@ -109,7 +109,7 @@ describe("metrics", () => {
     });
 
     for (const [name, text] of [["plugin.yaml", PLUGIN], ["sandbox.yaml", SANDBOX]] as const) {
-      const r = await stack.eph([name === "plugin.yaml" ? "plugin" : "sandbox", "apply", "-f", stack.file(name, text), ...(name === "sandbox.yaml" ? ["--wait"] : [])]);
+      const r = await stack.eph([name === "plugin.yaml" ? "plugin" : "sandbox", "apply", "-f", stack.file(name, text)]);
       expect(r).toMatchObject({ code: 0 });
     }
     // A scrape after the sandbox is ready may still miss the last step's record: wait for it, with a deadline.

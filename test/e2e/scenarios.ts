@@ -112,7 +112,7 @@ export function endToEndScenarios(stackOf: () => TestStack): void {
     await ok(["plugin", "apply", "-f", stackOf().file("diamond.yaml", DIAMOND)]);
     // b and c run at the same time: each waits at the gate until both are running.
     const applied = await throughGate(
-      (gateFile) => ok(["sandbox", "apply", "-f", stackOf().file("sb-diamond.yaml", sandboxFile("diamond-sb", "diamond", `greeting: hello, suffix: world, gate: ${gateFile}`)), "--wait"]),
+      (gateFile) => ok(["sandbox", "apply", "-f", stackOf().file("sb-diamond.yaml", sandboxFile("diamond-sb", "diamond", `greeting: hello, suffix: world, gate: ${gateFile}`))]),
       [["diamond-sb", "b", "b at the gate"], ["diamond-sb", "c", "c at the gate"]],
     );
     expect(applied.stderr).toMatch(/\bb\b.*running|running.*\bb\b/i);
@@ -153,7 +153,7 @@ export function endToEndScenarios(stackOf: () => TestStack): void {
     const logA = await ok(["logs", "--sandbox", "diamond-sb", "--resource", "res", "--step", "a"]);
     expect(logA.stdout).toContain("a sees unset");
 
-    await ok(["sandbox", "delete", "diamond-sb", "--wait"]);
+    await ok(["sandbox", "delete", "diamond-sb"]);
     const gone = await stackOf().eph(["sandbox", "get", "diamond-sb"]);
     expect(gone.code).toBe(1);
     const cleanup = await ok(["logs", "--sandbox", "diamond-sb", "--resource", "res", "--phase", "delete"]);
@@ -185,7 +185,7 @@ spec:
       #!/bin/sh
       echo "teardown of $ID ran"
 `)]);
-    const applied = await stackOf().eph(["sandbox", "apply", "-f", stackOf().file("sb-fails.yaml", sandboxFile("fails-sb", "fails")), "--wait"]);
+    const applied = await stackOf().eph(["sandbox", "apply", "-f", stackOf().file("sb-fails.yaml", sandboxFile("fails-sb", "fails"))]);
     expect(applied.code).toBe(1);
     expect(applied.stderr).toContain("migrate");
     expect(applied.stderr).toMatch(/exit(ed| code)?:? 3/);
@@ -196,7 +196,7 @@ spec:
     expect(view.status.ready).toBe(false);
     expect(view.resources[0].status).toBe("Failed");
 
-    await ok(["sandbox", "delete", "fails-sb", "--wait"]);
+    await ok(["sandbox", "delete", "fails-sb"]);
     const teardown = await ok(["logs", "--sandbox", "fails-sb", "--resource", "res", "--phase", "delete"]);
     expect(teardown.stdout).toContain("teardown of res-42 ran");
   });
@@ -228,7 +228,7 @@ spec:
 `)]);
     const [one, two] = await throughGate(
       (gateFile) => Promise.all(["iso-one", "iso-two"].map((n) =>
-        stackOf().eph(["sandbox", "apply", "-f", stackOf().file(`${n}.yaml`, sandboxFile(n, "iso", `gate: ${gateFile}`)), "--wait"]))),
+        stackOf().eph(["sandbox", "apply", "-f", stackOf().file(`${n}.yaml`, sandboxFile(n, "iso", `gate: ${gateFile}`))]))),
       [["iso-one", "write", "written"], ["iso-two", "write", "written"]],
     );
     expect([one!.code, two!.code]).toEqual([0, 0]);
@@ -237,6 +237,6 @@ spec:
       expect(view.resources[0].outputs["write.fromdir"].value).toBe(view.routingKey);
       expect(view.resources[0].outputs["write.fromtmp"].value).toBe(view.routingKey);
     }
-    await Promise.all(["iso-one", "iso-two"].map((n) => ok(["sandbox", "delete", n, "--wait"])));
+    await Promise.all(["iso-one", "iso-two"].map((n) => ok(["sandbox", "delete", n])));
   });
 }

@@ -29,7 +29,7 @@ describe("two stacks side by side", () => {
   it("keeps plugins, sandboxes, outputs and deletions apart", async () => {
     for (const [stack, word] of [[a, "alpha"], [b, "beta"]] as const) {
       expect((await stack.eph(["plugin", "apply", "-f", stack.file("p.yaml", plugin(word))])).code).toBe(0);
-      const applied = await stack.eph(["sandbox", "apply", "-f", stack.file("s.yaml", sandbox), "--wait"]);
+      const applied = await stack.eph(["sandbox", "apply", "-f", stack.file("s.yaml", sandbox)]);
       expect(applied).toMatchObject({ code: 0 });
     }
     const outputOf = async (stack: TestStack) =>
@@ -37,7 +37,7 @@ describe("two stacks side by side", () => {
     expect(await outputOf(a)).toBe("alpha");
     expect(await outputOf(b)).toBe("beta");
 
-    expect((await a.eph(["sandbox", "delete", "twin-sb", "--wait"])).code).toBe(0);
+    expect((await a.eph(["sandbox", "delete", "twin-sb"])).code).toBe(0);
     expect((await a.eph(["sandbox", "get", "twin-sb"])).code).toBe(1);
     expect(await outputOf(b)).toBe("beta");
     const listB = JSON.parse((await b.eph(["sandbox", "list", "-o", "json"])).stdout) as Array<{ name: string }>;

@@ -153,6 +153,7 @@ export class FaultStack {
       for (let sb = queue.shift(); sb; sb = queue.shift()) {
         const r = await ephOk(this.eph, [
           "sandbox", "apply", "-f", join(FIXTURES, "marker-sandbox.yaml"), "--set", `name=${sb.name}`, "--set", `markers=${this.markerDir}`,
+          "--wait=false",
         ]);
         sb.routingKey = /routing key ([a-z0-9]+)/.exec(r.stdout)?.[1];
       }
@@ -168,7 +169,7 @@ export class FaultStack {
     if (!holdTeardowns) this.openTeardowns(batch);
     await Promise.all(batch.sandboxes.map(async (sb) => {
       try {
-        await ephOk(this.eph, ["sandbox", "delete", sb.name]);
+        await ephOk(this.eph, ["sandbox", "delete", sb.name, "--wait=false"]);
       } catch (err) {
         if (!problems) throw err;
         problems.add((err as Error).message);

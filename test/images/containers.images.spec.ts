@@ -121,7 +121,7 @@ spec:
     const sandbox = join(scratch, "sandbox.yaml");
     writeFileSync(sandbox, "name: boxed\nspec:\n  cluster: local\n  resources:\n  - {name: res, plugin: greeting}\n");
     await ephOk(eph, ["plugin", "apply", "-f", plugin]);
-    await ephOk(eph, ["sandbox", "apply", "-f", sandbox, "--wait"], { timeoutMs: 90_000 });
+    await ephOk(eph, ["sandbox", "apply", "-f", sandbox], { timeoutMs: 90_000 });
     const view = JSON.parse((await ephOk(eph, ["sandbox", "get", "boxed", "--show-outputs", "-o", "json"])).stdout) as {
       resources: { outputs: Record<string, { value: string }> }[];
     };
@@ -131,7 +131,7 @@ spec:
     expect(ofStep.map(([name, image]) => `${name!.split("_")[1]} ${image}`).sort()).toEqual([
       "POD debian:bookworm-slim", "ephemera-init ephemera/agent:" + VERSION, "ephemera-sidecar ephemera/agent:" + VERSION, "main debian:bookworm-slim",
     ].sort());
-    await ephOk(eph, ["sandbox", "delete", "boxed", "--wait"], { timeoutMs: 60_000 });
+    await ephOk(eph, ["sandbox", "delete", "boxed"], { timeoutMs: 60_000 });
     expect((await eph(["sandbox", "get", "boxed"])).code).not.toBe(0);
   }), 150_000);
 
@@ -162,14 +162,14 @@ spec:
     await ephOk(eph, ["plugin", "apply", "-f", plugin]);
     const sandbox = join(scratch, "sandbox-mysql.yaml");
     writeFileSync(sandbox, "name: installs\nspec:\n  cluster: local\n  resources:\n  - {name: client, plugin: mysql-client}\n");
-    await ephOk(eph, ["sandbox", "apply", "-f", sandbox, "--wait"], { timeoutMs: 240_000 });
+    await ephOk(eph, ["sandbox", "apply", "-f", sandbox], { timeoutMs: 240_000 });
     const view = JSON.parse((await ephOk(eph, ["sandbox", "get", "installs", "--show-outputs", "-o", "json"])).stdout) as {
       resources: { outputs: Record<string, { value: string }> }[];
     };
     // It ran as root in its container: the client is installed there, and the file written.
     expect(view.resources[0]!.outputs["install.version"]!.value).toMatch(/^mysql\s+Ver .*MariaDB/);
     expect([installed(), existsSync(probe), dpkgStatus()]).toEqual(["", false, before]);
-    await ephOk(eph, ["sandbox", "delete", "installs", "--wait"], { timeoutMs: 60_000 });
+    await ephOk(eph, ["sandbox", "delete", "installs"], { timeoutMs: 60_000 });
   }), 300_000);
 
   it("the agent image runs as user 10001 with the V8 code cache its build made", async () => {

@@ -27,9 +27,9 @@ describe("a delete that failed can be run again (own servers)", () => {
     chmodSync(scratch, 0o755);
     const gate = join(scratch, "gate");
     await ephOk(eph, ["plugin", "apply", "-f", join(FIXTURES, "flaky-teardown-plugin.yaml")]);
-    await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "flaky-sandbox.yaml"), "--set", `gate=${gate}`, "--wait", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
+    await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "flaky-sandbox.yaml"), "--set", `gate=${gate}`, "--wait-timeout", "60s"], { timeoutMs: 70_000 });
 
-    const first = await eph(["sandbox", "delete", "flaky", "--wait", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
+    const first = await eph(["sandbox", "delete", "flaky", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
     expect(first.code).toBe(1);
     expect(first.stdout + first.stderr).toMatch(/deprovision failed/);
     expect(first.stdout + first.stderr).toMatch(/teardown refused/);
@@ -37,7 +37,7 @@ describe("a delete that failed can be run again (own servers)", () => {
     expect(failed.status.reason).toBe("DeprovisionFailed");
 
     writeFileSync(gate, "");
-    await ephOk(eph, ["sandbox", "delete", "flaky", "--wait", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
+    await ephOk(eph, ["sandbox", "delete", "flaky", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
     const gone = await eph(["sandbox", "get", "flaky"]);
     expect(gone.code).toBe(1);
     const events = (await ephOk(eph, ["events", "-o", "json", "--type", "ephemera.steprun.*"])).stdout;

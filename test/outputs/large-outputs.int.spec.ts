@@ -30,7 +30,7 @@ describe("three 1 MiB outputs of one step (own servers, services as processes)",
 
   it("journals them, and after a FLUSHALL the delete step still reads all three intact", async () => {
     await ephOk(eph, ["plugin", "apply", "-f", join(FIXTURES, "large-plugin.yaml")]);
-    await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "large-sandbox.yaml"), "--wait", "--wait-timeout", "90s"], { timeoutMs: 100_000 });
+    await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "large-sandbox.yaml"), "--wait-timeout", "90s"], { timeoutMs: 100_000 });
     const { routingKey } = JSON.parse((await ephOk(eph, ["sandbox", "get", "large", "-o", "json"])).stdout) as { routingKey: string };
 
     const nc = await connectNats(nats.url, "large-outputs-test");
@@ -59,7 +59,7 @@ describe("three 1 MiB outputs of one step (own servers, services as processes)",
       const journaled = await journaledValues(values, made.runId, made.outputs);
       expect([...journaled.values()].map((v) => v.length)).toEqual([MiB, MiB, MiB]);
 
-      await ephOk(eph, ["sandbox", "delete", "large", "--wait", "--wait-timeout", "90s"], { timeoutMs: 100_000 });
+      await ephOk(eph, ["sandbox", "delete", "large", "--wait-timeout", "90s"], { timeoutMs: 100_000 });
       await succeeded(`${routingKey}.blobs.delete.check.1`);
       const log = (await ephOk(eph, ["logs", "--sandbox", "large", "--resource", "blobs", "--step", "check"])).stdout;
       expect(log).toContain(`sizes: ${MiB} ${MiB} ${MiB}`);

@@ -44,7 +44,7 @@ describe("NATS and Redis with credentials (own servers, services as processes)",
     await ephOk(eph, ["plugin", "apply", "-f", join(FIXTURES, "probe-plugin.yaml")]);
     await ephOk(eph, [
       "sandbox", "apply", "-f", join(FIXTURES, "probe-sandbox.yaml"),
-      "--set", `natsport=${nats.port}`, "--set", `redisport=${redis.port}`, "--wait", "--wait-timeout", "60s",
+      "--set", `natsport=${nats.port}`, "--set", `redisport=${redis.port}`, "--wait-timeout", "60s",
     ], { timeoutMs: 70_000 });
     const doc = JSON.parse((await ephOk(eph, ["sandbox", "get", "probe", "-o", "json", "--show-outputs"])).stdout) as {
       status: { ready: boolean };

@@ -31,7 +31,7 @@ describe("a secret output value stays secret (own servers, services as processes
     stack = await startOwnStack("sec", { env: { LOG_LEVEL: "debug" } });
     ({ nats, services, eph, prefix, ioAddress } = stack);
     await ephOk(eph, ["plugin", "apply", "-f", join(FIXTURES, "secret-plugin.yaml")]);
-    await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "secret-sandbox.yaml"), "--set", `seed=${seed}`, "--wait", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
+    await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "secret-sandbox.yaml"), "--set", `seed=${seed}`, "--wait-timeout", "60s"], { timeoutMs: 70_000 });
     const shown = JSON.parse((await ephOk(eph, ["sandbox", "get", "keeper", "-o", "json", "--show-outputs"])).stdout) as {
       routingKey: string; resources: Array<{ outputs: Record<string, { value?: string }> }>;
     };
@@ -102,7 +102,7 @@ describe("a secret output value stays secret (own servers, services as processes
   });
 
   it("is read by the delete step, and afterwards appears in no service's log", async () => {
-    await ephOk(eph, ["sandbox", "delete", "keeper", "--wait", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
+    await ephOk(eph, ["sandbox", "delete", "keeper", "--wait-timeout", "60s"], { timeoutMs: 70_000 });
     const revoke = await ephOk(eph, ["events", "-o", "json", "--type", "ephemera.steprun.succeeded.v1"]);
     expect(revoke.stdout).toContain(".vault.delete.revoke.");
     for (const s of SERVICE_NAMES) {

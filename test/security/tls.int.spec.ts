@@ -60,7 +60,7 @@ describe("ephemera over TLS", () => {
       return r.stdout;
     };
     await run(["plugin", "apply", "-f", core.file("relay.yaml", plugin)]);
-    await run(["sandbox", "apply", "-f", core.file("sb.yaml", sandbox), "--wait"]);
+    await run(["sandbox", "apply", "-f", core.file("sb.yaml", sandbox)]);
     const view = JSON.parse(await run(["sandbox", "get", "over-tls", "-o", "json", "--show-outputs"])) as {
       resources: Array<{ outputs: Record<string, { value?: string }> }>;
     };

@@ -182,25 +182,28 @@ describe("eph sandbox apply", () => {
   const stepsOf = async (name: string) =>
     (await core().sandboxes.view(name, false)).resources.flatMap((r) => r.steps.map((s) => `${s.name}=${s.status}`));
 
-  it("creates the sandbox and returns without waiting for it", async () => {
-    const gate = join(core().scratch, "go");
-    const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox({ gate })), ...sets]);
-    expect(r).toMatchObject({ code: 0, stdout: `sandbox feature-x created (routing key ${rk()})\n`, stderr: "" });
-    const created = await core().waitForEvent("ephemera.sandbox.created.v1", "feature-x");
-    expect(created.data).toMatchObject({
-      name: "feature-x",
-      routingKey: rk(),
-      spec: { cluster: "local", labels: { owner: "ana" } },
-      resources: [{ name: "db", plugin: "hello-db", version: "1.0.0", params: { dbname: "orders", gate } }],
-    });
-    // It returned while provision still waits for its gate: the sandbox is not ready.
-    expect((await core().sandboxes.view("feature-x", false)).status?.ready).toBe(false);
-  });
+  it.each(["--wait=false", "--wait false", "--no-wait", "--wait=FALSE"])(
+    "with %s creates the sandbox and returns at once, before it is ready",
+    async (noWait) => {
+      const gate = join(core().scratch, "go");
+      const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox({ gate })), ...sets, ...noWait.split(" ")]);
+      expect(r).toMatchObject({ code: 0, stdout: `sandbox feature-x created (routing key ${rk()})\n`, stderr: "" });
+      const created = await core().waitForEvent("ephemera.sandbox.created.v1", "feature-x");
+      expect(created.data).toMatchObject({
+        name: "feature-x",
+        routingKey: rk(),
+        spec: { cluster: "local", labels: { owner: "ana" } },
+        resources: [{ name: "db", plugin: "hello-db", version: "1.0.0", params: { dbname: "orders", gate } }],
+      });
+      // It returned while provision still waits for its gate: the sandbox is not ready.
+      expect((await core().sandboxes.view("feature-x", false)).status?.ready).toBe(false);
+    },
+  );
 
-  it("--wait prints progress while it waits and exits 0 once ready", async () => {
+  it("waits by default: prints progress while it waits and exits 0 once ready", async () => {
     const gate = join(core().scratch, "go");
     const live: Live = { stdout: "", stderr: "" };
-    const running = eph(api(), ["sb", "apply", "-f", file("sb.yaml", sandbox({ gate })), ...sets, "--wait"], { live });
+    const running = eph(api(), ["sb", "apply", "-f", file("sb.yaml", sandbox({ gate })), ...sets], { live });
     await waitFor(() => live.stderr.includes("db: provision running\n"), { what: "progress before the sandbox is ready" });
     expect(live.stdout).toBe(`sandbox feature-x created (routing key ${rk()})\n`);
     file("go", "");
@@ -215,8 +218,36 @@ describe("eph sandbox apply", () => {
     await core().waitForEvent("ephemera.sandbox.ready.v1", "feature-x");
   });
 
-  it("--wait exits 1 on ResourceFailed naming the step, its exit code, reason and log tail", async () => {
-    const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox({ fail: "3" })), ...sets, "--wait"]);
+  it.each(["--wait", "--wait=true", "--wait true", "--wait=1"])("still takes %s, and waits", async (wait) => {
+    const r = await eph(api(), ["sandbox", "apply", ...wait.split(" "), "-f", file("sb.yaml", sandbox()), ...sets]);
+    expect(r).toMatchObject({ code: 0, stdout: expect.stringContaining("sandbox feature-x ready\n") });
+    expect((await core().sandboxes.view("feature-x", false)).status?.ready).toBe(true);
+  });
+
+  it("exits 2 on a malformed --wait, naming the flag, before anything is written", async () => {
+    for (const bad of ["--wait=maybe", "--wait=", "--wait=yes"]) {
+      const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox()), ...sets, bad]);
+      expect(r).toMatchObject({ code: 2, stdout: "" });
+      const value = bad.slice("--wait=".length);
+      expect(r.stderr).toContain(`error: option '--wait [bool]' argument '${value}' is invalid. --wait takes true or false`);
+    }
+    expect(await typesOf(core())).toEqual(["ephemera.plugin.published.v1"]);
+  });
+
+  it("--dry-run does not wait (the default asks it to); a --wait asked for with it is bad usage", async () => {
+    const path = file("sb.yaml", sandbox());
+    const dry = await eph(api(), ["sandbox", "apply", "--dry-run", "-f", path, ...sets]);
+    expect(dry).toMatchObject({ code: 0, stderr: "" });
+    expect(dry.stdout).toMatch(/^sandbox feature-x: would create \(dry run: nothing written\)\n/);
+    expect((await eph(api(), ["sandbox", "apply", "--dry-run", "--wait=false", "-f", path, ...sets])).code).toBe(0);
+    const both = await eph(api(), ["sandbox", "apply", "--dry-run", "--wait", "-f", path, ...sets]);
+    expect(both).toMatchObject({ code: 2, stdout: "" });
+    expect(both.stderr).toContain("error: --dry-run changes nothing, so there is nothing to --wait for");
+    expect(await typesOf(core())).toEqual(["ephemera.plugin.published.v1"]);
+  });
+
+  it("exits 1 on ResourceFailed naming the step, its exit code, reason and log tail", async () => {
+    const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox({ fail: "3" })), ...sets]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("db: seed failed (exit code 3)\n");
     expect(r.stderr).toContain("resource db failed at step seed (create)\n  exit code: 3\n  reason:    Error\n");
@@ -228,10 +259,10 @@ describe("eph sandbox apply", () => {
 
   it("--wait-timeout exits 1 saying what it was still waiting for", async () => {
     const path = file("sb.yaml", sandbox({ hold: join(core().scratch, "never") }));
-    expect((await eph(api(), ["sandbox", "apply", "-f", path, ...sets])).code).toBe(0);
+    expect((await eph(api(), ["sandbox", "apply", "-f", path, ...sets, "--wait=false"])).code).toBe(0);
     await waitFor(async () => (await stepsOf("feature-x")).includes("seed=Running"), { what: "seed to be running" });
     // Applying the same file again changes nothing, and waits.
-    const r = await eph(api(), ["sandbox", "apply", "-f", path, ...sets, "--wait", "--wait-timeout", "250ms"]);
+    const r = await eph(api(), ["sandbox", "apply", "-f", path, ...sets, "--wait-timeout", "250ms"]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe(`sandbox feature-x unchanged (routing key ${rk()})\n`);
     expect(r.stderr).toContain(
@@ -241,13 +272,56 @@ describe("eph sandbox apply", () => {
 });
 
 describe("eph sandbox delete -f", () => {
-  it("needs only the variables used in the name", async () => {
+  it("needs only the variables used in the name, and waits until the sandbox is gone", async () => {
     expect((await eph(api(), ["plugin", "apply", "-f", file("plugin.yaml", PLUGIN), "--set", "target=x"])).code).toBe(0);
     const path = file("sb.yaml", sandbox());
     expect((await eph(api(), ["sandbox", "apply", "-f", path, "--set", "suffix=x", "--set", "owner=ana"])).code).toBe(0);
     const r = await eph(api(), ["sandbox", "delete", "-f", path, "--set", "suffix=x"]);
-    expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x deleting\n" });
+    expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x deleting\nsandbox feature-x deleted\n" });
     expect((await core().waitForEvent("ephemera.sandbox.deleting.v1", "feature-x")).data).toEqual({ reason: "requested" });
+    await core().waitForEvent("ephemera.sandbox.deleted.v1", "feature-x");
+  });
+});
+
+describe("--filename, Signadot's spelling of -f", () => {
+  const sets = ["--set", "suffix=x", "--set", "owner=ana"];
+  const names = async () => JSON.parse((await eph(api(), ["sandbox", "list", "-o", "json"])).stdout).map((s: { name: string }) => s.name);
+  beforeEach(() => file("plugin.yaml", PLUGIN));
+
+  it("works for plugin apply and delete, sandbox apply and delete, and --file too", async () => {
+    const plugin = join(core().scratch, "plugin.yaml");
+    const sb = file("sb.yaml", sandbox());
+    expect(await eph(api(), ["plugin", "apply", "--filename", plugin, "--set", "target=x"])).toMatchObject({
+      code: 0, stdout: "plugin hello-db@1.0.0 created\n",
+    });
+    expect(await eph(api(), ["sandbox", "apply", `--filename=${sb}`, ...sets])).toMatchObject({ code: 0 });
+    expect(await names()).toEqual(["feature-x"]);
+    expect(await eph(api(), ["sandbox", "delete", "--filename", sb, "--set", "suffix=x"])).toMatchObject({
+      code: 0, stdout: "sandbox feature-x deleting\nsandbox feature-x deleted\n",
+    });
+    expect(await names()).toEqual([]);
+    expect(await eph(api(), ["plugin", "delete", "--file", plugin])).toMatchObject({ code: 0, stdout: "plugin hello-db@1.0.0 deleted\n" });
+  });
+
+  it("may repeat -f with the same file; two different files exit 2, before anything is written", async () => {
+    const plugin = join(core().scratch, "plugin.yaml");
+    const other = file("other.yaml", PLUGIN.replace("hello-db@1.0.0", "hello-db@2.0.0"));
+    const twice = [
+      ["-f", plugin, "--filename", other], ["--filename", plugin, "-f", other], ["-f", plugin, "--file", other], ["-f", plugin, "-f", other],
+    ];
+    for (const args of twice) {
+      const r = await eph(api(), ["plugin", "apply", ...args, "--set", "target=x"]);
+      expect(r).toMatchObject({ code: 2, stdout: "" });
+      expect(r.stderr).toMatch(/^error: (-f\/--filename|--file) ".*": the plugin file was already given as ".*"; give one file\n$/);
+    }
+    expect(await core().events()).toEqual([]);
+    expect(await eph(api(), ["plugin", "apply", "-f", plugin, "--filename", plugin, "--set", "target=x"])).toMatchObject({ code: 0 });
+  });
+
+  it("is one of NAME or -f: both exit 2", async () => {
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--filename", file("sb.yaml", sandbox())]);
+    expect(r).toMatchObject({ code: 2, stdout: "" });
+    expect(r.stderr).toContain("give either a sandbox name or -f FILE, not both");
   });
 });
 

@@ -6,6 +6,7 @@ import { TOKENS, tokensAccess } from "../../../test/support/api-tokens.js";
 import { makeCerts } from "../../../test/support/certs.js";
 import { eph, useCore } from "./eph.testkit.js";
 import { EXIT_FAILED, EXIT_PERMISSION_DENIED, EXIT_UNAUTHENTICATED, EXIT_USAGE } from "./program.js";
+import { STATUS_EXIT_REFUSED } from "./status.js";
 
 const certs = makeCerts();
 afterAll(() => certs.remove());
@@ -84,7 +85,7 @@ describe("eph and an API that asks for tokens", () => {
   it("an editor applies a plugin and a sandbox and waits for it (--token, or EPHEMERA_TOKEN); a forced delete is an admin's", async () => {
     const p = await run(["--token", TOKENS.editor, "plugin", "apply", "-f", file("p.yaml", plugin)]);
     expect([p.code, p.stderr]).toEqual([0, ""]);
-    await ok("editor", ["sandbox", "apply", "-f", file("sb.yaml", sandbox), "--wait"]);
+    await ok("editor", ["sandbox", "apply", "-f", file("sb.yaml", sandbox)]);
     const view = JSON.parse(await ok("editor", ["sandbox", "get", "feature-x", "-o", "json", "--show-outputs"])) as { status: { reason: string } };
     expect(view.status.reason).toBe("Ready");
     // Output values are secrets: the viewer sees the sandbox, not them.
@@ -98,7 +99,18 @@ describe("eph and an API that asks for tokens", () => {
     const forced = await as("editor", ["sandbox", "delete", "feature-x", "--force"]);
     expect([forced.code, forced.stderr]).toEqual([EXIT_PERMISSION_DENIED,
       "error: permission denied: role editor may not call SandboxService/Delete with force (it needs admin)\n"]);
-    await ok("editor", ["sandbox", "delete", "feature-x", "--wait"]);
+    await ok("editor", ["sandbox", "delete", "feature-x"]);
+  });
+
+  it("sandbox get-status: a refused call exits 4, never 3 (which it answers for a pending sandbox); a viewer gets the answer", async () => {
+    for (const env of [{}, { EPHEMERA_TOKEN: "made-up-token-123" }] as Array<Record<string, string>>) {
+      const r = await run(["sandbox", "get-status", "feature-x"], env);
+      expect([r.code, r.stdout]).toEqual([STATUS_EXIT_REFUSED, ""]);
+      expect(r.stderr).toContain(`error: the ephemera API at ${core().address} did not accept the call`);
+    }
+    await ok("editor", ["plugin", "apply", "-f", file("p.yaml", plugin)]);
+    await ok("editor", ["sandbox", "apply", "-f", file("sb.yaml", sandbox)]);
+    expect(await as("viewer", ["sandbox", "get-status", "feature-x"])).toMatchObject({ code: 0, stdout: "ready\n", stderr: "" });
   });
 
   it("connects only trusting the API's CA: without it exit 1 (unavailable), a CA file that is not there is bad usage naming the flag", async () => {

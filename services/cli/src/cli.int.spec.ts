@@ -55,7 +55,7 @@ spec:
 async function coreWithSandbox(sandbox = (_core: Core) => SANDBOX): Promise<Core> {
   const core = await startCore();
   try {
-    for (const [file, args] of [["plugin.yaml", ["plugin", "apply"]], ["sb.yaml", ["sandbox", "apply", "--wait"]]] as const) {
+    for (const [file, args] of [["plugin.yaml", ["plugin", "apply"]], ["sb.yaml", ["sandbox", "apply"]]] as const) {
       const r = await eph(core.address, [...args, "-f", core.file(file, file === "sb.yaml" ? sandbox(core) : PLUGIN)]);
       if (r.code !== 0) throw new Error(`eph ${args.join(" ")} exited ${r.code}:\n${r.stderr}`);
     }
@@ -80,7 +80,28 @@ describe("eph usage", () => {
   it("sandbox --help lists its subcommands", async () => {
     const r = await eph(nowhere, ["sandbox", "--help"]);
     expect(r.code).toBe(0);
-    for (const word of ["apply", "get", "list", "delete", "retry"]) expect(r.stdout).toContain(word);
+    for (const word of ["apply", "get", "get-status", "list", "delete", "retry"]) expect(r.stdout).toContain(word);
+  });
+
+  it("sandbox apply --help shows -f, --filename and that it waits unless told --wait=false", async () => {
+    const r = await eph(nowhere, ["sandbox", "apply", "--help"]);
+    expect(r.code).toBe(0);
+    const help = r.stdout.replace(/\s+/g, " ");
+    expect(help).toContain('-f, --filename <file> sandbox file ("-" reads standard input)');
+    expect(help).toContain("--wait [bool] wait until the sandbox is ready, printing progress on stderr; --wait=false returns at once " +
+      "(default: true)");
+    expect(help).toContain("--no-wait return at once (as --wait=false)");
+    expect(help).toContain('--wait-timeout <duration> how long to wait (e.g. 90s, 3m, 1h30m, 2d, 1w; at most 365 days) (default: "3m")');
+  });
+
+  it("takes Signadot's names for the plugin commands: resourceplugin and rp", async () => {
+    for (const name of ["resourceplugin", "rp", "plugin"]) {
+      const r = await eph(nowhere, [name, "--help"]);
+      expect({ name, code: r.code }).toEqual({ name, code: 0 });
+      expect(r.stdout).toMatch(/^Usage: eph plugin\|rp \[options\] \[command\]/);
+      expect(r.stdout).toContain("publish, inspect and delete resource plugin versions");
+    }
+    expect((await eph(nowhere, ["--help"])).stdout).toMatch(/plugin\|rp +publish/);
   });
 
   it("exits 2 on an unknown command, an unknown option, or no command, without calling the API", async () => {

@@ -48,6 +48,10 @@ export class Context {
   private tlsEnv: Record<string, string | undefined>;
   /** Flags given, by the variable they stand for: errors name the flag. */
   private readonly flags = new Map<string, string>();
+  /** What the command exits with when it ends without an error (get-status's answer). */
+  exitCode = 0;
+  /** The exit code is the command's answer (get-status): an error must not exit with one that reads as an answer. */
+  answering = false;
   private client: Promise<Api> | undefined;
   private opened: Api | undefined;
 

@@ -130,22 +130,46 @@ describe("a stored sandbox that cannot be rendered (a 99999999w TTL an older ver
 describe("durations on the command line", () => {
   it("--wait-timeout past 365 days exits 2 naming the flag, before anything is written", async () => {
     const path = core().file("good.yaml", sandboxFile("good", "2d"));
-    const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait", "--wait-timeout", "8761h"]);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--wait-timeout: "8761h" is longer than the 365-day limit');
+    for (const over of ["8761h", "366d", "53w"]) {
+      const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait-timeout", over]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`--wait-timeout: "${over}" is longer than the 365-day limit`);
+    }
     expect(await core().events()).toEqual([]);
   });
 
-  it("--wait-timeout of 1000h is accepted (its timer chains past 24.8 days instead of firing at once)", async () => {
+  const limits = ["1000h", "1w", "2d", "1h30m", "1m30s", "90s", "1.5h"];
+  it.each(limits)("--wait-timeout %s is accepted (past 24.8 days its timer chains)", async (limit) => {
     const path = core().file("good.yaml", sandboxFile("good", "2d"));
-    const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait", "--wait-timeout", "1000h"]);
+    const r = await eph(core().address, ["sandbox", "apply", "-f", path, "--wait-timeout", limit]);
     expect(r).toMatchObject({ code: 0, stderr: "" });
     expect(r.stdout).toContain("sandbox good ready");
+  });
+
+  it("a malformed --wait-timeout exits 2 naming the flag and the forms it takes", async () => {
+    for (const bad of ["3", "1 h", "1y", "2 days", "0s"]) {
+      const r = await eph(core().address, ["sandbox", "apply", "-f", core().file("good.yaml", sandboxFile("good")), "--wait-timeout", bad]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(
+        `error: --wait-timeout: "${bad}" is not a duration such as 90s, 10m, 1h30m, 2d or 1w (numbers with a unit: ms, s, m, h, d or w)`,
+      );
+    }
+    expect(await core().events()).toEqual([]);
   });
 
   it("eph logs --since past 365 days exits 2 naming the flag", async () => {
     const r = await eph(core().address, ["logs", "--sandbox", "good", "--resource", "db", "--since", "8761h"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--since: "8761h" is longer than the 365-day limit');
+  });
+
+  it("a file's TTL takes what the flags take, compound forms included", async () => {
+    const r = await eph(core().address, ["sandbox", "apply", "-f", core().file("mixed.yaml", sandboxFile("mixed", "1d12h"))]);
+    expect(r).toMatchObject({ code: 0, stderr: "" });
+    const view = await api.getSandbox("mixed", false);
+    expect(Date.parse(view.status!.scheduledDeleteTime) - Date.parse(view.createdAt)).toBe(36 * 3_600_000);
+    const bad = await eph(core().address, ["sandbox", "apply", "-f", core().file("bad.yaml", sandboxFile("bad", "2 days"))]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('spec.ttl.duration: duration "2 days" is not a duration such as 90s, 10m, 1h30m, 2d or 1w');
   });
 });

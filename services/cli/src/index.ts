@@ -2,4 +2,3 @@
 export {
   run, EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAUTHENTICATED, EXIT_PERMISSION_DENIED, type Io, type Writer,
 } from "./program.js";
-export { parseDuration } from "./duration.js";

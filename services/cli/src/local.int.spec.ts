@@ -49,7 +49,7 @@ let dir: string;
 beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), "eph-local-"));
   expect((await eph(api(), ["plugin", "apply", "-f", core().file("plugin.yaml", PLUGIN)])).code).toBe(0);
-  expect((await eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", SANDBOX), "--wait"])).code).toBe(0);
+  expect((await eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", SANDBOX)])).code).toBe(0);
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 

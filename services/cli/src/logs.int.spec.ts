@@ -64,7 +64,11 @@ describe("eph logs while steps run", () => {
 
   /** Publishes the plugin and applies the sandbox without waiting: its steps start now. */
   async function applyGated(c: Core): Promise<void> {
-    for (const [file, text, args] of [["plugin.yaml", PLUGIN, ["plugin", "apply"]], ["sb.yaml", sandbox(gate()), ["sandbox", "apply"]]] as const) {
+    const files = [
+      ["plugin.yaml", PLUGIN, ["plugin", "apply"]],
+      ["sb.yaml", sandbox(gate()), ["sandbox", "apply", "--wait=false"]],
+    ] as const;
+    for (const [file, text, args] of files) {
       const r = await eph(c.address, [...args, "-f", c.file(file, text)]);
       if (r.code !== 0) throw new Error(`eph ${args.join(" ")} exited ${r.code}:\n${r.stderr}`);
     }
@@ -164,10 +168,14 @@ describe("eph logs while steps run", () => {
     const since = `${Date.now() - (first + 500)}ms`;
     const recent = await eph(core().address, [...LOGS, "--step", "gated", "--since", since]);
     expect(recent).toMatchObject({ code: 0, stdout: "through the gate\n" });
-    expect((await eph(core().address, [...LOGS, "--step", "gated", "--since", "1h"])).stdout).toBe("waiting for the gate\nthrough the gate\n");
+    // Every unit and form of the one duration parser: days and weeks too.
+    for (const span of ["1h", "1h30m", "2d", "1w", "1.5d"]) {
+      const all = await eph(core().address, [...LOGS, "--step", "gated", "--since", span]);
+      expect({ span, ...all }).toMatchObject({ span, code: 0, stdout: "waiting for the gate\nthrough the gate\n" });
+    }
     const bad = await eph(core().address, [...LOGS, "--since", "yesterday"]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--since: "yesterday" is not a duration such as 90s, 3m or 1h');
+    expect(bad.stderr).toContain('--since: "yesterday" is not a duration such as 90s, 10m, 1h30m, 2d or 1w');
   });
 
   it("keeps a step's log within its bound, marking where it was cut, with its end", async () => {
@@ -187,7 +195,7 @@ describe("eph logs while steps run", () => {
     await applyGated(core());
     core().file("gate", "");
     await core().waitForEvent("ephemera.workflow.succeeded.v1", `${rk()}.db.create`, 30_000);
-    expect((await eph(core().address, ["sandbox", "delete", "feature-x", "--wait"])).code).toBe(0);
+    expect((await eph(core().address, ["sandbox", "delete", "feature-x"])).code).toBe(0);
     expect((await eph(core().address, ["sandbox", "get", "feature-x"])).code).toBe(1);
     const r = await eph(core().address, [...LOGS, "--step", "gated"]);
     expect(r).toMatchObject({ code: 0, stdout: "waiting for the gate\nthrough the gate\n" });

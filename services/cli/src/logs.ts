@@ -28,7 +28,7 @@ export function registerLogs(program: Command, ctx: Context): void {
     .addOption(new Option("--phase <phase>", "only this workflow").choices(["create", "delete"]))
     .option("--attempt <n>", "this attempt of each step (default: the latest)")
     .option("--follow", "print lines as the steps write them; exit once they have ended")
-    .option("--since <duration>", "only what was written in the last DURATION (e.g. 90s, 10m, 1h; at most 365 days)")
+    .option("--since <duration>", "only what was written in the last DURATION (e.g. 90s, 10m, 1h30m, 2d, 1w; at most 365 days)")
     .addOption(new Option("-o, --output <format>", "one JSON object per line of log").choices(["json"]))
     .action(async (opts: LogsOpts) => {
       const attempt = opts.attempt === undefined ? 0 : Number(opts.attempt);

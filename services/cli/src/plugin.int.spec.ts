@@ -32,8 +32,8 @@ async function ok(args: string[], file?: [string, string]): Promise<string> {
 /** hello-db 1.2.0 (used by sandboxes a and b), hello-db 1.10.0 (unused), cache 0.0.0 (used by a). */
 beforeEach(async () => {
   for (const ref of ["hello-db@1.2.0", "hello-db@1.10.0", "cache"]) await ok(["plugin", "apply"], ["plugin.yaml", plugin(ref)]);
-  await ok(["sandbox", "apply", "--wait"], ["a.yaml", sandbox("a", "db=hello-db@1.2.0", "cache=cache")]);
-  await ok(["sandbox", "apply", "--wait"], ["b.yaml", sandbox("b", "db=hello-db@1.2.0")]);
+  await ok(["sandbox", "apply"], ["a.yaml", sandbox("a", "db=hello-db@1.2.0", "cache=cache")]);
+  await ok(["sandbox", "apply"], ["b.yaml", sandbox("b", "db=hello-db@1.2.0")]);
 });
 
 /** The published event of each version, by `name@version`. */
@@ -149,9 +149,9 @@ describe("eph plugin delete", () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain("  spec.resources[0].plugin: plugin hello-db@1.2.0 is being deleted: no new sandbox may use it\n");
 
-    await ok(["sandbox", "delete", "a", "--wait"]);
+    await ok(["sandbox", "delete", "a"]);
     expect(await versions()).toContain("hello-db@1.2.0");
-    await ok(["sandbox", "delete", "b", "--wait"]);
+    await ok(["sandbox", "delete", "b"]);
     await core().waitForEvent("ephemera.plugin.version_deleted.v1", "hello-db");
     expect(await versions()).toEqual(["cache@0.0.0", "hello-db@1.10.0"]);
   });

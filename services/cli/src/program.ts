@@ -1,35 +1,35 @@
 // The `eph` program: the command tree, and the one place errors become exit codes
-// (0 done, 1 the operation failed, 2 bad usage or an invalid file).
+// (0 done, 1 the operation failed, 2 bad usage or an invalid file, 3 not authenticated,
+// 4 permission denied; `sandbox get-status` answers with its own, status.ts).
 import { Command, CommanderError } from "commander";
 import { PermissionDeniedError, UnauthenticatedError, UnavailableError, ValidationError, errorMessage } from "@ephemera/kit/errors";
 import { Context, DEFAULT_API, type ConnectionOptions, type Io } from "./context.js";
-import { UsageError } from "./errors.js";
+import {
+  EXIT_FAILED, EXIT_OK, EXIT_PERMISSION_DENIED, EXIT_UNAUTHENTICATED, EXIT_USAGE, UsageError,
+} from "./errors.js";
 import { registerEvents } from "./events.js";
 import { isTemplateError } from "./files.js";
 import { registerLogs } from "./logs.js";
 import { registerPlugin } from "./plugin.js";
 import { registerRouteGroup } from "./routegroup.js";
 import { registerSandbox } from "./sandbox.js";
+import { readableArgs } from "./options.js";
 import { registerSchema } from "./schema.js";
+import { statusErrorExit } from "./status.js";
 
 export type { Io, Writer } from "./context.js";
 
-export const EXIT_OK = 0;
-export const EXIT_FAILED = 1;
-export const EXIT_USAGE = 2;
-/** The API wants a (valid) bearer token: none was sent, or it is unknown, expired or badly signed. */
-export const EXIT_UNAUTHENTICATED = 3;
-/** The token is valid, but its role does not allow this. */
-export const EXIT_PERMISSION_DENIED = 4;
+export { EXIT_FAILED, EXIT_OK, EXIT_PERMISSION_DENIED, EXIT_UNAUTHENTICATED, EXIT_USAGE } from "./errors.js";
 
 /** Runs `eph` with these arguments (without the program name) and returns the exit code. */
 export async function run(argv: string[], io: Io): Promise<number> {
   const ctx = new Context(io);
   try {
-    await buildProgram(ctx).parseAsync(argv, { from: "user" });
-    return EXIT_OK;
+    await buildProgram(ctx).parseAsync(readableArgs(argv), { from: "user" });
+    return ctx.exitCode;
   } catch (err) {
-    return report(err, ctx);
+    const code = report(err, ctx);
+    return ctx.answering ? statusErrorExit(code) : code;
   } finally {
     ctx.close();
   }
@@ -56,7 +56,9 @@ function buildProgram(ctx: Context): Command {
       `
 Exit codes: 0 success, 1 the operation failed, 2 bad usage or an invalid file,
 3 not authenticated (no token, or one the API does not accept), 4 permission denied (the
-token's role does not allow it).
+token's role does not allow it). sandbox get-status answers with its own: 0 ready,
+1 failed, 2 not found, 3 pending; 4 the API refused the call (not authenticated or
+permission denied), 5 it could not tell (bad usage, the API out of reach, …).
 With -o json, stdout holds exactly one JSON document (one per line for events and logs);
 progress and diagnostics go to stderr.`,
     )

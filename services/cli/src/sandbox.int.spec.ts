@@ -47,7 +47,7 @@ beforeEach(async () => {
   expect((await eph(api(), ["plugin", "apply", "-f", core().file("plugin.yaml", PLUGIN)])).code).toBe(0);
 });
 
-/** Applies a sandbox with one resource `db` on hello-db; with `wait`, until it is ready. */
+/** Applies a sandbox with one resource `db` on hello-db, waiting until it is ready unless `wait` is false. */
 async function applySandbox(name: string, opts: { params?: Record<string, string>; cluster?: string; extra?: string; wait?: boolean } = {}) {
   const doc = `
 name: ${name}
@@ -58,7 +58,8 @@ spec:
   resources:
   - {name: db, plugin: hello-db, params: ${JSON.stringify(opts.params ?? {})}}
 ${opts.extra ?? ""}`;
-  const r = await eph(api(), ["sandbox", "apply", "-f", core().file(`${name}.yaml`, doc), ...(opts.wait === false ? [] : ["--wait"])]);
+  const noWait = opts.wait === false ? ["--wait=false"] : [];
+  const r = await eph(api(), ["sandbox", "apply", "-f", core().file(`${name}.yaml`, doc), ...noWait]);
   if (r.code !== 0) throw new Error(`applying sandbox ${name} exited ${r.code}:\n${r.stderr}`);
 }
 
@@ -158,9 +159,9 @@ describe("eph sandbox delete", () => {
   const gate = () => join(core().scratch, "go");
   const open = () => core().file("go", "");
 
-  it("asks for the delete and returns without --wait", async () => {
+  it("with --wait=false asks for the delete and returns at once", async () => {
     await applySandbox("feature-x", { params: { gate: gate() } });
-    const r = await eph(api(), ["sandbox", "delete", "feature-x"]);
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait=false"]);
     expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x deleting\n", stderr: "" });
     expect((await core().waitForEvent("ephemera.sandbox.deleting.v1", "feature-x")).data).toEqual({ reason: "requested" });
     // deprovision still waits for its gate: the command did not wait for it.
@@ -180,10 +181,10 @@ describe("eph sandbox delete", () => {
     expect((await core().events()).filter((e) => e.subject === `${rk()}.db.delete`)).toEqual([]);
   });
 
-  it("--wait shows progress and ends once the sandbox is gone", async () => {
+  it("waits by default, showing progress, and ends once the sandbox is gone", async () => {
     await applySandbox("feature-x", { params: { gate: gate() } });
     const live: Live = { stdout: "", stderr: "" };
-    const running = eph(api(), ["sandbox", "delete", "feature-x", "--wait"], { live });
+    const running = eph(api(), ["sandbox", "delete", "feature-x"], { live });
     await waitFor(() => live.stderr.includes("db: deprovision running\n"), { what: "progress before the end" });
     expect(live.stdout).toBe("sandbox feature-x deleting\n");
     open();
@@ -194,10 +195,10 @@ describe("eph sandbox delete", () => {
     await core().waitForEvent("ephemera.sandbox.deleted.v1", "feature-x");
   });
 
-  it("--wait ends when someone else removes the sandbox meanwhile", async () => {
+  it("--wait (before the name too) ends when someone else removes the sandbox meanwhile", async () => {
     await applySandbox("feature-x", { params: { gate: gate() } });
     const live: Live = { stdout: "", stderr: "" };
-    const running = eph(api(), ["sandbox", "delete", "feature-x", "--wait"], { live });
+    const running = eph(api(), ["sandbox", "delete", "--wait", "feature-x"], { live });
     await waitFor(() => live.stderr.includes("db: deprovision running\n"), { what: "the delete to be under way" });
     expect((await eph(api(), ["sandbox", "delete", "feature-x", "--force"])).code).toBe(0);
     const r = await running;
@@ -205,9 +206,9 @@ describe("eph sandbox delete", () => {
     expect(r.stdout).toBe("sandbox feature-x deleting\nsandbox feature-x deleted\n");
   });
 
-  it("--wait exits 1 on DeprovisionFailed naming the step, exit code and log tail", async () => {
+  it("exits 1 on DeprovisionFailed naming the step, exit code and log tail", async () => {
     await applySandbox("feature-x", { params: { refuse: "yes" } });
-    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait"]);
+    const r = await eph(api(), ["sandbox", "delete", "feature-x"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("db: deprovision failed (exit code 7)\n");
     expect(r.stderr).toContain("resource db failed at step deprovision (delete)\n  exit code: 7\n  reason:    Error\n");
@@ -220,9 +221,9 @@ describe("eph sandbox delete", () => {
   it("deleting again after a failed delete runs the failed teardown again, as a new attempt", async () => {
     const refuse = core().file("refuse", "");
     await applySandbox("feature-x", { params: { refuse } });
-    expect((await eph(api(), ["sandbox", "delete", "feature-x", "--wait"])).code).toBe(1);
+    expect((await eph(api(), ["sandbox", "delete", "feature-x"])).code).toBe(1);
     rmSync(refuse);
-    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait"]);
+    const r = await eph(api(), ["sandbox", "delete", "feature-x"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("sandbox feature-x deleting\nsandbox feature-x deleted\n");
     expect(r.stderr).toContain("db: deprovision succeeded (attempt 2)\n");
@@ -232,7 +233,7 @@ describe("eph sandbox delete", () => {
 
   it("--force says which teardowns it skips", async () => {
     await applySandbox("feature-x", { params: { refuse: "yes" } });
-    expect((await eph(api(), ["sandbox", "delete", "feature-x", "--wait"])).code).toBe(1);
+    expect((await eph(api(), ["sandbox", "delete", "feature-x"])).code).toBe(1);
     const r = await eph(api(), ["sandbox", "delete", "feature-x", "--force"]);
     expect(r.code).toBe(0);
     expect(r.stderr).toBe("--force skips the delete workflow of resource db (deprovision failed): what it created is not cleaned up\n");
@@ -241,7 +242,7 @@ describe("eph sandbox delete", () => {
 
   it("--wait reconnects when the stream breaks, without repeating progress", async () => {
     await applySandbox("feature-x", { params: { gate: gate() } });
-    expect((await eph(api(), ["sandbox", "delete", "feature-x"])).code).toBe(0);
+    expect((await eph(api(), ["sandbox", "delete", "feature-x", "--wait=false"])).code).toBe(0);
     await waitForStep("feature-x", "deprovision=Running");
     // A stream reset between the CLI and the API: the real core does not reset its own streams.
     const proxy = await WatchProxy.start(api());
@@ -264,10 +265,10 @@ describe("eph sandbox delete", () => {
 
   it("--wait-timeout exits 1 saying what it was still waiting for", async () => {
     await applySandbox("feature-x", { params: { gate: gate() } });
-    expect((await eph(api(), ["sandbox", "delete", "feature-x"])).code).toBe(0);
+    expect((await eph(api(), ["sandbox", "delete", "feature-x", "--wait=false"])).code).toBe(0);
     await waitForStep("feature-x", "deprovision=Running");
     // Deleting a sandbox being deleted changes nothing, and waits.
-    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait", "--wait-timeout", "300ms"]);
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait-timeout", "300ms"]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("sandbox feature-x deleting\n");
     expect(r.stderr).toContain(
@@ -279,9 +280,9 @@ describe("eph sandbox delete", () => {
   it("exits 2 on a malformed --wait-timeout, before asking for anything", async () => {
     await applySandbox("feature-x");
     const before = await core().store.position();
-    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait", "--wait-timeout", "soon"]);
+    const r = await eph(api(), ["sandbox", "delete", "feature-x", "--wait-timeout", "soon"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--wait-timeout: "soon" is not a duration');
+    expect(r.stderr).toContain('--wait-timeout: "soon" is not a duration such as 90s, 10m, 1h30m, 2d or 1w');
     expect(await core().store.position()).toBe(before);
     expect((await core().sandboxes.view("feature-x", false)).status?.reason).toBe("Ready");
   });
@@ -344,14 +345,14 @@ spec:
   resources:
   - {name: db, plugin: hello-db, params: {marker: "${marker()}"}}
 `;
-    const r = await eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", doc), "--wait"]);
+    const r = await eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", doc)]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("db: provision failed (exit code 3)\n");
     core().file("marker", "");
   });
 
-  it("runs the failed step again as attempt 2, and the sandbox becomes ready", async () => {
-    const r = await eph(api(), ["sandbox", "retry", "feature-x", "--wait"]);
+  it("runs the failed step again as attempt 2, waiting (by default) until the sandbox is ready", async () => {
+    const r = await eph(api(), ["sandbox", "retry", "feature-x"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("sandbox feature-x: retrying db\nsandbox feature-x ready\n");
     expect(r.stderr).toContain("db: provision running (attempt 2)\n");
@@ -365,6 +366,13 @@ spec:
       { attempt: 1, runId: `${rk()}.db.create.provision.1`, status: "Failed", reason: "Error", exitCode: 3 },
       { attempt: 2, runId: `${rk()}.db.create.provision.2`, status: "Succeeded" },
     ]);
+  });
+
+  it("with --wait=false returns once the retry is asked for (the step, its marker gone again, fails again meanwhile)", async () => {
+    rmSync(marker());
+    const r = await eph(api(), ["sandbox", "retry", "feature-x", "--wait=false"]);
+    expect(r).toMatchObject({ code: 0, stdout: "sandbox feature-x: retrying db\n", stderr: "" });
+    await core().waitForEvent("ephemera.steprun.failed.v1", `${rk()}.db.create.provision.2`);
   });
 
   it("eph logs shows the latest attempt, and --attempt 1 the first", async () => {

@@ -1,13 +1,15 @@
-// `eph sandbox …` (alias `sb`): apply, inspect and delete sandboxes, optionally waiting.
+// `eph sandbox …` (alias `sb`): apply, inspect and delete sandboxes. apply, delete and retry
+// wait until the sandbox is ready (or gone) unless told --wait=false, as Signadot's CLI does.
 import type * as pb from "@ephemera/proto";
 import type { Command } from "commander";
 import type { Context } from "./context.js";
 import { errorMessage } from "@ephemera/kit/errors";
 import { OperationFailed, UsageError } from "./errors.js";
 import { readName, readSandbox } from "./files.js";
-import { fileOptions, nameOrFile, outputOption, timeoutMs, waitOptions } from "./options.js";
+import { fileOptions, nameOrFile, outputOption, timeoutMs, waitAskedFor, waitOptions } from "./options.js";
 import { describeFailures, stillWaitingFor, words } from "./progress.js";
 import type { OutputFormat } from "./render.js";
+import { registerGetStatus } from "./status.js";
 import { shortTime, table } from "./table.js";
 
 // Loaded by the commands that use them, so each command pays only for what it runs
@@ -17,19 +19,20 @@ const local = () => import("./local.js");
 const wait = () => import("./wait.js");
 
 interface FileOpts { file?: string; set: string[] }
-interface WaitOpts { wait?: boolean; waitTimeout: string }
+interface WaitOpts { wait: boolean; waitTimeout: string }
 
 export function registerSandbox(program: Command, ctx: Context): void {
   const sandbox = program.command("sandbox").alias("sb").description("apply, inspect and delete sandboxes");
 
   outputOption(waitOptions(fileOptions(sandbox.command("apply").description("create or update the sandbox a file describes"), "sandbox"), "ready", "3m")
     .option("--dry-run", "validate against the published plugins and print the plan; change nothing"))
-    .action(async (opts: FileOpts & WaitOpts & { dryRun?: boolean; output?: OutputFormat }) => {
+    .action(async (opts: FileOpts & WaitOpts & { dryRun?: boolean; output?: OutputFormat }, cmd: Command) => {
       if (!opts.file) throw new UsageError("sandbox apply needs -f FILE");
       const limit = timeoutMs(opts.waitTimeout);
       const spec = await readSandbox({ file: opts.file, sets: opts.set, stdin: ctx.io.stdin });
+      // A dry run never waits; only a --wait asked for in so many words is a contradiction.
       if (opts.dryRun) {
-        if (opts.wait) throw new UsageError("--dry-run changes nothing, so there is nothing to --wait for");
+        if (waitAskedFor(cmd)) throw new UsageError("--dry-run changes nothing, so there is nothing to --wait for");
         const { plan } = await (await ctx.api()).applySandbox(spec, true);
         ctx.out(opts.output ? (await render()).formatDoc(planDoc(spec.name, plan!), opts.output) : planText(spec.name, plan!));
         return;
@@ -49,6 +52,8 @@ export function registerSandbox(program: Command, ctx: Context): void {
     const { formatDoc, sandboxDoc } = await render();
     ctx.out(formatDoc(sandboxDoc(view, opts.showOutputs ?? false), opts.output ?? "yaml"));
   });
+
+  registerGetStatus(sandbox, ctx);
 
   outputOption(
     sandbox.command("get-env").description("print the environment of a local workload (dotenv), resource outputs resolved").argument("<name>")

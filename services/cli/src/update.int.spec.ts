@@ -45,7 +45,7 @@ ${resources.map(([n, p, params]) => `  - {name: ${n}, plugin: ${p}, params: ${JS
 }
 
 async function apply(doc: Doc, wait = true) {
-  return eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", sandbox(doc)), ...(wait ? ["--wait"] : [])]);
+  return eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", sandbox(doc)), ...(wait ? [] : ["--wait=false"])]);
 }
 
 async function get(): Promise<{ routingKey: string; endpoints: Array<{ name: string; url: string }>; resources: Array<{ name: string; status: string }>; status: { ready: boolean } }> {

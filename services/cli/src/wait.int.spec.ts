@@ -57,10 +57,10 @@ afterEach(() => {
   proxy = undefined;
 });
 
-/** Applies sandbox `sb` (one resource `db`) with these params; with `ready`, waits until it is. */
+/** Applies sandbox `sb` (one resource `db`) with these params; with `ready`, waits until it is, else returns at once. */
 async function applySb(params: Record<string, string> = {}, ready = false): Promise<void> {
   const doc = `name: sb\nspec:\n  cluster: local\n  resources:\n  - {name: db, plugin: hello-db, params: ${JSON.stringify(params)}}\n`;
-  const r = await eph(core().address, ["sandbox", "apply", "-f", core().file("sb.yaml", doc), ...(ready ? ["--wait"] : [])]);
+  const r = await eph(core().address, ["sandbox", "apply", "-f", core().file("sb.yaml", doc), ...(ready ? [] : ["--wait=false"])]);
   if (r.code !== 0) throw new Error(`applying sb exited ${r.code}:\n${r.stderr}`);
 }
 
@@ -191,7 +191,7 @@ describe("waitForSandbox until ready", () => {
 describe("waitForSandbox until gone", () => {
   it("does not print the create history of the first view", async () => {
     await applySb({ hold: hold() }, true);
-    expect((await eph(core().address, ["sandbox", "delete", "sb"])).code).toBe(0);
+    expect((await eph(core().address, ["sandbox", "delete", "sb", "--wait=false"])).code).toBe(0);
     const lines: string[] = [];
     const waiting = waitForSandbox(api, "sb", "gone", { timeoutMs: 20_000, log: (l) => lines.push(l) });
     await waitFor(() => lines.includes("db: deprovision running"), { what: "deprovision running" });
@@ -206,7 +206,7 @@ describe("waitForSandbox until gone", () => {
 
   it("ends when a silent stream outlives the sandbox", async () => {
     await applySb({ hold: hold() }, true);
-    expect((await eph(core().address, ["sandbox", "delete", "sb"])).code).toBe(0);
+    expect((await eph(core().address, ["sandbox", "delete", "sb", "--wait=false"])).code).toBe(0);
     const viaProxy = await startProxy();
     proxy!.faults = [{ after: 0, silent: true }];
     try {

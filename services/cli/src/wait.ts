@@ -10,6 +10,7 @@ import type * as pb from "@ephemera/proto";
 import type { Api } from "./api.js";
 import { OperationFailed } from "./errors.js";
 import { progress, type Seen } from "./progress.js";
+import { FORK_FAILURES, condition } from "./status.js";
 
 export type Goal = "ready" | "gone";
 
@@ -31,18 +32,14 @@ export interface WaitOptions {
   probeMs?: number;
 }
 
-/** The reasons of a sandbox whose forks could not be applied (or removed) on its cluster. */
-export const FORK_FAILURES = [
-  "BaselineNotFound", "PatchFailed", "ServiceNotFound", "OutputMissing", "OutputsTooLarge", "ForkUnavailable", "Rejected",
-];
-
 /** Whether a view ends the wait, and how. */
 export function verdict(view: pb.SandboxView, goal: Goal): "ready" | "failed" | "gone" | undefined {
   const reason = view.status?.reason ?? "";
   if (goal === "ready") {
-    if (view.status?.ready) return "ready";
-    if (["ResourceFailed", "Deleting", "DeprovisionFailed", "Deleted", ...FORK_FAILURES].includes(reason)) return "failed";
-    return undefined;
+    const now = condition(view);
+    if (now === "ready" || now === "failed") return now;
+    // Deleted or being deleted: it will not become ready.
+    return reason === "Deleting" || reason === "Deleted" ? "failed" : undefined;
   }
   if (reason === "Deleted") return "gone";
   if (reason === "DeprovisionFailed" || FORK_FAILURES.includes(reason)) return "failed";

@@ -1,4 +1,5 @@
 // Reading configuration from environment variables, with the defaults of the design.
+import { requireDuration, type DurationLimits } from "./duration.js";
 import type { Logger } from "./logger.js";
 
 export type Env = Record<string, string | undefined>;
@@ -22,6 +23,14 @@ export function envBool(env: Env, name: string, fallback: boolean): boolean {
   if (["true", "1", "yes"].includes(v)) return true;
   if (["false", "0", "no"].includes(v)) return false;
   throw new Error(`${name} must be true or false, got "${env[name]}"`);
+}
+
+/**
+ * A duration variable (`EPHEMERA_LOG_RETENTION=30d`), read as files and flags read theirs;
+ * spaces around it, which an env file can leave, are dropped.
+ */
+export function envDuration(env: Env, name: string, fallback: string, limits: DurationLimits): number {
+  return requireDuration(name, envString(env, name, fallback).trim(), limits);
 }
 
 export interface CommonConfig {

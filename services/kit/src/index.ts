@@ -1,5 +1,6 @@
 export * from "./errors.js";
 export * from "./config.js";
+export * from "./duration.js";
 export * from "./logger.js";
 export * from "./wait.js";
 export * from "./ids.js";

@@ -2,7 +2,8 @@
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import {
-  DEFAULT_IOCONTEXT_LISTEN, clientTlsFromEnv, commonConfig, envBool, envInt, envString, type ClientTls, type Env, type NatsAuth,
+  DEFAULT_IOCONTEXT_LISTEN, clientTlsFromEnv, commonConfig, envBool, envDuration, envInt, envString,
+  type ClientTls, type Env, type NatsAuth,
 } from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
 import { DEFAULT_AGENT_RESOURCES, DEFAULT_MAIN_RESOURCES, type Resources } from "./driver/kube/pod.js";
@@ -200,21 +201,13 @@ export function stepNetworkConfig(env: Env): Pick<RunnerConfig, "stepNetwork" | 
   };
 }
 
-const RETENTION_UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 export const DEFAULT_LOG_RETENTION = "7d";
 /** The stream's max age is in nanoseconds (an int64 at JetStream, 292 years): ten years is far inside it. */
-const MAX_LOG_RETENTION_DAYS = 3650;
+const LOG_RETENTION_LIMITS = { minMs: 1000, maxMs: 3650 * 86_400_000 };
 
 /** EPHEMERA_LOG_RETENTION: a duration such as 7d, 36h, 1d12h or 90m (at least 1 s, at most 3650 days). */
 export function logRetention(env: Env): number {
-  const text = envString(env, "EPHEMERA_LOG_RETENTION", DEFAULT_LOG_RETENTION).trim();
-  const parts = /^(\d+(s|m|h|d))+$/.test(text) ? [...text.matchAll(/(\d+)(s|m|h|d)/g)] : [];
-  const ms = parts.reduce((n, [, amount, unit]) => n + Number(amount) * RETENTION_UNIT_MS[unit!]!, 0);
-  if (ms < 1000) throw new Error(`EPHEMERA_LOG_RETENTION must be a duration such as 7d, 36h or 90m (at least 1s), got "${env["EPHEMERA_LOG_RETENTION"]}"`);
-  if (ms > MAX_LOG_RETENTION_DAYS * RETENTION_UNIT_MS["d"]!) {
-    throw new Error(`EPHEMERA_LOG_RETENTION must be at most ${MAX_LOG_RETENTION_DAYS}d (10 years), got "${env["EPHEMERA_LOG_RETENTION"]}"`);
-  }
-  return ms;
+  return envDuration(env, "EPHEMERA_LOG_RETENTION", DEFAULT_LOG_RETENTION, LOG_RETENTION_LIMITS);
 }
 
 /** A Kubernetes quantity: a decimal with an SI or binary suffix, or an exponent. */

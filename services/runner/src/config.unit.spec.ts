@@ -11,17 +11,27 @@ describe("runner configuration: log retention", () => {
     expect(logRetention({ EPHEMERA_LOG_RETENTION: "30s" })).toBe(30_000);
   });
 
+  it("reads it as every duration is read (kit's parser): decimals and weeks too", () => {
+    expect(logRetention({ EPHEMERA_LOG_RETENTION: "1.5d" })).toBe(36 * 3_600_000);
+    expect(logRetention({ EPHEMERA_LOG_RETENTION: "2w" })).toBe(14 * 86_400_000);
+  });
+
   it("refuses a retention over 10 years, which JetStream's max age in nanoseconds would not hold", () => {
     expect(logRetention({ EPHEMERA_LOG_RETENTION: "3650d" })).toBe(3650 * 86_400_000);
     for (const bad of ["3651d", "99999999999d"]) {
-      expect(() => logRetention({ EPHEMERA_LOG_RETENTION: bad })).toThrow(`EPHEMERA_LOG_RETENTION must be at most 3650d (10 years), got "${bad}"`);
+      expect(() => logRetention({ EPHEMERA_LOG_RETENTION: bad }))
+        .toThrow(`EPHEMERA_LOG_RETENTION: "${bad}" is longer than the 3650-day limit`);
     }
   });
 
   it("refuses what is not a duration of at least a second, naming the variable", () => {
-    for (const bad of ["7", "a week", "0s", "1.5d", "-1d", "7 d"]) {
-      expect(() => logRetention({ EPHEMERA_LOG_RETENTION: bad })).toThrow(`EPHEMERA_LOG_RETENTION must be a duration such as 7d, 36h or 90m (at least 1s), got "${bad}"`);
+    for (const bad of ["7", "a week", "0s", "-1d", "7 d"]) {
+      expect(() => logRetention({ EPHEMERA_LOG_RETENTION: bad })).toThrow(
+        `EPHEMERA_LOG_RETENTION: "${bad}" is not a duration such as 90s, 10m, 1h30m, 2d or 1w (numbers with a unit: ms, s, m, h, d or w)`,
+      );
     }
+    expect(() => logRetention({ EPHEMERA_LOG_RETENTION: "500ms" }))
+      .toThrow('EPHEMERA_LOG_RETENTION: "500ms" is shorter than the 1-second minimum');
   });
 });
 

@@ -10,5 +10,4 @@ export { loadTemplate, renderTemplate, parseSets, TemplateError, type TemplatePr
 export { jsonSchema } from "./schema.js";
 /** Every rule code a violation can carry: stable, documented in docs/plugins.md. */
 export { RULES, ROOT_FIELD, fieldPath, type Rule } from "./violations.js";
-export { durationMs } from "./duration.js";
 export { routeGroupMatches, MAX_MATCH_DEPTH } from "./routegroup.js";

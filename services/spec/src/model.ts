@@ -6,9 +6,9 @@ import { parseForkExpression } from "@ephemera/kit/fork-expression";
 import { FORK_KINDS, isForkKind } from "@ephemera/kit/fork-name";
 import {
   byteLength, CLUSTER_NAME, ENV_NAME, ENV_OPERATIONS, isReservedEnv, LABEL_NAME, MAX_BYTES, MAX_COUNT, MAX_RETRIES, STEP_NAME,
-  STEP_TIMEOUT, TTL_DURATION, PATCH_TYPES, TTL_OFFSETS, WORKLOAD_ENV_NAME, MAX_DURATION_MS, durationLimitText, durationLimitWords,
+  PATCH_TYPES, TTL_OFFSETS, WORKLOAD_ENV_NAME, MAX_DURATION_MS, durationLimitWords,
 } from "./names.js";
-import { durationMs } from "./duration.js";
+import { DURATION_PATTERN, checkDuration, parseDuration } from "@ephemera/kit/duration";
 import { checkPath } from "./paths.js";
 import { pluginRefProblems } from "./refs.js";
 import type { Rule } from "./violations.js";
@@ -61,12 +61,21 @@ function filePath(description: string, required: boolean) {
 }
 
 /**
- * A duration of at most `maxMs`. One that does not match `format` is the format rule's
- * concern; one too long for a number (ms gives up past 100 characters) is over any limit.
+ * A duration of at most `maxMs`, in the one grammar of @ephemera/kit/duration (eph's flags
+ * and the services' variables read theirs with it too): a malformed one breaks `formatRule`,
+ * one too long `rangeRule`. The JSON Schemas carry the same grammar as a pattern.
  */
-const withinLimit = (format: RegExp, maxMs: number, rule: Rule, what: string) =>
-  [(v: string) => !format.test(v) || (durationMs(v) ?? Infinity) <= maxMs,
-    broken(rule, (v) => `${what} "${v}" is longer than the ${durationLimitText(maxMs)} limit`)] as const;
+function duration(description: string, required: boolean, maxMs: number, what: string, formatRule: Rule, rangeRule: Rule) {
+  return text(description, required)
+    .superRefine((v, ctx) => {
+      if (v === "") return;
+      const checked = checkDuration(v, { maxMs });
+      if (!("problem" in checked)) return;
+      const rule = parseDuration(v) === undefined ? formatRule : rangeRule;
+      ctx.addIssue({ code: "custom", message: `${what} "${v}" ${checked.problem}`, params: { rule }, input: v });
+    })
+    .meta({ pattern: DURATION_PATTERN.source });
+}
 
 /** Scalars a YAML author writes unquoted (`port: 5432`, `enabled: true`) become strings. */
 const scalarText = (description: string) =>
@@ -120,11 +129,11 @@ const Step = z.strictObject({
     .refine((v) => v === "" || v.startsWith("#!"),
       broken("script-shebang", () => "script must start with a '#!' line naming its interpreter (e.g. #!/usr/bin/env bash)")), MAX_BYTES.script, "script")
     .meta({ pattern: "^#!" }),
-  timeout: text(`${OURS} How long one attempt may run, e.g. "90s", "10m", "1h"; ${durationLimitWords(MAX_DURATION_MS.stepTimeout, "h")}. Empty: the runner's default.`, false)
-    .refine((v) => v === "" || STEP_TIMEOUT.test(v),
-      broken("timeout-format", (v) => `timeout "${v}" must be a positive number followed by s, m or h (e.g. 90s, 10m)`))
-    .refine(...withinLimit(STEP_TIMEOUT, MAX_DURATION_MS.stepTimeout, "timeout-range", "timeout"))
-    .meta({ pattern: STEP_TIMEOUT.source })
+  timeout: duration(
+    `${OURS} How long one attempt may run, e.g. "90s", "10m", "1h30m"; ${durationLimitWords(MAX_DURATION_MS.stepTimeout, "h")}. ` +
+      "Empty: the runner's default.",
+    false, MAX_DURATION_MS.stepTimeout, "timeout", "timeout-format", "timeout-range",
+  )
     .optional(),
   retries: z.number()
     .refine((v) => Number.isInteger(v) && v >= 0 && v <= MAX_RETRIES,
@@ -292,10 +301,11 @@ const SandboxSpec = z.strictObject({
   ), MAX_COUNT.labels, "labels").optional()
     .meta({ description: `Free-form labels (values given as numbers or booleans are turned into strings); at most ${MAX_COUNT.labels}, keys ${MAX_BYTES.labelKey} bytes, values ${MAX_BYTES.labelValue} bytes.` }),
   ttl: z.strictObject({
-    duration: text(`How long the sandbox lives: a positive number and a unit m, h, d, w (and s, ${OURS}); ${durationLimitWords(MAX_DURATION_MS.ttl, "d")}.`, true)
-      .refine((v) => v === "" || TTL_DURATION.test(v), broken("ttl-duration", (v) => `duration "${v}" must be a positive number followed by s, m, h, d or w (e.g. 2d)`))
-      .refine(...withinLimit(TTL_DURATION, MAX_DURATION_MS.ttl, "ttl-duration", "duration"))
-      .meta({ pattern: TTL_DURATION.source }),
+    duration: duration(
+      `How long the sandbox lives: a number and a unit m, h, d or w, e.g. "2d"; ${OURS} also s and ms, decimals and sums ` +
+        `such as "1d12h"; ${durationLimitWords(MAX_DURATION_MS.ttl, "d")}.`,
+      true, MAX_DURATION_MS.ttl, "duration", "ttl-duration", "ttl-duration",
+    ),
     offsetFrom: oneOf(TTL_OFFSETS, "ttl-offset-from", "offsetFrom", "Counted from createdAt (default) or updatedAt.").optional(),
   }).optional().meta({ description: "Delete the sandbox automatically after this time." }),
   resources: atMost(z.array(z.strictObject({

@@ -13,10 +13,6 @@ export const WORKLOAD_ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
 export const CLUSTER_NAME = /^[a-zA-Z0-9]([a-zA-Z0-9_-]*[a-zA-Z0-9])?$/;
 /** Template variables (`@{name}`). */
 export const VAR_NAME = /^[a-zA-Z][a-zA-Z0-9_.-]*$/;
-/** Sandbox TTL: a positive count and a unit (seconds are an ephemera addition). */
-export const TTL_DURATION = /^[1-9][0-9]*[smhdw]$/;
-/** Step timeout (an ephemera addition). */
-export const STEP_TIMEOUT = /^[1-9][0-9]*[smh]$/;
 
 const DAY_MS = 86_400_000;
 
@@ -36,11 +32,6 @@ export const MAX_DURATION_MS = {
   /** `eph logs --since`. */
   logsSince: 365 * DAY_MS,
 } as const;
-
-/** A limit as an error message names it: `365-day`. */
-export function durationLimitText(maxMs: number): string {
-  return maxMs % DAY_MS === 0 ? `${maxMs / DAY_MS}-day` : `${maxMs / 1000}-second`;
-}
 
 /** A limit as a description gives it, with the longest value in `unit`: `at most 365 days (8760h)`. */
 export function durationLimitWords(maxMs: number, unit: "h" | "d"): string {

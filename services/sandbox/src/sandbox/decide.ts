@@ -2,8 +2,7 @@
 import * as pb from "@ephemera/proto";
 import { ev, workflowId, type DomainEvent } from "@ephemera/events";
 import { evolveSandbox, initialSandbox, type ResourceState, type SandboxRecord, type SandboxState } from "./state.js";
-import { ConflictError, NotFoundError, ValidationError, type FieldViolation } from "@ephemera/kit";
-import { durationMs } from "@ephemera/spec";
+import { ConflictError, NotFoundError, ValidationError, parseDuration, type FieldViolation } from "@ephemera/kit";
 
 export type SandboxCommand =
   | {
@@ -277,7 +276,7 @@ function deprovisionResources(state: SandboxRecord): DomainEvent[] {
 export function scheduledDeleteTime(state: SandboxState): number | undefined {
   if (state.status === "none") return undefined;
   const ttl = state.spec?.ttl;
-  const span = durationMs(ttl?.duration);
+  const span = parseDuration(ttl?.duration ?? "");
   if (span === undefined) return undefined;
   const from = ttl?.offsetFrom === "updatedAt" ? state.specUpdatedAt : state.createdAt;
   return Date.parse(from) + span;

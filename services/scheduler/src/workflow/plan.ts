@@ -4,7 +4,7 @@
 // its deadline and retry count, so the workflow's timers need nothing else.
 import type * as pb from "@ephemera/proto";
 import type { Phase } from "@ephemera/events";
-import { durationMs } from "@ephemera/spec";
+import { parseDuration } from "@ephemera/kit/duration";
 import { DEFAULT_STEP_TIMEOUT_MS } from "./policy.js";
 
 export function planSteps(spec: pb.ResourcePluginSpec, phase: Phase): pb.PlannedStep[] {
@@ -13,7 +13,7 @@ export function planSteps(spec: pb.ResourcePluginSpec, phase: Phase): pb.Planned
   return steps.map((s) => ({
     name: s.name,
     dependsOn: [...new Set(s.inputs.flatMap((i) => (i.valueFromStep && names.has(i.valueFromStep.name) ? [i.valueFromStep.name] : [])))],
-    timeoutMs: durationMs(s.timeout) ?? DEFAULT_STEP_TIMEOUT_MS,
+    timeoutMs: parseDuration(s.timeout ?? "") ?? DEFAULT_STEP_TIMEOUT_MS,
     retries: s.retries ?? 0,
   }));
 }
