@@ -242,12 +242,17 @@ describe("sandbox: create", () => {
   it("a retry runs a failed removal's delete workflow again, and the resource leaves once it succeeds", () => {
     const onlyDb = pb.SandboxSpec.fromPartial({ cluster: "local", resources: [{ name: "db", plugin: "hello-db", params: { dbname: "orders" } }] });
     const removing = given(ready).when(updateTo({}, onlyDb, [resources[0]!])).history(T2);
+    expect(sandboxStatus(record(given(removing).state))).toMatchObject({ ready: false, reason: "Updating", message: "removing resource q" });
     const failed = given(removing).when(ended("q", "delete", "failed")).history(T2);
+    expect(sandboxStatus(record(given(failed).state))).toMatchObject({ ready: false, reason: "DeprovisionFailed" });
+    expect(sandboxStatus(record(given(failed).state)).message).toContain("resource q (removed by an update)");
     const retried = given(failed).when({ kind: "retry", name: "feature-x" });
     retried.then(ev("ephemera.sandbox.deprovision_retry_requested.v1", { resources: ["q"] }));
     const again = given([...failed, ...at(T2, ...retried.events)]).when(ended("q", "delete", "succeeded"));
     expect(types(again.events)).toEqual(["resource_deprovisioned"]);
-    expect(record(given([...failed, ...at(T2, ...retried.events), ...at(T2, ...again.events)]).state).resources.map((r) => r.name)).toEqual(["db"]);
+    const after = record(given([...failed, ...at(T2, ...retried.events), ...at(T2, ...again.events)]).state);
+    expect(after.resources.map((r) => r.name)).toEqual(["db"]);
+    expect(sandboxStatus(after)).toMatchObject({ ready: true, reason: "Ready" });
   });
 
   it("applying while it is being deleted is a conflict; once deleted, the name can be created again", () => {

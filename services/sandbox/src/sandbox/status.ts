@@ -66,6 +66,17 @@ function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.Sandb
     const { fork, message } = s.forks.failure;
     return { ready: false, reason: s.forks.failure.reason, message: `${fork ? `fork of ${fork}: ` : "forks: "}${message} (fix it, then eph sandbox retry)` };
   }
+  // Resources an update removed: the sandbox is what its spec says only once they are gone.
+  const notRemoved = s.resources.filter((r) => r.status === "DeprovisionFailed");
+  if (notRemoved.length) {
+    return {
+      ready: false, reason: "DeprovisionFailed",
+      message: `${notRemoved.map((r) => `resource ${r.name} (removed by an update): ${describeFailure(r.failure)}`).join("; ")} ` +
+        "(fix it, then eph sandbox retry runs its delete workflow again)",
+    };
+  }
+  const removing = s.resources.filter((r) => r.status === "Deprovisioning").map((r) => r.name);
+  if (s.ready && removing.length) return { ready: false, reason: "Updating", message: `removing resource${removing.length > 1 ? "s" : ""} ${removing.join(", ")}` };
   if (s.ready) return { ready: true, reason: "Ready", message: s.forks.requestedCount ? "all resources and forks are ready" : "all resources are ready" };
   const unclaimed = workflows.flatMap((w) => w.steps.filter((st) => st.unclaimed && st.status === "queued").map((st) => ({ w, st })));
   if (unclaimed.length) {
