@@ -6,7 +6,7 @@ import { sandboxStatus } from "./sandbox/status.js";
 import { workflowsOf } from "./sandbox/view.js";
 
 /** Reported even when no sandbox has them, so a panel shows 0 rather than nothing. */
-const REASONS = ["Creating", "Ready", "ResourceFailed", "NoRunner", "Deleting", "DeprovisionFailed", "RenderError"];
+const REASONS = ["Creating", "Updating", "Ready", "ResourceFailed", "NoRunner", "Deleting", "DeprovisionFailed", "RenderError"];
 
 /** One sandbox that cannot be rendered (see safeView) is counted as such; it never fails the scrape. */
 function reasonOf(status: () => string): string {
