@@ -387,7 +387,8 @@ describe("runner with the process driver, against NATS and Redis", () => {
       reason: "Cancelled", message: expect.stringContaining("sandbox deleted"), logTail: expect.stringContaining("stopping on TERM"),
     });
     expect(processesOf(d.runId)).toEqual([]);
-    expect(runner.running()).not.toContain(d.runId);
+    // The run leaves the runner's list once its result is recorded (just after, not with it).
+    await waitFor(() => !runner.running().includes(d.runId), { timeoutMs: 10_000, what: "the cancelled run to leave the runner's list" });
   });
 
   it("joins a delivery of a run that is running here instead of declaring it lost", async () => {
