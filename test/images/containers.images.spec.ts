@@ -47,7 +47,7 @@ describeWithDocker("ephemera's images as containers", () => {
 
   beforeAll(async () => {
     // From the workspace `pnpm test` has built; an image whose files did not change is kept.
-    await run("bash", [join(ROOT, "scripts/images.sh"), "--no-build"], { cwd: ROOT, timeout: 300_000, maxBuffer: 16 << 20 });
+    await run("bash", [join(ROOT, "scripts/images.sh"), "--no-build"], { cwd: ROOT, timeout: 600_000, maxBuffer: 16 << 20 });
     sim = await startSim({}, "docker");
     await kubectl(sim, ["create", "namespace", namespace]);
     events = spawn("docker", ["events", "--filter", "label=dev.ephemera.kube-sim", "--filter", "event=start",
@@ -81,7 +81,7 @@ describeWithDocker("ephemera's images as containers", () => {
       ]);
     }
     eph = ephAt(`127.0.0.1:${ports.sandbox}`);
-  }, 420_000);
+  }, 720_000);
 
   afterAll(async () => {
     // Every container this suite started, also when it failed.
