@@ -47,6 +47,11 @@ describe("eph routegroup", () => {
 
     const again = await eph(api(), ["rg", "apply", "-f", file, "--set", "glob=x-*"]);
     expect(again.stdout).toMatch(/^route group feature-x unchanged/);
+    const before = (await core().events()).length;
+    const planned = await eph(api(), ["rg", "apply", "--dry-run", "--filename", file, "--set", "glob=*"]);
+    expect(planned.code).toBe(0);
+    expect(planned.stdout).toContain('route group feature-x: would be updated (dry run: nothing written)\n  change spec.match:');
+    expect((await core().events()).length).toBe(before);
     const widened = await eph(api(), ["rg", "apply", "-f", file, "--set", "glob=*"]);
     expect(widened.code).toBe(0);
     expect(widened.stdout).toContain(`route group feature-x updated (routing key ${got.routingKey})\n  change spec.match: {"label":{"key":"feature","value":"x-*"}} -> {"label":{"key":"feature","value":"*"}}`);
