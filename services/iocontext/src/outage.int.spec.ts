@@ -54,6 +54,14 @@ describe("IO context while its own Redis is down or stalled", () => {
     waitFor(() => lines.some((l) => (l.msg ?? l.fields) === "redis is back: outputs are cached again"), {
       timeoutMs: 10_000, what: "the IO context to use Redis again",
     });
+  /** Reads through `read` until the read has put `field` of `runId` back into Redis. */
+  const cachedAgainBy = (read: () => Promise<void>, runId: string, field: string) =>
+    waitFor(async () => {
+      await read();
+      return (await redis.hexists(`${prefix}:io:${runId}`, field)) === 1;
+    }, { timeoutMs: 10_000, intervalMs: 100, what: `${field} of ${runId} cached again` }).catch((err: unknown) => {
+      throw new Error(`${String(err)}; the IO context logged: ${lines.map((l) => l.msg).join(" | ")}`);
+    });
   const inputsOf = (r: pb.GetStepInputsResponse) => Object.fromEntries(r.inputs.map((i) => [i.name, i.value.toString()]));
 
   beforeAll(async () => {
@@ -122,11 +130,11 @@ describe("IO context while its own Redis is down or stalled", () => {
     expect(await putOutputs(seedRun, { marker: "other" }).catch((e: unknown) => e)).toBeInstanceOf(ConflictError);
     // Read back with Redis up and the run's result not recorded, without being put again:
     // from the journal, and cached again.
-    expect(await getOutputs(seedRun)).toEqual({ marker: "m1" });
-    expect(await redis.hexists(`${prefix}:io:${seedRun}`, "marker")).toBe(1);
-    expect(inputsOf(await getInputs(seedRun))).toEqual({ host: "db-1", password: SECRET });
+    // Caching is best effort: a read that finds Redis briefly unanswered again (a PING late
+    // on a loaded machine) serves from the journal without caching, and the next read caches.
+    await cachedAgainBy(async () => expect(await getOutputs(seedRun)).toEqual({ marker: "m1" }), seedRun, "marker");
     // The value Redis lost came back from the journal and is cached again.
-    expect(await redis.hexists(`${prefix}:io:${provisionRun}`, "password")).toBe(1);
+    await cachedAgainBy(async () => expect(inputsOf(await getInputs(seedRun))).toEqual({ host: "db-1", password: SECRET }), provisionRun, "password");
   });
 
   it("with Redis stalled (SIGSTOP): calls answer within the command timeout instead of hanging", async () => {
