@@ -45,6 +45,11 @@ export interface EventPayloads {
   "ephemera.routegroup.created.v1": pb.RouteGroupCreated;
   "ephemera.routegroup.updated.v1": pb.RouteGroupUpdated;
   "ephemera.routegroup.deleted.v1": pb.RouteGroupDeleted;
+  "ephemera.tunnel.session_opened.v1": pb.TunnelSessionOpened;
+  "ephemera.tunnel.connection_closed.v1": pb.TunnelConnectionClosed;
+  "ephemera.tunnel.session_closed.v1": pb.TunnelSessionClosed;
+  "ephemera.locals.connected.v1": pb.LocalConnected;
+  "ephemera.locals.disconnected.v1": pb.LocalDisconnected;
   "ephemera.forks.applied.v1": pb.ForksApplied;
   "ephemera.forks.available.v1": pb.ForksAvailable;
   "ephemera.forks.failed.v1": pb.ForksFailed;
@@ -91,6 +96,11 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.routegroup.created.v1": pb.RouteGroupCreated,
   "ephemera.routegroup.updated.v1": pb.RouteGroupUpdated,
   "ephemera.routegroup.deleted.v1": pb.RouteGroupDeleted,
+  "ephemera.tunnel.session_opened.v1": pb.TunnelSessionOpened,
+  "ephemera.tunnel.connection_closed.v1": pb.TunnelConnectionClosed,
+  "ephemera.tunnel.session_closed.v1": pb.TunnelSessionClosed,
+  "ephemera.locals.connected.v1": pb.LocalConnected,
+  "ephemera.locals.disconnected.v1": pb.LocalDisconnected,
   "ephemera.forks.applied.v1": pb.ForksApplied,
   "ephemera.forks.available.v1": pb.ForksAvailable,
   "ephemera.forks.failed.v1": pb.ForksFailed,
@@ -161,6 +171,10 @@ export const Aggregates = {
   /** The runner's record of a sandbox's forks on its cluster, by routing key. */
   forks: "forks",
   deadletter: "deadletter",
+  /** A workstation's session with the tunnel service, by session id: the audit log of local workloads. */
+  tunnel: "tunnel",
+  /** Whether a sandbox's local workloads are served by a workstation now, by routing key. */
+  locals: "locals",
 } as const;
 
 export type Phase = "create" | "delete";

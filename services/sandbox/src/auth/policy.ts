@@ -34,6 +34,8 @@ export const API_POLICY: Readonly<Record<string, MethodRule>> = {
   "RouteGroupService/Get": { role: "viewer" },
   "RouteGroupService/List": { role: "viewer" },
   "RouteGroupService/Delete": { role: "editor" },
+  // Serving a sandbox's local workload receives its traffic on a workstation: an editor's, like the sandbox.
+  "LocalService/Serve": { role: "editor" },
   "LogService/Get": { role: "viewer" },
   "EventService/Watch": { role: "viewer" },
 };
