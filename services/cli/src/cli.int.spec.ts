@@ -1,5 +1,7 @@
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { Aggregates, encode } from "@ephemera/events";
+import { NO_AGGREGATE } from "@ephemera/eventstore";
 import { waitFor } from "@ephemera/kit";
 import { startCore, type Core } from "../../../test/support/core.js";
 import { eph, type Live } from "./eph.testkit.js";
@@ -245,6 +247,30 @@ describe("eph events", () => {
       `${rk}.db.create.flaky.1`]));
     expect(r.stdout).toContain('"name":"host"');
     expect(r.stdout).not.toContain(Buffer.from("db-42").toString("base64"));
+  });
+
+  it("--sandbox includes the tunnel sessions that served it, with every connection's byte counts, and no other session", async () => {
+    const session = async (id: string, sandboxes: string[], target: string) => {
+      await core.store.append(Aggregates.tunnel, id, NO_AGGREGATE, [
+        encode({ type: "ephemera.tunnel.session_opened.v1", data: { sessionId: id, subject: "ana", sandboxes, peer: "10.0.0.2:5000", client: "eph", tunnel: "t-1" } }),
+      ], { source: "tunnel" });
+      const { revision, version } = await core.store.read(Aggregates.tunnel, id);
+      await core.store.append(Aggregates.tunnel, id, { revision, version }, [
+        encode({ type: "ephemera.tunnel.connection_closed.v1", data: {
+          sessionId: id, direction: "to_cluster", sandbox: "", local: "", target, bytesToWorkstation: 120, bytesToCluster: 80,
+          startedAt: "2026-11-26T10:00:00Z", endedAt: "2026-11-26T10:00:01Z", error: "" } }),
+      ], { source: "tunnel" });
+    };
+    await session("s-mine", ["feature-x"], "backend.demo.svc:8080");
+    await session("s-other", ["feature-y"], "other.demo.svc:8080");
+    const r = await eph(core.address, ["events", "-o", "json", "--sandbox", "feature-x", "--type", "ephemera.tunnel.*"]);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l));
+    expect(lines.map((e) => [e.type, e.subject])).toEqual([
+      ["ephemera.tunnel.session_opened.v1", "s-mine"],
+      ["ephemera.tunnel.connection_closed.v1", "s-mine"],
+    ]);
+    expect(lines[1].data).toMatchObject({ target: "backend.demo.svc:8080", bytesToWorkstation: 120, bytesToCluster: 80 });
   });
 
   it("prints time, type and subject for people", async () => {

@@ -68,13 +68,20 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
       const { follow, sandbox, typeGlob } = call.request;
       const pattern = typeGlob ? new RegExp(`^${typeGlob.split("*").map(escapeRegExp).join(".*")}$`) : undefined;
       const routingKeys = new Set<string>();
+      /** Tunnel sessions that served the sandbox: their audit events are the sandbox's too. */
+      const sessions = new Set<string>();
       const sub = core.followEvents((commit) => {
         for (const e of commit.events) {
           if (sandbox) {
             if (e.aggregate === "sandbox" && e.subject === sandbox && e.type === "ephemera.sandbox.created.v1") {
               routingKeys.add((e.data as { routingKey: string }).routingKey);
             }
-            const mine = e.aggregate === "sandbox" ? e.subject === sandbox : routingKeys.has(e.subject.split(".")[0]!);
+            if (e.type === "ephemera.tunnel.session_opened.v1" && (e.data as { sandboxes?: string[] }).sandboxes?.includes(sandbox)) {
+              sessions.add(e.subject);
+            }
+            const mine = e.aggregate === "sandbox" ? e.subject === sandbox
+              : e.aggregate === "tunnel" ? sessions.has(e.subject)
+              : routingKeys.has(e.subject.split(".")[0]!);
             if (!mine) continue;
           }
           if (pattern && !pattern.test(e.type)) continue;
