@@ -48,6 +48,9 @@ describe("deploy/ rendered", () => {
     const forks = objs.find((o) => o["kind"] === "ClusterRole" && o["metadata"].name === "ephemera-forks")!;
     expect((forks["rules"] as Obj[]).filter((r) => r["apiGroups"].includes("networking.istio.io")))
       .toEqual([{ apiGroups: ["networking.istio.io"], resources: ["virtualservices"], verbs: ["get", "list", "create", "update", "delete"] }]);
+    // A connected local workload's Endpoints, pointing at the tunnel, are the runner's to write and remove.
+    expect((forks["rules"] as Obj[]).filter((r) => r["resources"].includes("endpoints")))
+      .toEqual([{ apiGroups: [""], resources: ["endpoints"], verbs: ["get", "list", "create", "update", "delete"] }]);
     for (const binding of objs.filter((o) => o["kind"] === "RoleBinding")) {
       expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "runner", namespace: "ephemera-system" }]);
     }

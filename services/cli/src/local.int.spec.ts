@@ -56,11 +56,11 @@ afterEach(() => rmSync(dir, { recursive: true, force: true }));
 const routingKey = async () => JSON.parse((await eph(api(), ["sandbox", "get", "dev", "-o", "json"])).stdout).routingKey as string;
 
 describe("eph sandbox get shows forks and locals", () => {
-  it("a fork as Skipped (the process driver's cluster runs no workloads), a local workload as Local", async () => {
+  it("a fork as Skipped (the process driver's cluster runs no workloads), a local workload as Disconnected until a workstation serves it", async () => {
     const doc = JSON.parse((await eph(api(), ["sandbox", "get", "dev", "-o", "json"])).stdout) as { workloads: Array<{ kind: string; name: string; status: string; message: string }> };
     expect(doc.workloads).toEqual([
       { kind: "fork", name: "deployment/web", status: "Skipped", message: expect.stringContaining("forks need a runner with the Kubernetes driver") },
-      { kind: "local", name: "api", status: "Local", message: expect.stringContaining("get-env / get-files --local api") },
+      { kind: "local", name: "api", status: "Disconnected", message: expect.stringContaining("no workstation has connected"), workload: "Deployment shop/api" },
     ]);
   });
 });

@@ -33,7 +33,7 @@ describe("progress", () => {
 
   it("reports each fork's change once, after the resources, with why it is not available yet", () => {
     const withFork = (status: string, message: string) => pb.SandboxView.fromPartial({
-      name: "sb", resources: [{ name: "db", status: "Ready" }], workloads: [{ kind: "fork", name: "deployment/orders", status, message }, { kind: "local", name: "api", status: "Local" }],
+      name: "sb", resources: [{ name: "db", status: "Ready" }], workloads: [{ kind: "fork", name: "deployment/orders", status, message }, { kind: "local", name: "api", status: "Disconnected" }],
     });
     let seen: Seen = new Map();
     const lines: string[] = [];

@@ -54,6 +54,7 @@ export interface EventPayloads {
   "ephemera.forks.available.v1": pb.ForksAvailable;
   "ephemera.forks.failed.v1": pb.ForksFailed;
   "ephemera.forks.skipped.v1": pb.ForksSkipped;
+  "ephemera.forks.locals_applied.v1": pb.LocalsApplied;
   "ephemera.workflow.started.v1": pb.WorkflowStarted;
   "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched;
   "ephemera.workflow.step_started.v1": pb.WorkflowStepStarted;
@@ -105,6 +106,7 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.forks.available.v1": pb.ForksAvailable,
   "ephemera.forks.failed.v1": pb.ForksFailed,
   "ephemera.forks.skipped.v1": pb.ForksSkipped,
+  "ephemera.forks.locals_applied.v1": pb.LocalsApplied,
   "ephemera.workflow.started.v1": pb.WorkflowStarted,
   "ephemera.workflow.step_dispatched.v1": pb.WorkflowStepDispatched,
   "ephemera.workflow.step_started.v1": pb.WorkflowStepStarted,

@@ -21,6 +21,16 @@ export function forkName(baselineName: string, routingKey: string): string {
   return `${cut ? `${cut}-` : ""}${hash}-${routingKey}`;
 }
 
+/** What ends a local workload's Service name: a fork's ends with the routing key, so the two never meet. */
+export const LOCAL_SUFFIX = "local";
+
+/**
+ * Pure: the name of a sandbox's Service without a selector that stands for a baseline
+ * Service while a workstation serves a local workload: `<service>-<routing key>-local`,
+ * cut as forkName cuts.
+ */
+export const localServiceName = (baselineService: string, routingKey: string) => forkName(baselineService, `${routingKey}-${LOCAL_SUFFIX}`);
+
 /**
  * The kinds a fork may copy: Signadot's Deployment and (Argo) Rollout, and StatefulSet,
  * which ephemera's runner, router and webhook handle alike.

@@ -1,4 +1,4 @@
-import { FORK_KINDS, baselineOf, forkName, isForkKind } from "./fork-name.js";
+import { FORK_KINDS, baselineOf, forkName, isForkKind, localServiceName } from "./fork-name.js";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
@@ -47,5 +47,15 @@ describe("the kinds a fork may copy", () => {
 
   it("default to Deployment in namespace default", () => {
     expect(baselineOf({ name: "orders" })).toEqual({ kind: "Deployment", namespace: "default", name: "orders" });
+  });
+});
+
+describe("a local workload's Service name", () => {
+  it("is the baseline Service's with the routing key and -local, apart from the fork's, and cut as fork names are", () => {
+    expect(localServiceName("backend", "k3fd0c2a91b7")).toBe("backend-k3fd0c2a91b7-local");
+    expect(localServiceName("backend", "k3fd0c2a91b7")).not.toBe(forkName("backend", "k3fd0c2a91b7"));
+    const long = localServiceName("a".repeat(70), "k3fd0c2a91b7");
+    expect(long.length).toBeLessThanOrEqual(63);
+    expect(long.endsWith("-k3fd0c2a91b7-local")).toBe(true);
   });
 });

@@ -10,6 +10,6 @@ export * from "./timers.js";
 export * from "./tls.js";
 export * from "./listen.js";
 export * from "./capability.js";
-export { FORK_KINDS, baselineLabel, baselineOf, forkName, isForkKind, type BaselineRef, type ForkKind } from "./fork-name.js";
+export { FORK_KINDS, baselineLabel, baselineOf, forkName, isForkKind, localServiceName, type BaselineRef, type ForkKind } from "./fork-name.js";
 export * from "./fork-expression.js";
 export { KeyedLock } from "./lock.js";

@@ -20,6 +20,7 @@ import { kubeApiMetrics, queueMetrics, stepMetrics } from "./metrics.js";
 import { Runner } from "./runner.js";
 import { readStepRun } from "./steprun/store.js";
 import { ForkReconciler, NoWorkloads, type ForkCluster } from "./forks/reconciler.js";
+import { LocalReconciler, type LocalCluster } from "./forks/local-reconciler.js";
 import { outputsRead, readOutputs } from "./forks/outputs.js";
 
 export interface RunnerDeps {
@@ -49,8 +50,8 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   const { logger } = deps;
   const registry = deps.metrics;
   const processes = config.driver === "kubernetes" ? undefined : await processDriver(config, logger, registry);
-  const { driver, forkCluster } = processes
-    ? { driver: processes, forkCluster: new NoWorkloads(config.cluster) }
+  const { driver, forkCluster, localCluster } = processes
+    ? { driver: processes, forkCluster: new NoWorkloads(config.cluster), localCluster: undefined }
     : await kubeDriver(config, deps);
   const runner = new Runner({
     cluster: config.cluster,
@@ -80,6 +81,10 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   // The sandboxes' forks on this cluster (answered skipped where it runs no workloads).
   const forks = new ForkReconciler({ store: deps.store, cluster: forkCluster, clusterName: config.cluster, logger: logger.child({ component: "forks" }) });
   await forks.start();
+  // The sandboxes' local workloads a workstation serves (a cluster that runs no workloads has nothing to route to them).
+  const locals = localCluster
+    && new LocalReconciler({ store: deps.store, cluster: localCluster, clusterName: config.cluster, logger: logger.child({ component: "locals" }) });
+  await locals?.start();
   logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId, driver: driver.name }, "runner taking work");
   const logCalls = isKube(driver) ? apiCallLogger(driver, logger) : undefined;
   let stopping: Promise<void> | undefined;
@@ -88,6 +93,7 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     running: () => runner.running(),
     stop: () => (stopping ??= (async () => {
       server.health.setStatus("", "NOT_SERVING");
+      await locals?.stop();
       await forks.stop();
       await runner.stop(config.shutdownGraceMs ?? 30_000);
       // The steps' network goes once no step runs.
@@ -118,7 +124,7 @@ function apiCallLogger(driver: KubeDriver, logger: Logger): () => void {
 
 const isKube = (d: StepDriver): d is KubeDriver => d.name === "kubernetes";
 
-async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ driver: StepDriver; forkCluster: ForkCluster }> {
+async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ driver: StepDriver; forkCluster: ForkCluster; localCluster: LocalCluster }> {
   const kube = config.kube!;
   const [k8s, { KubeDriver }, { KubeForkCluster }] = await Promise.all([
     import("@kubernetes/client-node"), import("./driver/kube/driver.js"), import("./forks/kube.js"),
@@ -145,7 +151,7 @@ async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ dri
     outputs: (d, forks) => readOutputs(deps.store, deps.values, d.routingKey, outputsRead(forks)),
     mesh: kube.routingMesh,
   });
-  return { driver, forkCluster };
+  return { driver, forkCluster, localCluster: forkCluster };
 }
 
 async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined): Promise<ProcessDriver> {

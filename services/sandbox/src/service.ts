@@ -18,9 +18,11 @@ import { decideSandbox, scheduledDeleteTime, type SandboxCommand } from "./sandb
 import { KeyedLock } from "@ephemera/kit";
 import { buildView, safeView } from "./sandbox/view.js";
 import { foldForkFacts, noForkFacts, type ForkFacts } from "./sandbox/forks.js";
+import { connectedLocals, foldLocalLinks, noLocalLinks, type LocalLinks } from "./sandbox/locals.js";
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
 import { baselineUrl, endpointUrls } from "./sandbox/endpoints.js";
 import { RouteGroups } from "./routegroup/commands.js";
+import type { PlacedSandbox } from "./routes/forks.js";
 import { evolveRouteGroup, initialRouteGroup, type RouteGroupState } from "./routegroup/state.js";
 
 export { baselineUrl };
@@ -55,6 +57,8 @@ export class SandboxCore {
   readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, folding(evolveWorkflow));
   /** The runners' reports of the sandboxes' forks, by routing key. */
   readonly forks = new Projection<ForkFacts>(Aggregates.forks, noForkFacts, folding(foldForkFacts));
+  /** The tunnel's word on which local workloads a workstation serves, by routing key. */
+  readonly locals = new Projection<LocalLinks>(Aggregates.locals, noLocalLinks, folding(foldLocalLinks));
   readonly routeGroupStates = new Projection<RouteGroupState>(Aggregates.routegroup, initialRouteGroup, folding(evolveRouteGroup));
   /** Route groups: routing contexts of the sandboxes whose labels match. */
   readonly routeGroups: RouteGroups;
@@ -73,7 +77,7 @@ export class SandboxCore {
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
-    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates]);
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals]);
     this.routeGroups = new RouteGroups({
       store: deps.store, projection: this.routeGroupStates, sandboxes: () => this.placedSandboxes(),
       routingKey: deps.routingKey, previewDomain: deps.previewDomain,
@@ -81,7 +85,8 @@ export class SandboxCore {
     this.ttl = new DueIndex((names, now) => this.expire(names, now), this.now);
     this.feed.onCommit((c) => {
       this.notify(c);
-      const routing = c.aggregate === Aggregates.sandbox || c.aggregate === Aggregates.forks || c.aggregate === Aggregates.routegroup;
+      const routing = c.aggregate === Aggregates.sandbox || c.aggregate === Aggregates.forks || c.aggregate === Aggregates.routegroup
+        || c.aggregate === Aggregates.locals;
       if (routing) for (const l of this.sandboxListeners) l();
       if (c.aggregate !== Aggregates.sandbox) return;
       const state = this.sandboxes.get(c.aggregateId)?.state;
@@ -296,7 +301,8 @@ export class SandboxCore {
 
   /** Every view the API answers with is built here, one sandbox at a time, and cannot throw (see safeView). */
   private buildView(state: SandboxRecord, values: Map<string, Buffer> | undefined): pb.SandboxView {
-    return safeView(state, () => buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state), (err) => {
+    const locals = this.locals.get(state.routingKey)?.state;
+    return safeView(state, () => buildView(state, this.workflows, values, this.forks.get(state.routingKey)?.state, locals), (err) => {
       // Once per sandbox and problem: a client polling the list would repeat it every time.
       const problem = errorMessage(err);
       if (this.unrenderable.get(state.name) === problem) return;
@@ -420,7 +426,7 @@ export class SandboxCore {
 
   private sandboxOf(c: Commit): string | undefined {
     if (c.aggregate === Aggregates.sandbox) return c.aggregateId;
-    if (c.aggregate === Aggregates.workflow || c.aggregate === Aggregates.steprun || c.aggregate === Aggregates.forks) {
+    if (c.aggregate === Aggregates.workflow || c.aggregate === Aggregates.steprun || c.aggregate === Aggregates.forks || c.aggregate === Aggregates.locals) {
       return this.byRoutingKey.get(c.aggregateId.split(".")[0]!);
     }
     return undefined;
@@ -464,9 +470,19 @@ export class SandboxCore {
     return () => this.sandboxListeners.delete(listener);
   }
 
-  /** Every sandbox as the projection holds it (deleted ones included; callers filter), with its forks' placements. */
-  *placedSandboxes(): Iterable<{ sandbox: SandboxRecord; placements: pb.ForkPlacement[] }> {
-    for (const [, { state }] of this.sandboxes.entries()) if (state.status !== "none") yield { sandbox: state, placements: this.forkPlacements(state) };
+  /**
+   * Every sandbox as the projection holds it (deleted ones included; callers filter), with its
+   * forks' placements, the local workloads a workstation serves now and their Services.
+   */
+  *placedSandboxes(): Iterable<PlacedSandbox> {
+    for (const [, { state }] of this.sandboxes.entries()) {
+      if (state.status === "none") continue;
+      yield {
+        sandbox: state, placements: this.forkPlacements(state),
+        connected: connectedLocals(this.locals.get(state.routingKey)?.state),
+        localPlacements: this.forks.get(state.routingKey)?.state.locals ?? [],
+      };
+    }
   }
 
   private notify(c: Commit): void {

@@ -4,8 +4,10 @@
 // (found by the routing key's label, so nothing a crashed runner wrote is left behind).
 // With EPHEMERA_ROUTING_MESH=istio, the VirtualServices of the baseline Services follow
 // (mesh.ts). Availability is followed with one shared watch per namespace and kind, no polling.
+// A connected local workload gets, for each baseline Service, a Service without a selector
+// and Endpoints pointing at the tunnel (local-build.ts), swept apart from the forks' objects.
 import * as k8s from "@kubernetes/client-node";
-import type * as pb from "@ephemera/proto";
+import * as pb from "@ephemera/proto";
 import {
   FORK_KINDS, ValidationError, baselineLabel, baselineOf, errorMessage, isForkKind, type BaselineRef, type ForkKind, type Logger,
 } from "@ephemera/kit";
@@ -17,6 +19,8 @@ import { IstioRoutes, isMeshNotInstalledError, type ServiceRef } from "./mesh.js
 import { OutputMissingError } from "./outputs.js";
 import type { ApplyResult, ForkCluster } from "./reconciler.js";
 import type { ForkDesire } from "./state.js";
+import { LOCAL_LABEL, ROUTING_KEY_LABEL, buildLocalObjects } from "./local-build.js";
+import type { LocalDesire, ServedLocal } from "./local-state.js";
 
 type Obj = k8s.KubernetesObject & { spec?: Record<string, unknown>; status?: Record<string, unknown>; [key: string]: unknown };
 
@@ -29,6 +33,7 @@ export const WORKLOAD_KINDS: Record<ForkKind, { apiVersion: string; plural: stri
 const OTHER_KINDS: Record<string, { apiVersion: string; plural: string }> = {
   Service: { apiVersion: "v1", plural: "services" },
   Secret: { apiVersion: "v1", plural: "secrets" },
+  Endpoints: { apiVersion: "v1", plural: "endpoints" },
 };
 const kindOf = (kind: string) => (isForkKind(kind) ? WORKLOAD_KINDS[kind] : OTHER_KINDS[kind]!);
 const collectionPath = (kind: string, namespace: string) => {
@@ -194,11 +199,74 @@ export class KubeForkCluster implements ForkCluster {
           this.api.list<Obj>(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, `ephemera.dev/routing-key=${routingKey}`));
         for (const item of list.items) {
           const key = this.key(kind, namespace, item.metadata!.name!);
-          if (kept.has(key)) continue;
+          // A local workload's Services are kept by applyLocals, not by the forks' generations.
+          if (kept.has(key) || item.metadata?.labels?.[LOCAL_LABEL]) continue;
           await this.o.calls.count("delete", plural, () => this.api.delete({ apiVersion, kind, metadata: { name: item.metadata!.name!, namespace } }, undefined, undefined, undefined, undefined, "Background"))
             .catch((err: unknown) => { if (statusOf(err) !== 404) throw err; });
           this.written.delete(key);
           this.o.logger.info({ kind, namespace, name: item.metadata?.name }, "fork object removed");
+        }
+      }
+    }
+  }
+
+  /**
+   * Writes, for each local workload served, a Service without a selector and its Endpoints
+   * for every Service selecting its baseline's pods, and removes the sandbox's other local
+   * objects in `d.namespaces`; the mesh's routes follow. A baseline gone from the cluster
+   * places nothing (its local gets no route). Returns where each served local is.
+   */
+  async applyLocals(d: LocalDesire, served: ServedLocal[]): Promise<pb.LocalPlacement[]> {
+    const placements: pb.LocalPlacement[] = [];
+    const objects: Obj[] = [];
+    const baselineServices: ServiceRef[] = [];
+    for (const { local, sessionId, addresses } of served) {
+      const baseline = baselineOf(local.from);
+      const base = await this.readBaseline(baseline);
+      if (!base) {
+        this.o.logger.warn({ sandbox: d.sandbox, local: local.name, baseline: baselineLabel(baseline) }, "a local workload's baseline is not on the cluster: nothing routes to it");
+        continue;
+      }
+      const placement = pb.LocalPlacement.fromPartial({ local: local.name, baseline, sessionId });
+      for (const s of await this.servicesSelecting(base, baseline.namespace)) {
+        const built = buildLocalObjects(s, base, { sandbox: d.sandbox, routingKey: d.routingKey, local: local.name, addresses });
+        if (!built) continue;
+        const host = `${String((built.service["metadata"] as { name: string }).name)}.${baseline.namespace}.svc`;
+        objects.push(built.service as Obj, built.endpoints as Obj);
+        baselineServices.push({ namespace: baseline.namespace, name: s.metadata!.name! });
+        placement.services.push({ host, ports: built.routes.map((r) => r.port), baselineHost: `${s.metadata!.name}.${baseline.namespace}.svc` });
+        for (const r of built.routes) if (!placement.routes.some((x) => x.workloadPort === r.workloadPort)) placement.routes.push({ ...r, host });
+      }
+      placements.push(placement);
+    }
+    // The Endpoints before their Service: the Service never stands without somewhere to send to.
+    for (const obj of [...objects].sort((a, b) => (a.kind === b.kind ? 0 : a.kind === "Endpoints" ? -1 : 1))) await this.upsert(obj);
+    const namespaces = new Set([...d.namespaces, ...served.map((x) => baselineOf(x.local.from).namespace)]);
+    await this.sweepLocals(d.routingKey, objects, namespaces);
+    await this.istio?.sync(namespaces, baselineServices);
+    return placements;
+  }
+
+  private async readBaseline(b: BaselineRef): Promise<Obj | undefined> {
+    if (!isForkKind(b.kind)) return undefined;
+    const kind = WORKLOAD_KINDS[b.kind];
+    return this.o.calls.count("get", kind.plural, () => this.api.read<Obj>({ apiVersion: kind.apiVersion, kind: b.kind, metadata: { name: b.name, namespace: b.namespace } }))
+      .catch((err: unknown) => { if (statusOf(err) === 404) return undefined; throw err; });
+  }
+
+  /** Deletes the routing key's local Services and Endpoints in these namespaces that are not kept. */
+  private async sweepLocals(routingKey: string, keep: Obj[], namespaces: Set<string>): Promise<void> {
+    const kept = new Set(keep.map((o) => this.key(o.kind!, o.metadata!.namespace!, o.metadata!.name!)));
+    for (const namespace of namespaces) {
+      for (const kind of ["Service", "Endpoints"]) {
+        const { apiVersion, plural } = kindOf(kind);
+        const list = await this.o.calls.count("list", plural, () =>
+          this.api.list<Obj>(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, `${ROUTING_KEY_LABEL}=${routingKey},${LOCAL_LABEL}`));
+        for (const item of list.items) {
+          if (kept.has(this.key(kind, namespace, item.metadata!.name!))) continue;
+          await this.o.calls.count("delete", plural, () => this.api.delete({ apiVersion, kind, metadata: { name: item.metadata!.name!, namespace } }))
+            .catch((err: unknown) => { if (statusOf(err) !== 404) throw err; });
+          this.o.logger.info({ kind, namespace, name: item.metadata?.name }, "local workload's object removed");
         }
       }
     }

@@ -157,7 +157,7 @@ describe("a route group", () => {
       const view = await getGroup("feature-x");
       expect(view.conflicts).toEqual([{ baseline: "Deployment shop/payments", sandboxes: ["sb-a", "sb-b"] }]);
       expect(view.status).toMatchObject({ ready: false, reason: "Conflict" });
-      expect(view.status!.message).toContain("Deployment shop/payments is forked by sb-a and sb-b");
+      expect(view.status!.message).toContain("Deployment shop/payments is forked (or served locally) by sb-a and sb-b");
       // Each sandbox still routes under its own key.
       const own = await call(routes.getWorkloadRoutingRules.bind(routes), pb.routes.WorkloadRoutingRulesRequest.fromPartial({ destinationSandbox: { name: "sb-b" } }));
       expect(own.routingRules.map((r) => r.routingKey)).not.toContain(key);

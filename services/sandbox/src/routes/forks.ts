@@ -4,11 +4,22 @@ import type * as pb from "@ephemera/proto";
 import { baselineLabel, baselineOf, forkName } from "@ephemera/kit";
 import type { SandboxRecord } from "../sandbox/state.js";
 
-/** A sandbox and where its forks are on its cluster (as its runner reported them). */
+/**
+ * A sandbox and where its forks are on its cluster (as its runner reported them); with
+ * the local workloads a workstation serves now and their Services the runner keeps.
+ */
 export interface PlacedSandbox {
   sandbox: SandboxRecord;
   placements: pb.ForkPlacement[];
+  connected?: Set<string>;
+  localPlacements?: pb.LocalPlacement[];
 }
+
+/**
+ * Whether a sandbox's forks and locals route: once it is ready, and on through an update
+ * (while its changed forks roll out, to the Services of the generation applied), until it is deleted.
+ */
+export const routes = (sandbox: SandboxRecord) => sandbox.status === "active" && (sandbox.ready || sandbox.forks.available > 0);
 
 export interface RoutedFork {
   sandbox: SandboxRecord;
@@ -28,7 +39,7 @@ export interface RoutedFork {
  */
 export function* routedForks(sandboxes: Iterable<PlacedSandbox>): Iterable<RoutedFork> {
   for (const { sandbox, placements } of sandboxes) {
-    if (sandbox.status !== "active" || !(sandbox.ready || sandbox.forks.available > 0)) continue;
+    if (!routes(sandbox)) continue;
     const placed = new Map(placements.map((p) => [p.fork, p]));
     for (const fork of sandbox.spec?.forks ?? []) {
       if (!fork.forkOf) continue;

@@ -3,33 +3,41 @@
 // routing key, sending each port to the fork's Service that serves it. What a request
 // filters on, how one set of rules becomes another as ADD, REMOVE and REPLACE operations,
 // and the cluster's Services as GetClusterServices lists them. A route group's rules are its
-// members' forks under the group's own routing key.
+// members' forks under the group's own routing key. A local workload a workstation serves
+// routes as a fork does, to the sandbox's Service without a selector made for it (locals.ts).
 import * as pb from "@ephemera/proto";
 import { routedForks, type PlacedSandbox, type RoutedFork } from "./forks.js";
+import { routedLocals, type RoutedLocal } from "./locals.js";
 import { routeGroupRouting } from "../routegroup/members.js";
 import type { RouteGroupRecord } from "../routegroup/state.js";
 
 type Rule = pb.routes.WorkloadRoutingRule;
 type Op = pb.routes.WorkloadRoutingRuleOp;
 
-export { routedForks, type PlacedSandbox, type RoutedFork };
+export { routedForks, routedLocals, type PlacedSandbox, type RoutedFork, type RoutedLocal };
+
+/** What a rule is made of: a fork's ports go to the same port of its Service, a local's to the port its Service maps. */
+type Routed = Pick<RoutedFork, "sandbox" | "baseline"> & { ports: Array<{ port: number; host: string; destinationPort?: number }> };
 
 /**
- * Pure: the rules of the sandboxes that route, one per fork under each sandbox's routing key;
- * and under each route group's key, one per fork of its matching sandboxes (members.ts).
+ * Pure: the rules of the sandboxes that route, one per fork and per connected local under
+ * each sandbox's routing key; and under each route group's key, one per fork and local of its
+ * matching sandboxes (members.ts).
  */
 export function routingRules(sandboxes: Iterable<PlacedSandbox>, routeGroups: Iterable<RouteGroupRecord> = []): Rule[] {
   const placed = [...sandboxes];
-  const rule = (routingKey: string, { sandbox, baseline, ports }: RoutedFork): Rule => ({
+  const rule = (routingKey: string, { sandbox, baseline, ports }: Routed): Rule => ({
     routingKey,
     baseline,
     destinationSandbox: { name: sandbox.name },
-    mappings: ports.map(({ port, host }) => ({ workloadPort: port, destinations: [{ host, port }] })),
+    mappings: ports.map(({ port, host, destinationPort }) => ({ workloadPort: port, destinations: [{ host, port: destinationPort ?? port }] })),
   });
-  const rules: Rule[] = [...routedForks(placed)].map((f) => rule(f.sandbox.routingKey, f));
+  const own: Routed[] = [...routedForks(placed), ...routedLocals(placed)];
+  const rules: Rule[] = own.map((r) => rule(r.sandbox.routingKey, r));
   for (const group of routeGroups) {
     if (group.status !== "active") continue;
-    for (const f of routeGroupRouting(group, placed).forks) rules.push(rule(group.routingKey, f));
+    const { forks, locals } = routeGroupRouting(group, placed);
+    for (const r of [...forks, ...locals]) rules.push(rule(group.routingKey, r));
   }
   return rules.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
 }
@@ -39,16 +47,17 @@ export function routingRules(sandboxes: Iterable<PlacedSandbox>, routeGroups: It
  * sandboxes fork (once each, with every port, from what the runner recorded when it applied
  * the forks), then each fork Service with its sandbox's routing key and the hostname of the
  * baseline Service it stands for (of the baseline workload, for forks recorded before the
- * runner named the Service).
+ * runner named the Service); and so each Service of a connected local.
  */
 export function clusterServices(sandboxes: Iterable<PlacedSandbox>): pb.routes.ClusterService[] {
+  const placed = [...sandboxes];
   const baselines = new Map<string, Set<number>>();
   const forks: pb.routes.ClusterService[] = [];
   const portOf = (fork: pb.Fork, port: number): pb.routes.ClusterServicePort => {
     const declared = fork.endpoints.find((e) => e.port === port);
     return { name: declared?.name || `port-${port}`, port, protocol: declared?.protocol || "TCP", appProtocol: "" };
   };
-  for (const { sandbox, fork, baseline, ports, services } of routedForks(sandboxes)) {
+  for (const { sandbox, fork, baseline, ports, services } of routedForks(placed)) {
     for (const s of services) {
       if (s.baselineHost) baselines.set(s.baselineHost, new Set([...baselines.get(s.baselineHost) ?? [], ...s.ports]));
     }
@@ -59,6 +68,18 @@ export function clusterServices(sandboxes: Iterable<PlacedSandbox>): pb.routes.C
         hostname: host,
         ports: ports.filter((p) => p.host === host).map((p) => portOf(fork, p.port)),
         sandboxInfo: { sandboxRoutingKey: sandbox.routingKey, baselineHostname: baselineHost },
+      });
+    }
+  }
+  // A connected local's Services without a selector, as the runner placed them.
+  for (const { sandbox, baseline, services } of routedLocals(placed)) {
+    for (const s of services) {
+      if (s.baselineHost) baselines.set(s.baselineHost, new Set([...baselines.get(s.baselineHost) ?? [], ...s.ports]));
+      forks.push({
+        serviceIp: "",
+        hostname: s.host,
+        ports: s.ports.map((port) => ({ name: `port-${port}`, port, protocol: "TCP", appProtocol: "" })),
+        sandboxInfo: { sandboxRoutingKey: sandbox.routingKey, baselineHostname: s.baselineHost || `${baseline.name}.${baseline.namespace}.svc` },
       });
     }
   }

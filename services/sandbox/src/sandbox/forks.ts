@@ -9,6 +9,8 @@ export interface ForkFacts {
   applied?: { generation: number; forks: pb.ForkPlacement[] };
   /** The last generation the runner finished with, and how. */
   outcome?: { generation: number; kind: "available" | "skipped" | "failed"; failure?: pb.ForkFailure; message?: string };
+  /** The Services the runner keeps for the sandbox's connected local workloads, as it last recorded them. */
+  locals?: pb.LocalPlacement[];
 }
 
 export const noForkFacts = (): ForkFacts => ({});
@@ -23,6 +25,8 @@ export function foldForkFacts(state: ForkFacts, event: DomainEvent): ForkFacts {
       return { ...state, outcome: { generation: event.data.generation, kind: "skipped", message: event.data.message } };
     case "ephemera.forks.failed.v1":
       return { ...state, outcome: { generation: event.data.generation, kind: "failed", ...(event.data.failure ? { failure: event.data.failure } : {}) } };
+    case "ephemera.forks.locals_applied.v1":
+      return { ...state, locals: event.data.locals };
     default:
       return state;
   }

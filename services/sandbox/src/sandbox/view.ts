@@ -7,6 +7,7 @@ import type { Projection } from "@ephemera/eventstore";
 import { sandboxStatus } from "./status.js";
 import { baselineLabel, baselineOf, errorMessage } from "@ephemera/kit";
 import { placementsOf, type ForkFacts } from "./forks.js";
+import { localStatus, type LocalLinks } from "./locals.js";
 
 const STATUS: Record<string, string> = {
   pending: "Pending", queued: "Queued", running: "Running", retrying: "Retrying", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled",
@@ -20,17 +21,20 @@ export function workflowsOf(s: SandboxRecord, workflows: Projection<WorkflowStat
 }
 
 /** `values` keys are `<resource>/<step>.<output>`; without it, outputs carry names and sizes only. */
-export function buildView(s: SandboxRecord, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined, forks?: ForkFacts): pb.SandboxView {
+export function buildView(
+  s: SandboxRecord, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined, forks?: ForkFacts, locals?: LocalLinks,
+): pb.SandboxView {
   const mine = workflowsOf(s, workflows);
+  const workloads = workloadsOf(s, forks, locals);
   return pb.SandboxView.fromPartial({
     name: s.name,
     routingKey: s.routingKey,
     spec: s.spec,
-    status: sandboxStatus(s, mine),
+    status: withLocals(sandboxStatus(s, mine), workloads),
     endpoints: s.endpoints,
     createdAt: s.createdAt,
     updatedAt: s.updatedAt,
-    workloads: workloadsOf(s, forks),
+    workloads,
     resources: s.resources.map((r) => {
       const steps = (["create", "delete"] as const).flatMap((phase) => {
         const wf = workflows.get(workflowId(s.routingKey, r.name, phase))?.state;
@@ -84,14 +88,25 @@ export function safeView(s: SandboxRecord, build: () => pb.SandboxView, onError?
   }
 }
 
+/**
+ * A disconnected local workload does not make a ready sandbox unready (as with Signadot): its
+ * forks and resources serve on, and the key's requests for that workload go to the baseline
+ * meanwhile. The status's message names it, and the workload's own status says why.
+ */
+function withLocals(status: pb.SandboxStatus, workloads: pb.WorkloadView[]): pb.SandboxStatus {
+  const away = workloads.filter((w) => w.kind === "local" && w.status !== "Connected").map((w) => w.name);
+  if (!status.ready || !away.length) return status;
+  return { ...status, message: `${status.message}; local workload${away.length > 1 ? "s" : ""} ${away.join(", ")} not connected (the baseline serves them)` };
+}
+
 /** Virtual workloads are kept with the sandbox, never run: nothing creates them yet. */
 export const NOT_RUN = "virtual workloads are validated and kept, not run";
 
 /**
- * Forks as their cluster's runner reports them; locals run on their user's machine (eph
- * sandbox get-env / get-files give them what they need).
+ * Forks as their cluster's runner reports them; locals as the tunnel reports them: Connected
+ * while a workstation serves them (eph local connect), else Disconnected and why.
  */
-function workloadsOf(s: SandboxRecord, facts: ForkFacts | undefined): pb.WorkloadView[] {
+function workloadsOf(s: SandboxRecord, facts: ForkFacts | undefined, locals: LocalLinks | undefined): pb.WorkloadView[] {
   const spec = s.spec;
   if (!spec) return [];
   const forkName = (f: pb.Fork, i: number) => f.name || `${f.forkOf?.kind ?? "workload"}/${f.forkOf?.name ?? i}`.toLowerCase();
@@ -116,8 +131,14 @@ function workloadsOf(s: SandboxRecord, facts: ForkFacts | undefined): pb.Workloa
   return [
     ...spec.forks.map(fork),
     ...spec.virtual.map((v) => ({ kind: "virtual", name: v.name, status: "Pending", message: NOT_RUN, workload: "", hosts: [] })),
-    ...spec.local.map((l) => ({
-      kind: "local", name: l.name, status: "Local", message: `runs on its user's machine: eph sandbox get-env / get-files --local ${l.name}`, workload: "", hosts: [],
-    })),
+    ...spec.local.map((l) => {
+      const placed = facts?.locals?.find((p) => p.local === l.name);
+      const link = locals?.get(l.name);
+      return {
+        kind: "local", name: l.name, ...localStatus(link),
+        workload: baselineLabel(baselineOf(l.from)),
+        hosts: link?.kind === "connected" ? placed?.services.map((x) => x.host) ?? [] : [],
+      };
+    }),
   ];
 }

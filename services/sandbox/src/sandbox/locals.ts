@@ -1,0 +1,44 @@
+// Whether a workstation serves each local workload of a sandbox incarnation now: the tunnel
+// service's locals events (one aggregate per routing key) folded into what the views and the
+// Routes API read. The tunnel owns those events; this is only their consumer's view. A routing
+// key is one incarnation of a sandbox: events for a key no live sandbox has are kept and never read.
+import type * as pb from "@ephemera/proto";
+import type { DomainEvent } from "@ephemera/events";
+
+export type LocalLink =
+  | { kind: "connected"; sessionId: string; addresses: pb.LocalAddress[]; since: string }
+  | { kind: "disconnected"; sessionId: string; reason: string; since: string };
+
+/** Local workload name → its last known link. */
+export type LocalLinks = Map<string, LocalLink>;
+
+export const noLocalLinks = (): LocalLinks => new Map();
+
+export function foldLocalLinks(state: LocalLinks, event: DomainEvent, time: string): LocalLinks {
+  switch (event.type) {
+    case "ephemera.locals.connected.v1":
+      return new Map(state).set(event.data.local, {
+        kind: "connected", sessionId: event.data.sessionId, addresses: event.data.addresses, since: time,
+      });
+    case "ephemera.locals.disconnected.v1": {
+      // A session's late word never undoes a newer session's connection.
+      const now = state.get(event.data.local);
+      if (now?.kind === "connected" && event.data.sessionId && now.sessionId !== event.data.sessionId) return state;
+      return new Map(state).set(event.data.local, { kind: "disconnected", sessionId: event.data.sessionId, reason: event.data.reason, since: time });
+    }
+    default:
+      return state;
+  }
+}
+
+/** The local workloads a workstation serves now, by name. */
+export function connectedLocals(links: LocalLinks | undefined): Set<string> {
+  return new Set([...(links ?? [])].filter(([, l]) => l.kind === "connected").map(([name]) => name));
+}
+
+/** Pure: a local workload's status and message in the sandbox view. */
+export function localStatus(link: LocalLink | undefined): { status: string; message: string } {
+  if (!link) return { status: "Disconnected", message: "no workstation has connected (eph local connect)" };
+  if (link.kind === "connected") return { status: "Connected", message: `served by tunnel session ${link.sessionId} since ${link.since}` };
+  return { status: "Disconnected", message: `${link.reason || "disconnected"} since ${link.since} (session ${link.sessionId})` };
+}
