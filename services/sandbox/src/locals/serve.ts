@@ -2,7 +2,7 @@
 // with the workstation's own token, so the API's roles decide (the guard admits editors only).
 import type * as pb from "@ephemera/proto";
 import { ConflictError, NotFoundError } from "@ephemera/kit";
-import type { SandboxState } from "../sandbox/state.js";
+import type { SandboxRecord, SandboxState } from "../sandbox/state.js";
 
 /** The sandboxes as the core holds them, by name. */
 export interface LocalsSource {
@@ -10,7 +10,7 @@ export interface LocalsSource {
   sandboxes(): Iterable<SandboxState>;
 }
 
-const servedOf = (s: Extract<SandboxState, { status: "active" }>): pb.ServedLocal[] =>
+const servedOf = (s: SandboxRecord): pb.ServedLocal[] =>
   (s.spec?.local ?? []).map((local) => ({ sandbox: s.name, routingKey: s.routingKey, cluster: s.cluster, local }));
 
 /**
