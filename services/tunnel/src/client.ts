@@ -82,6 +82,8 @@ export class TunnelClient extends EventEmitter {
       this.finish(new Error(`the tunnel stopped answering: ${why}`));
       session.destroy();
     });
+    // The tunnel ending its side ends the session; so does the stream or the connection closing.
+    control.on("end", () => this.finish());
     control.on("close", () => this.finish());
     session.on("close", () => this.finish());
     session.on("error", (err: Error) => this.finish(err));
@@ -265,6 +267,7 @@ export class TunnelClient extends EventEmitter {
     this.closed = { reason, ...(err && reason === "lost" ? { error: err } : {}) };
     this.stopLiveness();
     for (const stream of this.streams) stream.destroy();
+    if (!this.control.destroyed) this.control.close();
     if (!this.session.destroyed) this.session.close();
     this.options.logger?.info({ sessionId: this.sessionId, reason }, "tunnel session closed");
     this.emit("closed", this.closed);

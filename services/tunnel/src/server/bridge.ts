@@ -44,7 +44,7 @@ export function bridge(socket: Socket, stream: ServerHttp2Stream, onEnd: (end: B
   stream.pipe(socket);
   socket.once("error", (err: NodeJS.ErrnoException) => fail(`the cluster side failed: ${err.code ?? err.message}`));
   stream.once("error", (err: NodeJS.ErrnoException) => fail(`the stream failed: ${err.code ?? err.message}`));
-  stream.once("aborted", () => fail("the workstation reset the stream"));
+  stream.once("aborted", () => fail("the stream ended early (reset by the workstation, or its connection lost)"));
   socket.once("close", () => {
     // The socket is gone both ways: once what it sent is flushed, the stream has nothing more to carry.
     if (!stream.destroyed) {

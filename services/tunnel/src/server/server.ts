@@ -47,12 +47,17 @@ export class TunnelServer {
   readonly server: Http2Server;
   private readonly newId = ulidGen();
   private stopping = false;
+  private readonly connections = new Set<ServerHttp2Session>();
 
   constructor(private readonly settings: ServerSettings, private readonly deps: ServerDeps) {
     this.server = settings.tls
       ? createSecureServer({ cert: settings.tls.cert, key: settings.tls.key, allowHTTP1: false })
       : createServer();
     this.server.on("stream", (stream, headers) => this.route(stream, headers));
+    this.server.on("session", (http: ServerHttp2Session) => {
+      this.connections.add(http);
+      http.once("close", () => this.connections.delete(http));
+    });
     this.server.on("sessionError", (err) => deps.logger.debug({ err: errorMessage(err) }, "tunnel: connection error"));
   }
 
@@ -61,7 +66,10 @@ export class TunnelServer {
     this.stopping = true;
     await Promise.all([...this.sessions.values()].map((s) => s.end("shutdown")));
     await this.deps.audit.flush();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    // Connections without a session (a refused hello, one between requests) are not waited for.
+    for (const http of this.connections) http.destroy();
+    await closed;
   }
 
   private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {

@@ -291,9 +291,9 @@ export class Session {
     this.stopLiveness();
     clearInterval(this.refreshTimer);
     const why = `the session ended (${reason})`;
-    for (const [key, current] of this.served) this.stopServing(key, current, reason);
     for (const [id, open] of this.pending) this.dropPending(id, open, why);
     const ends = [...this.connections].map(([b, c]) => { b.destroy(why); return c.ended; });
+    for (const [key, current] of this.served) this.stopServing(key, current, reason);
     await Promise.all(ends);
     if (reason === "lost") {
       this.http.destroy();
@@ -301,7 +301,11 @@ export class Session {
       if (reason !== "disconnect") this.send({ type: "closing", reason });
       const control = this.start.control;
       if (!control.destroyed && !control.writableEnded) control.end();
-      if (reason !== "disconnect" && !this.http.closed) this.http.close();
+      if (reason !== "disconnect" && !this.http.closed) {
+        this.http.close();
+        // A workstation that does not close its side in time is not waited for.
+        setTimeout(() => { if (!this.http.destroyed) this.http.destroy(); }, 1_000).unref();
+      }
     }
     this.log.write("ephemera.tunnel.session_closed.v1", {
       sessionId: this.id, reason, connections: this.totals.connections,
