@@ -2,7 +2,7 @@
 // sandbox core, with tokens), the tunnel on the shared NATS JetStream (every event asserted
 // from the store), the client library, and TCP servers standing in for the workstation's
 // local workload and for a cluster Service.
-import { connect as connect_, type Socket } from "node:net";
+import { connect as connect_ } from "node:net";
 import { Aggregates } from "@ephemera/events";
 import { waitFor } from "@ephemera/kit";
 import { TOKENS, tokensAccess } from "../../../test/support/api-tokens.js";
@@ -114,7 +114,6 @@ describe("the tunnel with the API's tokens, over TLS", () => {
 describe("the tunnel's sessions and connections, on an open API", () => {
   let world: TunnelWorld;
   let echo: Awaited<ReturnType<typeof echoServer>>;
-  let revokedToken = "";
   beforeAll(async () => {
     // A token that stops working: the API is then asked without it, and answers as it would.
     world = await startWorld({ liveness: { intervalMs: 100, timeoutMs: 600 }, refreshMs: 200 });
