@@ -115,7 +115,6 @@ describe("the tunnel's sessions and connections, on an open API", () => {
   let world: TunnelWorld;
   let echo: Awaited<ReturnType<typeof echoServer>>;
   beforeAll(async () => {
-    // A token that stops working: the API is then asked without it, and answers as it would.
     world = await startWorld({ liveness: { intervalMs: 100, timeoutMs: 600 }, refreshMs: 200 });
     echo = await echoServer();
   });
