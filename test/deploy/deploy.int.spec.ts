@@ -231,7 +231,7 @@ describe("the Dockerfile and the Tiltfile", () => {
     const config = prod.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"];
     const images = [...new Set(prod.flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string))), config.EPHEMERA_AGENT_IMAGE as string];
     const ours = images.map((i) => /^ephemera\/([a-z-]+):/.exec(i)?.[1]).filter((s): s is string => s !== undefined);
-    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler", "webhook"]);
+    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler", "tunnel", "webhook"]);
     for (const stage of ours) expect(stages).toContain(stage);
     for (const stage of ours) expect(dockerfile).toContain(` .ephemera/images/${stage} /`);
   });
