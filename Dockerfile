@@ -1,7 +1,7 @@
 # ephemera's images, one per role, from the files `pnpm images` (scripts/images.sh) stages on
 # the host in .ephemera/images/<role>: nothing here needs the network but the router stage's
 # iptables, installed from Debian's mirrors (once: Docker keeps the layer).
-#   bash scripts/images.sh      builds all seven: ephemera/{agent,sandbox,scheduler,runner,iocontext,webhook,router}:<version>
+#   bash scripts/images.sh      builds all eight: ephemera/{agent,sandbox,scheduler,runner,iocontext,webhook,tunnel,router}:<version>
 #   docker build --target runner --build-arg NODE_IMAGE=... -t ephemera/runner:0.1.0 .   (after --stage)
 # Each service image holds its package's built output and production dependencies only
 # (pnpm deploy --prod, without type declarations or source maps), runs as user 10001, and
@@ -52,6 +52,12 @@ FROM service AS webhook
 ARG APP_OWNER=0
 COPY --chown=${APP_OWNER}:${APP_OWNER} .ephemera/images/webhook /app
 EXPOSE 8443 9090
+
+# The tunnel service: workstations' sessions for local workloads (docs/tunnel.md).
+FROM service AS tunnel
+ARG APP_OWNER=0
+COPY --chown=${APP_OWNER}:${APP_OWNER} .ephemera/images/tunnel /app
+EXPOSE 7785 9090
 
 # ephemera-router, the routing sidecar injected into baseline pods (`node /router/router.cjs`,
 # user 10001, no capabilities), and its init container `ephemera-router-init` (run as root

@@ -32,12 +32,16 @@ describe("deploy/ rendered", () => {
   it.each(OVERLAYS)("%s renders every service, NATS, Redis and the runner's RBAC, in their namespaces", (overlay) => {
     const objs = objects(rendered[overlay]);
     const names = objs.map((o) => `${o["kind"]}/${o["metadata"].namespace ?? ""}/${o["metadata"].name}`);
-    for (const s of ["sandbox", "scheduler", "runner", "iocontext", "webhook", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
+    for (const s of ["sandbox", "scheduler", "runner", "iocontext", "webhook", "tunnel", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
     expect(names).toContain("StatefulSet/ephemera-system/nats");
     expect(names).toContain("Role/ephemera-runs/ephemera-runner");
     // Forks: the ClusterRole is granted per namespace by a RoleBinding, never cluster-wide.
     expect(names).toContain("ClusterRole//ephemera-forks");
     expect(names).toContain("RoleBinding/default/ephemera-forks");
+    // The tunnel reads Services and Endpoints only where a RoleBinding grants it, as the forks.
+    expect(names).toContain("RoleBinding/default/ephemera-tunnel");
+    const tunnel = objs.find((o) => o["kind"] === "ClusterRole" && o["metadata"].name === "ephemera-tunnel")!;
+    expect(tunnel["rules"]).toEqual([{ apiGroups: [""], resources: ["services", "endpoints"], verbs: ["get", "list", "watch"] }]);
     // The one cluster-wide binding: the webhook's, to write the caBundle of its own configuration.
     expect(objs.filter((o) => o["kind"] === "ClusterRoleBinding").map((o) => [o["metadata"].name, o["roleRef"].name, o["subjects"]]))
       .toEqual([["ephemera-webhook", "ephemera-webhook", [{ kind: "ServiceAccount", name: "webhook", namespace: "ephemera-system" }]]]);
@@ -52,11 +56,14 @@ describe("deploy/ rendered", () => {
     expect((forks["rules"] as Obj[]).filter((r) => r["resources"].includes("endpoints")))
       .toEqual([{ apiGroups: [""], resources: ["endpoints"], verbs: ["get", "list", "create", "update", "delete"] }]);
     for (const binding of objs.filter((o) => o["kind"] === "RoleBinding")) {
-      expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "runner", namespace: "ephemera-system" }]);
+      const account = binding["metadata"].name === "ephemera-tunnel" ? "tunnel" : "runner";
+      expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: account, namespace: "ephemera-system" }]);
     }
     for (const d of objs.filter((o) => o["kind"] === "Deployment" && o["metadata"].name !== "redis")) {
       const c = d["spec"].template.spec.containers[0];
       if (d["metadata"].name === "webhook") expect(c.readinessProbe.httpGet).toEqual({ path: "/healthz", port: "webhook", scheme: "HTTPS" });
+      // HTTP/2 only (h2c in the cluster): the kubelet's HTTP/1.1 probes cannot ask /healthz.
+      else if (d["metadata"].name === "tunnel") expect(c.readinessProbe.tcpSocket).toEqual({ port: "tunnel" });
       else expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
       expect(d["spec"].template.metadata.annotations).toMatchObject({ "prometheus.io/scrape": "true", "prometheus.io/port": "9090" });
     }
@@ -227,7 +234,7 @@ describe("the Dockerfile and the Tiltfile", () => {
     const config = prod.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"];
     const images = [...new Set(prod.flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string))), config.EPHEMERA_AGENT_IMAGE as string];
     const ours = images.map((i) => /^ephemera\/([a-z-]+):/.exec(i)?.[1]).filter((s): s is string => s !== undefined);
-    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler", "webhook"]);
+    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler", "tunnel", "webhook"]);
     for (const stage of ours) expect(stages).toContain(stage);
     for (const stage of ours) expect(dockerfile).toContain(` .ephemera/images/${stage} /`);
   });

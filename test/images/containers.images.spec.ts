@@ -66,7 +66,7 @@ describeWithDocker("ephemera's images as containers", () => {
       EPHEMERA_SIGNING_KEY: `images-${prefix}-${"k".repeat(32)}`,
       EPHEMERA_API_LISTEN: `127.0.0.1:${ports.sandbox}`, EPHEMERA_IOCONTEXT_LISTEN: io,
       EPHEMERA_SCHEDULER_LISTEN: `127.0.0.1:${ports.scheduler}`, EPHEMERA_RUNNER_LISTEN: `127.0.0.1:${ports.runner}`,
-      EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0",
+      EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:0",
       EPHEMERA_RUNNER_DRIVER: "kubernetes", KUBECONFIG: "/kube/config", EPHEMERA_KUBE_NAMESPACE: namespace,
       EPHEMERA_IOCONTEXT_ADDR: io, EPHEMERA_POD_IOCONTEXT: `host.kube-sim.internal:${ports.iocontext}`, EPHEMERA_AGENT_IMAGE: `ephemera/agent:${VERSION}`,
     };

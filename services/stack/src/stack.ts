@@ -1,4 +1,4 @@
-// Runs the whole of ephemera locally: the four services as child processes with the
+// Runs the whole of ephemera locally: the five services as child processes with the
 // process driver for cluster `local`, ready once the API and the IO context answer
 // health checks. A service that dies is restarted with backoff until stop().
 import { spawn } from "node:child_process";
@@ -8,14 +8,17 @@ import {
   openApiNotice, waitFor, type ClientTls, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
+
+/** Where the tunnel service listens by default (as @ephemera/tunnel's DEFAULT_TUNNEL_LISTEN; the stack does not load the service). */
+export const DEFAULT_TUNNEL_LISTEN = "127.0.0.1:7785";
 import { Supervisor, type Death, type Exit } from "./supervise.js";
 
-export const SERVICES = ["iocontext", "scheduler", "runner", "sandbox"] as const;
+export const SERVICES = ["iocontext", "scheduler", "runner", "sandbox", "tunnel"] as const;
 /** The webhook runs too with the Kubernetes driver (stackServices). */
 export type ServiceName = (typeof SERVICES)[number] | "webhook";
 
 /**
- * The services a stack runs: the four, and with the Kubernetes driver the webhook that
+ * The services a stack runs: the five, and with the Kubernetes driver the webhook that
  * injects the routing sidecar, registered with that cluster (EPHEMERA_STACK_WEBHOOK=false
  * leaves it out).
  */
@@ -94,6 +97,9 @@ export function stackEnv(env: Env): Env {
     // Health ports of the services without an API: any free port unless chosen.
     EPHEMERA_SCHEDULER_LISTEN: envString(env, "EPHEMERA_SCHEDULER_LISTEN", "127.0.0.1:0"),
     EPHEMERA_RUNNER_LISTEN: envString(env, "EPHEMERA_RUNNER_LISTEN", "127.0.0.1:0"),
+    // Workstations' `eph local connect` (docs/tunnel.md); it asks the API who may serve what.
+    EPHEMERA_TUNNEL_LISTEN: envString(env, "EPHEMERA_TUNNEL_LISTEN", DEFAULT_TUNNEL_LISTEN),
+    EPHEMERA_API: envString(env, "EPHEMERA_API", api),
     // The webhook (Kubernetes driver) registers itself with the cluster the runner uses.
     EPHEMERA_WEBHOOK_REGISTER: envString(env, "EPHEMERA_WEBHOOK_REGISTER", "true"),
     // With the servers on TLS, the runner's steps dial the IO context on TLS too.
@@ -102,12 +108,12 @@ export function stackEnv(env: Env): Env {
 }
 
 /** Where each service serves /metrics under the stack, as an offset from EPHEMERA_METRICS_LISTEN's port. */
-const METRICS_PORT_OFFSET: Record<ServiceName, number> = { sandbox: 0, scheduler: 1, runner: 2, iocontext: 3, webhook: 4 };
+const METRICS_PORT_OFFSET: Record<ServiceName, number> = { sandbox: 0, scheduler: 1, runner: 2, iocontext: 3, webhook: 4, tunnel: 5 };
 
 /**
- * The four services share one EPHEMERA_METRICS_LISTEN: it names the first of four ports
- * (sandbox, scheduler, runner, iocontext: `127.0.0.1:9400` gives 9400–9403, each service's
- * own default). Unset, or port 0, each takes any free port, as the health ports do, so two
+ * The services share one EPHEMERA_METRICS_LISTEN: it names the first of their ports
+ * (sandbox, scheduler, runner, iocontext, webhook, tunnel: `127.0.0.1:9400` gives 9400–9405,
+ * each service's own default). Unset, or port 0, each takes any free port, as the health ports do, so two
  * stacks side by side never clash; each service logs the port it got ("metrics listening").
  */
 export function metricsListenOf(env: Env, service: ServiceName): string {

@@ -7,14 +7,15 @@ describe("stack", () => {
       EPHEMERA_API_LISTEN: "127.0.0.1:7400", EPHEMERA_IOCONTEXT_LISTEN: "127.0.0.1:7401", EPHEMERA_IOCONTEXT_ADDR: "127.0.0.1:7401",
       EPHEMERA_CLUSTER: "local", EPHEMERA_RUNNER_DRIVER: "process", EPHEMERA_SCHEDULER_LISTEN: "127.0.0.1:0", EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0",
     });
+    expect(stackEnv({ EPHEMERA_API_LISTEN: "127.0.0.1:7500" })).toMatchObject({ EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:7785", EPHEMERA_API: "127.0.0.1:7500" });
     const mine = stackEnv({ EPHEMERA_IOCONTEXT_LISTEN: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
     expect(mine).toMatchObject({ EPHEMERA_IOCONTEXT_ADDR: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
   });
 
-  it("gives each service its own metrics port: four from the one set, or each a free port", () => {
+  it("gives each service its own metrics port: five from the one set, or each a free port", () => {
     const at = (env: Record<string, string>) => SERVICES.map((s) => [s, metricsListenOf(env, s)]);
     expect(Object.fromEntries(at({ EPHEMERA_METRICS_LISTEN: "0.0.0.0:9400" }))).toEqual({
-      sandbox: "0.0.0.0:9400", scheduler: "0.0.0.0:9401", runner: "0.0.0.0:9402", iocontext: "0.0.0.0:9403",
+      sandbox: "0.0.0.0:9400", scheduler: "0.0.0.0:9401", runner: "0.0.0.0:9402", iocontext: "0.0.0.0:9403", tunnel: "0.0.0.0:9405",
     });
     expect(new Set(at({}).map(([, l]) => l))).toEqual(new Set(["127.0.0.1:0"]));
     expect(metricsListenOf({ EPHEMERA_METRICS_LISTEN: "[::1]:0" }, "runner")).toBe("[::1]:0");
@@ -53,9 +54,9 @@ describe("stack", () => {
 
 describe("the services of a stack", () => {
   it("are the four, and the webhook too with the Kubernetes driver unless EPHEMERA_STACK_WEBHOOK=false", () => {
-    expect(stackServices({})).toEqual(["iocontext", "scheduler", "runner", "sandbox"]);
-    expect(stackServices({ EPHEMERA_RUNNER_DRIVER: "kubernetes" })).toEqual(["iocontext", "scheduler", "runner", "sandbox", "webhook"]);
-    expect(stackServices({ EPHEMERA_RUNNER_DRIVER: "kubernetes", EPHEMERA_STACK_WEBHOOK: "false" })).toEqual(["iocontext", "scheduler", "runner", "sandbox"]);
+    expect(stackServices({})).toEqual(["iocontext", "scheduler", "runner", "sandbox", "tunnel"]);
+    expect(stackServices({ EPHEMERA_RUNNER_DRIVER: "kubernetes" })).toEqual(["iocontext", "scheduler", "runner", "sandbox", "tunnel", "webhook"]);
+    expect(stackServices({ EPHEMERA_RUNNER_DRIVER: "kubernetes", EPHEMERA_STACK_WEBHOOK: "false" })).toEqual(["iocontext", "scheduler", "runner", "sandbox", "tunnel"]);
   });
 });
 

@@ -36,7 +36,7 @@ const fake = {
   ignoresTerm: script("ignores-term", `process.on("SIGTERM", () => console.log("ignoring SIGTERM")); setInterval(() => {}, 1 << 30); console.log("ready");`),
   failsOnTerm: script("fails-on-term", `process.on("SIGTERM", () => process.exit(1)); setInterval(() => {}, 1 << 30);`),
 };
-const DEFAULT_ENTRIES: Record<ServiceName, string> = { sandbox: fake.api, iocontext: fake.iocontext, scheduler: fake.idle, runner: fake.idle, webhook: fake.idle };
+const DEFAULT_ENTRIES: Record<ServiceName, string> = { sandbox: fake.api, iocontext: fake.iocontext, scheduler: fake.idle, runner: fake.idle, webhook: fake.idle, tunnel: fake.idle };
 
 /** The stack's own lines about deaths of `service`. */
 const deaths = (lines: Line[], service: ServiceName): StackLine[] =>
@@ -174,6 +174,7 @@ describe("stack supervision with the built services", () => {
         EPHEMERA_API_LISTEN: api,
         EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${await freePort()}`,
         EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0",
+        EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:0",
         EPHEMERA_RUNNER_WORKDIR: join(scratch, "runs"),
       },
       entry: (service) => join(__dirname, "..", "..", service, "dist", "main.js"),
@@ -193,6 +194,7 @@ describe("stack supervision with the built services", () => {
     await stack.stop();
     expect(pids.filter(alive)).toEqual([]);
     expect(SERVICES.map((s) => stack.pid(s))).toEqual(SERVICES.map(() => undefined));
-    expect(SERVICES.map((s) => stack.restarts(s))).toEqual([0, 0, 0, 1]);
+    expect(SERVICES.map((s) => stack.restarts(s))).toEqual([0, 0, 0, 1, 0]);
+    expect(lines.filter((l) => l.service === "tunnel" && /"level":(50|60)/.test(l.line))).toEqual([]);
   });
 });
