@@ -18,3 +18,30 @@ export interface ClusterService {
   name: string;
   ports: number[];
 }
+
+/** One open session with the tunnel. */
+export interface TunnelSession {
+  readonly sessionId: string;
+  serving: Served[];
+  dial: Dial;
+  services(): Promise<ClusterService[]>;
+  close(): Promise<void>;
+  on(event: "serving", listener: (serving: Served[]) => void): unknown;
+  on(event: "closed", listener: (why: { reason: string; error?: Error }) => void): unknown;
+}
+
+export interface OpenOptions {
+  address: string;
+  token?: string;
+  tls?: boolean | { ca?: Buffer; servername?: string };
+  sandboxes?: string[];
+  client?: string;
+}
+
+/** Opens a session: resolves on the tunnel's welcome, rejects when it refuses or cannot be reached. */
+export type OpenTunnel = (options: OpenOptions) => Promise<TunnelSession>;
+
+/** The tunnel said no (a bad token, a role that may not serve, an unknown sandbox): trying again will not help. */
+export function isRefusal(err: unknown): boolean {
+  return err instanceof Error && err.name === "TunnelRefused";
+}
