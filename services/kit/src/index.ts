@@ -13,3 +13,4 @@ export * from "./capability.js";
 export { FORK_KINDS, baselineLabel, baselineOf, forkName, isForkKind, type BaselineRef, type ForkKind } from "./fork-name.js";
 export * from "./fork-expression.js";
 export { KeyedLock } from "./lock.js";
+export { clusterFqdn, clusterLookup, type LookupFunction } from "./cluster-dns.js";

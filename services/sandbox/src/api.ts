@@ -4,6 +4,7 @@ import { redact } from "@ephemera/events";
 import { toServiceError, unary, type grpc, type Logger, type ServiceBinding } from "@ephemera/kit";
 import type { ApiAccess } from "./auth/access.js";
 import { guard, principalOf } from "./auth/guard.js";
+import { serveLocals } from "./locals/serve.js";
 import { logService } from "./logs/api.js";
 import type { CallContext, SandboxCore } from "./service.js";
 
@@ -62,6 +63,15 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     list: unary(async () => ({ routeGroups: core.routeGroups.list() }), logger),
     delete: unary(async (req: pb.DeleteRouteGroupRequest, call) => core.routeGroups.delete(req.name, core.meta(caller(call), "delete")), logger),
   };
+  const locals: pb.LocalServiceServer = {
+    serve: unary(async (req: pb.ServeLocalsRequest, call) => ({
+      subject: principalOf(call)?.name ?? "anonymous",
+      locals: serveLocals({
+        sandbox: (name) => core.sandboxes.get(name)?.state,
+        sandboxes: () => [...core.sandboxes.entries()].map(([, { state }]) => state),
+      }, req.sandboxes),
+    }), logger),
+  };
   const logs = logService(core);
   const events: pb.EventServiceServer = {
     watch: (call) => {
@@ -93,6 +103,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     { definition: pb.ResourcePluginServiceService, implementation: plugins as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.SandboxServiceService, implementation: sandboxes as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.RouteGroupServiceService, implementation: routeGroups as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.LocalServiceService, implementation: locals as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LogServiceService, implementation: logs as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.EventServiceService, implementation: events as unknown as grpc.UntypedServiceImplementation },
   ];

@@ -5,15 +5,15 @@ import { envString, type Env } from "../config.js";
 
 export { Counter, Gauge, Histogram, Registry };
 
-export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext" | "webhook";
+export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext" | "webhook" | "tunnel";
 
 /**
- * Where each service serves /metrics when run alone: four ports, so the four services of one
+ * Where each service serves /metrics when run alone: one port each, so the services of one
  * machine do not clash. On a cluster each pod has its own address: `0.0.0.0:9090`.
  */
 export const DEFAULT_METRICS_LISTEN: Record<MetricsService, string> = {
   sandbox: "127.0.0.1:9400", scheduler: "127.0.0.1:9401", runner: "127.0.0.1:9402", iocontext: "127.0.0.1:9403",
-  webhook: "127.0.0.1:9404",
+  webhook: "127.0.0.1:9404", tunnel: "127.0.0.1:9405",
 };
 
 export function metricsListen(env: Env, service: MetricsService): string {

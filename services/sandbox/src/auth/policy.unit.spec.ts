@@ -46,8 +46,8 @@ describe("the API's access policy", () => {
     const role = (method: string, request: object = {}) => needed(API_POLICY[method]!, request).role;
     expect(["ResourcePluginService/Get", "ResourcePluginService/List", "SandboxService/Get", "SandboxService/List",
       "SandboxService/Watch", "LogService/Get", "EventService/Watch"].map((m) => role(m))).toEqual(Array(7).fill("viewer"));
-    expect(["ResourcePluginService/Apply", "SandboxService/Apply", "SandboxService/Delete", "SandboxService/Retry"].map((m) => role(m)))
-      .toEqual(Array(4).fill("editor"));
+    expect(["ResourcePluginService/Apply", "SandboxService/Apply", "SandboxService/Delete", "SandboxService/Retry", "LocalService/Serve"]
+      .map((m) => role(m))).toEqual(Array(5).fill("editor"));
     expect(role("ResourcePluginService/Delete")).toBe("admin");
     expect(role("SandboxService/Delete", { name: "a", force: true })).toBe("admin");
     expect(role("SandboxService/Get", { name: "a", showOutputs: true })).toBe("editor");

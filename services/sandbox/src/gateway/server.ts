@@ -6,12 +6,11 @@
 // does the gateway (viewer or above): a browser signs in once at /.ephemera/login, which
 // keeps the token in a cookie for the whole preview domain; other clients send it in
 // X-Ephemera-Token. Neither reaches the target.
-import { promises as dns, lookup as systemLookup, type LookupAddress, type LookupOptions } from "node:dns";
 import { Agent, createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Duplex } from "node:stream";
 import { createProxyServer } from "http-proxy-3";
-import { PermissionDeniedError, UnauthenticatedError, errorMessage, grpc, type Logger, type ServerTls } from "@ephemera/kit";
+import { PermissionDeniedError, UnauthenticatedError, clusterLookup, errorMessage, grpc, type Logger, type ServerTls } from "@ephemera/kit";
 import type { ApiAccess } from "../auth/access.js";
 import { roleAllows } from "../auth/roles.js";
 import type { SandboxRecord } from "../sandbox/state.js";
@@ -39,24 +38,6 @@ export interface GatewayConfig {
 export interface RunningGateway {
   port: number;
   stop(): Promise<void>;
-}
-
-/**
- * A `lookup` for the proxy's agent that asks the given name servers (IPv4), as a pod's
- * resolver would: a Service's short forms (`<svc>.<ns>.svc`, `<svc>.<ns>`) are asked as
- * `….svc.cluster.local`, since a resolver here has no search domains.
- */
-function clusterLookup(servers: string[]) {
-  const resolver = new dns.Resolver();
-  resolver.setServers(servers);
-  const fqdn = (name: string) => name.endsWith(".svc") ? `${name}.cluster.local` : /^[^.]+\.[^.]+$/.test(name) ? `${name}.svc.cluster.local` : name;
-  return (hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
-    resolver.resolve4(fqdn(hostname)).catch(() => resolver.resolve4(hostname)).then(
-      (addresses) => options.all ? callback(null, addresses.map((address) => ({ address, family: 4 }))) : callback(null, addresses[0]!, 4),
-      // Not a name the cluster knows (an IP, localhost): the machine's resolver.
-      () => systemLookup(hostname, options, callback as never),
-    );
-  };
 }
 
 export async function startGateway(source: GatewaySource, config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
