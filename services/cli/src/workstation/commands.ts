@@ -12,8 +12,6 @@ import type { Context } from "../context.js";
 import { OperationFailed, UsageError } from "../errors.js";
 import { outputOption } from "../options.js";
 import { formatDoc, type OutputFormat } from "../render.js";
-import { runDaemon } from "./daemon.js";
-import { writeHosts } from "./hosts.js";
 import { alive, logPath, readState, stateDir, unlock, removeState, type DaemonState } from "./state.js";
 import type { OpenOptions, OpenTunnel } from "./tunnel.js";
 
@@ -109,6 +107,8 @@ async function foreground(ctx: Context, dir: string, session: OpenOptions, opts:
   const onSignal = () => stop.abort();
   process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
   ctx.io.signal?.addEventListener("abort", onSignal, { once: true });
+  // The daemon's code (proxies, retry policy) loads with it: status and disconnect stay light.
+  const { runDaemon } = await import("./daemon.js");
   try {
     await runDaemon({
       dir, session, open, signal: stop.signal,
@@ -233,7 +233,7 @@ async function disconnect(ctx: Context, dir: string): Promise<void> {
   }
   if (!alive(state.pid)) {
     // Killed (SIGKILL) or failed: what it left behind goes now.
-    if (state.hostsFile && state.hosts?.length) await writeHosts(state.hostsFile, []);
+    if (state.hostsFile && state.hosts?.length) await (await import("./hosts.js")).writeHosts(state.hostsFile, []);
     removeState(dir);
     unlock(dir);
     ctx.out(`not connected (cleaned up after pid ${state.pid}, which had ended)\n`);

@@ -2,7 +2,8 @@
 // IPv4, IPv6 and domain-name addresses), each connection made with the tunnel's dial.
 // The protocol is @mongodb-js/socksv5's (kept by MongoDB for mongosh); it answers success
 // only once the dial has succeeded, so a target the cluster cannot reach is refused.
-import * as socks from "@mongodb-js/socksv5";
+import * as socks from "@mongodb-js/socksv5/lib/server.js";
+import None from "@mongodb-js/socksv5/lib/auth/None.js";
 import { errorMessage } from "@ephemera/kit/errors";
 import { splice } from "./http-proxy.js";
 import type { Dial } from "./tunnel.js";
@@ -23,6 +24,6 @@ export function createSocksProxy(dial: Dial, onError: (message: string) => void 
       deny();
     });
   });
-  server.useAuth(socks.auth.None());
+  server.useAuth(None());
   return server;
 }

@@ -1,5 +1,7 @@
-// The part of @mongodb-js/socksv5 (no types of its own) that the SOCKS5 proxy uses.
-declare module "@mongodb-js/socksv5" {
+// The part of @mongodb-js/socksv5 (no types of its own) that the SOCKS5 proxy uses: its
+// server and its no-auth handler, each from its own file (the package's index finds its auth
+// handlers by listing a directory at run time, which a bundle cannot follow).
+declare module "@mongodb-js/socksv5/lib/server.js" {
   import type { AddressInfo, Socket } from "node:net";
 
   export interface ConnectionInfo {
@@ -26,5 +28,10 @@ declare module "@mongodb-js/socksv5" {
   /** accept(true) answers success and hands over the client's socket; deny() answers "not allowed". */
   export function createServer(listener: (info: ConnectionInfo, accept: (intercept: true) => Socket | undefined, deny: () => void) => void): Server;
 
-  export const auth: { None(): Auth };
+}
+
+declare module "@mongodb-js/socksv5/lib/auth/None.js" {
+  import type { Auth } from "@mongodb-js/socksv5/lib/server.js";
+
+  export default function None(): Auth;
 }
