@@ -18,8 +18,10 @@ export interface Io {
   stderr: Writer;
   /** Standard input, read whole (for `-f -`). */
   stdin?: () => Promise<Uint8Array>;
-  /** Ends long-running commands (`events --follow`, `--wait`). */
+  /** Ends long-running commands (`events --follow`, `--wait`, `local connect --foreground`). */
   signal?: AbortSignal;
+  /** How to start `eph` itself (node and its script): `local connect` runs its daemon so. */
+  self?: string[];
 }
 
 /** The connection options of the command line, each with the variable it stands for. */

@@ -42,5 +42,6 @@ if (notUtf8) {
     stdout: process.stdout,
     stderr: process.stderr,
     stdin: readStdin,
+    self: [process.execPath, ...process.execArgv, process.argv[1]!],
   });
 }

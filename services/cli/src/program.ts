@@ -10,6 +10,7 @@ import {
 import { registerEvents } from "./events.js";
 import { isTemplateError } from "./files.js";
 import { registerLogs } from "./logs.js";
+import { registerLocal } from "./workstation/commands.js";
 import { registerPlugin } from "./plugin.js";
 import { registerRouteGroup } from "./routegroup.js";
 import { registerSandbox } from "./sandbox.js";
@@ -58,7 +59,9 @@ Exit codes: 0 success, 1 the operation failed, 2 bad usage or an invalid file,
 3 not authenticated (no token, or one the API does not accept), 4 permission denied (the
 token's role does not allow it). sandbox get-status answers with its own: 0 ready,
 1 failed, 2 not found, 3 pending; 4 the API refused the call (not authenticated or
-permission denied), 5 it could not tell (bad usage, the API out of reach, …).
+permission denied), 5 it could not tell (bad usage, the API out of reach, …). So does
+local status: 0 connected, 1 not connected, 2 reconnecting (or still connecting); 5 it
+could not tell.
 With -o json, stdout holds exactly one JSON document (one per line for events and logs);
 progress and diagnostics go to stderr.`,
     )
@@ -70,6 +73,7 @@ progress and diagnostics go to stderr.`,
   registerRouteGroup(program, ctx);
   registerLogs(program, ctx);
   registerEvents(program, ctx);
+  registerLocal(program, ctx, async () => (await import("./workstation/open.js")).openTunnel);
   registerSchema(program, ctx);
   return program;
 }

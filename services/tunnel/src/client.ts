@@ -107,6 +107,8 @@ export class TunnelClient extends EventEmitter {
       const timer = setTimeout(() => fail(new Error(`no welcome from the tunnel at ${options.address} within ${timeoutMs} ms`)), timeoutMs);
       session.once("error", (err: Error) => fail(new Error(`cannot reach the tunnel at ${options.address}: ${err.message}`, { cause: err })));
       const control = session.request({ ":method": "POST", ":path": PATHS.session, ...auth(options.token), "content-type": "application/x-ndjson" });
+      // A tunnel that cannot be reached fails the pending stream too: without a listener that error would end the process.
+      control.on("error", (err: Error) => fail(new Error(`cannot reach the tunnel at ${options.address}: ${err.message}`, { cause: err })));
       const hello: ClientMessage = { type: "hello", sandboxes: options.sandboxes ?? [], client: options.client ?? "ephemera-tunnel-client" };
       control.write(line(hello));
       control.once("response", (headers) => {

@@ -1,0 +1,47 @@
+// What `eph local connect` needs of a tunnel session (@ephemera/tunnel/client's TunnelClient):
+// the daemon, the proxies and the host entries are written against this, so each can be
+// tested with a dial to real local servers, and the client library is loaded only by the daemon.
+import type { Duplex } from "node:stream";
+
+/** Workstation → cluster: one TCP stream to `host:port` as the cluster sees it. */
+export type Dial = (host: string, port: number) => Promise<Duplex>;
+
+export interface Served {
+  sandbox: string;
+  routingKey: string;
+  local: string;
+  mappings: Array<{ port: number; toLocal: string }>;
+}
+
+export interface ClusterService {
+  namespace: string;
+  name: string;
+  ports: number[];
+}
+
+/** One open session with the tunnel. */
+export interface TunnelSession {
+  readonly sessionId: string;
+  serving: Served[];
+  dial: Dial;
+  services(): Promise<ClusterService[]>;
+  close(): Promise<void>;
+  on(event: "serving", listener: (serving: Served[]) => void): unknown;
+  on(event: "closed", listener: (why: { reason: string; error?: Error }) => void): unknown;
+}
+
+export interface OpenOptions {
+  address: string;
+  token?: string;
+  tls?: boolean | { ca?: Buffer; servername?: string };
+  sandboxes?: string[];
+  client?: string;
+}
+
+/** Opens a session: resolves on the tunnel's welcome, rejects when it refuses or cannot be reached. */
+export type OpenTunnel = (options: OpenOptions) => Promise<TunnelSession>;
+
+/** The tunnel said no (a bad token, a role that may not serve, an unknown sandbox): trying again will not help. */
+export function isRefusal(err: unknown): boolean {
+  return err instanceof Error && err.name === "TunnelRefused";
+}
