@@ -117,10 +117,14 @@ eph sandbox apply -f examples/routing/local-sandbox.yaml
 key=$(eph sandbox get local-demo -o json | node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8")).routingKey)')
 
 echo "--- the workstation: backend as a plain process on localhost:9090, and eph local connect" >&2
-wsx env ROLE=backend VERSION=workstation PORT=9090 node examples/routing/app/echo.js >"$work/ws-backend.log" 2>&1 &
+# (the image's program, as CommonJS: the workspace's package.json says "module")
+cp examples/routing/app/echo.js "$work/echo.cjs"
+wsx env ROLE=backend VERSION=workstation PORT=9090 node "$work/echo.cjs" >"$work/ws-backend.log" 2>&1 &
 pids+=($!)
 wait_for "$work/ws-backend.log" "listening on 9090" "${pids[-1]}"
-ws_eph local connect --sandbox local-demo
+# --insecure: this tunnel has no certificate (plaintext HTTP/2 on a link private to this
+# machine); a cluster's tunnel serves the API's, and eph then needs no flag.
+ws_eph local connect --sandbox local-demo --insecure
 ws_eph local status
 local_status Connected
 eph sandbox get local-demo
@@ -138,7 +142,7 @@ kill -9 "$daemon"
 local_status Disconnected
 ask "web--$key.$domain" '"backend":{"service":"backend","version":"baseline"}'
 echo "--- connected again: both come back" >&2
-ws_eph local connect --sandbox local-demo
+ws_eph local connect --sandbox local-demo --insecure
 local_status Connected
 ask "web--$key.$domain" '"backend":{"service":"backend","version":"workstation"}'
 ws_eph local disconnect

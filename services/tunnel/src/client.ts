@@ -105,10 +105,10 @@ export class TunnelClient extends EventEmitter {
       };
       const timeoutMs = options.timeoutMs ?? 15_000;
       const timer = setTimeout(() => fail(new Error(`no welcome from the tunnel at ${options.address} within ${timeoutMs} ms`)), timeoutMs);
-      session.once("error", (err: Error) => fail(new Error(`cannot reach the tunnel at ${options.address}: ${err.message}`, { cause: err })));
+      session.once("error", (err: Error) => fail(unreachable(options.address, err)));
       const control = session.request({ ":method": "POST", ":path": PATHS.session, ...auth(options.token), "content-type": "application/x-ndjson" });
       // A tunnel that cannot be reached fails the pending stream too: without a listener that error would end the process.
-      control.on("error", (err: Error) => fail(new Error(`cannot reach the tunnel at ${options.address}: ${err.message}`, { cause: err })));
+      control.on("error", (err: Error) => fail(unreachable(options.address, err)));
       const hello: ClientMessage = { type: "hello", sandboxes: options.sandboxes ?? [], client: options.client ?? "ephemera-tunnel-client" };
       control.write(line(hello));
       control.once("response", (headers) => {
@@ -299,4 +299,20 @@ function readBody(stream: ClientHttp2Stream): Promise<string> {
     stream.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
     stream.once("error", reject);
   });
+}
+
+/**
+ * Why the tunnel could not be reached, in words: a TLS client meeting a plaintext (h2c)
+ * tunnel gets OpenSSL's "wrong version number", which says nothing to a user.
+ */
+export function unreachable(address: string, err: Error): Error {
+  const chain: unknown[] = [];
+  for (let e: unknown = err; e instanceof Error && chain.length < 5; e = e.cause) chain.push(e);
+  const plaintext = chain.some((e) => (e as { code?: string }).code === "ERR_SSL_WRONG_VERSION_NUMBER")
+    || /wrong version number/.test(err.message);
+  if (plaintext) {
+    return new Error(`cannot reach the tunnel at ${address} over TLS: it answers in plaintext (a tunnel without EPHEMERA_TLS_CERT); `
+      + "give it a certificate, or connect with --insecure to send the token in plaintext", { cause: err });
+  }
+  return new Error(`cannot reach the tunnel at ${address}: ${err.message}`, { cause: err });
 }

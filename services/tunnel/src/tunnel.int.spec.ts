@@ -129,6 +129,13 @@ describe("the tunnel's sessions and connections, on an open API", () => {
   const connectedFor = (routingKey: string, client: TunnelClient) =>
     world.waitForEvent(LOCALS, routingKey, "ephemera.locals.connected.v1", (d) => d["sessionId"] === client.sessionId);
 
+  it("a TLS client meeting this plaintext tunnel is told so in words, with the way out", async () => {
+    const err = await TunnelClient.connect({ address: `127.0.0.1:${world.tunnel.port}`, tls: true, sandboxes: [] })
+      .then(() => undefined, (e: unknown) => e as Error);
+    expect(err?.message).toBe(`cannot reach the tunnel at 127.0.0.1:${world.tunnel.port} over TLS: it answers in plaintext `
+      + "(a tunnel without EPHEMERA_TLS_CERT); give it a certificate, or connect with --insecure to send the token in plaintext");
+  });
+
   it("dials a cluster target for the workstation and records the bytes; an unreachable one is 502 with the reason", async () => {
     await world.sandboxWithLocal("open-a", `127.0.0.1:${echo.port}`);
     const service = await echoServer("svc:");
