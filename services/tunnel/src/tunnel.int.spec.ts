@@ -1,13 +1,14 @@
 // The tunnel service end to end on real servers: the real API (LocalService.Serve over the
 // sandbox core, with tokens), the tunnel on the shared NATS JetStream (every event asserted
 // from the store), the client library, and TCP servers standing in for the workstation's
-// local workload and for a cluster Service.
+// local workload and for a cluster Service; kube-sim's Services for /v1/services.
 import { connect as connect_ } from "node:net";
 import { Aggregates } from "@ephemera/events";
 import { waitFor } from "@ephemera/kit";
 import { TOKENS, tokensAccess } from "../../../test/support/api-tokens.js";
 import { makeCerts } from "../../../test/support/certs.js";
 import { TunnelClient, TunnelRefused, type ClosedEvent } from "./client.js";
+import { startCluster, type Cluster } from "./cluster.testkit.js";
 import { echoServer, exchange, listenerPort, relay, startWorld, type TunnelWorld } from "./tunnel.testkit.js";
 
 const { tunnel: TUNNEL, locals: LOCALS } = Aggregates;
@@ -226,5 +227,46 @@ describe("the tunnel's sessions and connections, on an open API", () => {
     await world.waitForEvent(LOCALS, routingKey, "ephemera.locals.disconnected.v1", (d) => d["sessionId"] === client.sessionId && d["reason"] === "shutdown");
     await waitFor(() => closed.length === 1);
     expect(closed).toEqual([{ reason: "shutdown" }]);
+  });
+});
+
+describe("the tunnel's /v1/services, listing a cluster through its kubeconfig", () => {
+  let cluster: Cluster;
+  let world: TunnelWorld;
+  const listed: string[] = [];
+  beforeAll(async () => {
+    cluster = await startCluster("process");
+    listed.push(await cluster.namespace("svc-a"), await cluster.namespace("svc-b"));
+    world = await startWorld({ listServices: cluster.listServices(listed) });
+  });
+  afterAll(async () => {
+    await world?.stop();
+    await cluster?.stop();
+  });
+
+  it("lists the Services of the namespaces it is granted, sorted, with their ports; another namespace's are not listed", async () => {
+    const [a, b] = listed as [string, string];
+    const other = await cluster.namespace("svc-c");
+    await cluster.service(a, "web", [80, 443]);
+    await cluster.service(a, "api", [8080]);
+    await cluster.service(b, "db", [5432], "127.0.0.1");
+    await cluster.service(other, "hidden", [9000]);
+    const client = await TunnelClient.connect({ address: world.tunnel.address });
+    expect(await client.services()).toEqual([
+      { namespace: a, name: "api", ports: [8080] },
+      { namespace: a, name: "web", ports: [80, 443] },
+      { namespace: b, name: "db", ports: [5432] },
+    ]);
+    await client.close();
+  });
+
+  it("answers 503 with the reason when the Kubernetes API cannot be asked", async () => {
+    const client = await TunnelClient.connect({ address: world.tunnel.address });
+    await cluster.stop();
+    const refused = await client.services().then(() => undefined, (err: unknown) => err) as TunnelRefused;
+    expect(refused).toBeInstanceOf(TunnelRefused);
+    expect(refused.status).toBe(503);
+    expect(refused.reason).toMatch(/^the cluster's Services cannot be listed now: .*ECONNREFUSED/);
+    await client.close();
   });
 });
