@@ -7,6 +7,7 @@ import { Aggregates } from "@ephemera/events";
 import { waitFor } from "@ephemera/kit";
 import { TOKENS, tokensAccess } from "../../../test/support/api-tokens.js";
 import { makeCerts } from "../../../test/support/certs.js";
+import { freePort } from "../../../test/support/stack.js";
 import { TunnelClient, TunnelRefused, type ClosedEvent } from "./client.js";
 import { startCluster, type Cluster } from "./cluster.testkit.js";
 import { echoServer, exchange, listenerPort, relay, startWorld, type TunnelWorld } from "./tunnel.testkit.js";
@@ -135,6 +136,12 @@ describe("the tunnel's sessions and connections, on an open API", () => {
       .then(() => undefined, (e: unknown) => e as Error);
     expect(err?.message).toBe(`cannot reach the tunnel at 127.0.0.1:${world.tunnel.port} over TLS: it answers in plaintext `
       + "(a tunnel without EPHEMERA_TLS_CERT); give it a certificate, or connect with --insecure to send the token in plaintext");
+  });
+
+  it("a tunnel that is not there is named with the connection's own error, not the cancelled stream's", async () => {
+    const port = await freePort();
+    const err = await TunnelClient.connect({ address: `127.0.0.1:${port}`, sandboxes: [] }).then(() => undefined, (e: unknown) => e as Error);
+    expect(err?.message).toBe(`cannot reach the tunnel at 127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`);
   });
 
   it("dials a cluster target for the workstation and records the bytes; an unreachable one is 502 with the reason", async () => {
