@@ -18,6 +18,7 @@ import { echoServer, startWorld, type TunnelWorld } from "../../../tunnel/src/tu
 import { runDaemon, type DaemonOptions } from "./daemon.js";
 import { openTunnel } from "./open.js";
 import { alive, readState, type DaemonState } from "./state.js";
+import { describeWithDocker } from "../../../../test/support/docker.js";
 
 const MAIN = join(__dirname, "..", "..", "dist", "bundle", "main.js");
 const BACKOFF = { initialDelay: 10, maxDelay: 50 };
@@ -182,7 +183,9 @@ describe("the daemon on the tunnel and the API with tokens", () => {
   });
 });
 
-describe("the daemon's host entries (--hosts) for a kube-sim's Services", () => {
+// The docker runtime's cluster DNS is what resolves the Service's name: where Docker cannot
+// run, this suite says so in one line (test/support/docker.ts).
+describeWithDocker("the daemon's host entries (--hosts) for a kube-sim's Services", () => {
   let cluster: Cluster;
   let world: TunnelWorld;
   let service: Awaited<ReturnType<typeof echoServer>>;
