@@ -21,6 +21,13 @@ describe("a sandbox's local workloads as the tunnel reports them", () => {
     expect(localStatus(off.get("backend"))).toEqual({ status: "Disconnected", message: "lost since 2026-01-01T00:01:00Z (session s1)" });
   });
 
+  it("says the tunnel was lost when the health check disconnected it", () => {
+    const off = fold([[connected("s1"), "t1"], [disconnected("s1", "tunnel-lost"), "2026-01-01T00:01:00Z"]]);
+    expect(localStatus(off.get("backend"))).toEqual({
+      status: "Disconnected", message: "tunnel lost (it stopped answering the health check) since 2026-01-01T00:01:00Z (session s1)",
+    });
+  });
+
   it("an old session's late disconnect leaves a newer session's connection alone", () => {
     const s = fold([[connected("s1"), "t1"], [connected("s2"), "t2"], [disconnected("s1", "lost"), "t3"]]);
     expect(s.get("backend")).toMatchObject({ kind: "connected", sessionId: "s2", since: "t2" });
