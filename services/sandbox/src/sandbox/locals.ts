@@ -45,10 +45,17 @@ const REASONS: Record<string, string> = {
   [TUNNEL_LOST]: "tunnel lost (it stopped answering the health check)",
 };
 
-/** Pure: a local workload's status and message in the sandbox view. */
-export function localStatus(link: LocalLink | undefined): { status: string; message: string } {
+/**
+ * Pure: a local workload's status and message in the sandbox view. `placement`: what the
+ * runner placed for it, whose problem (nothing to route to) is told while its session serves it.
+ */
+export function localStatus(link: LocalLink | undefined, placement?: pb.LocalPlacement): { status: string; message: string } {
   if (!link) return { status: "Disconnected", message: "no workstation has connected (eph local connect)" };
-  if (link.kind === "connected") return { status: "Connected", message: `served by tunnel session ${link.sessionId} since ${link.since}` };
+  if (link.kind === "connected") {
+    const served = `served by tunnel session ${link.sessionId} since ${link.since}`;
+    const problem = placement?.sessionId === link.sessionId ? placement.problem : "";
+    return { status: "Connected", message: problem ? `${served}, but ${problem}` : served };
+  }
   const reason = REASONS[link.reason] ?? (link.reason || "disconnected");
   return { status: "Disconnected", message: `${reason} since ${link.since} (session ${link.sessionId})` };
 }
