@@ -15,17 +15,17 @@ import * as pb from "@ephemera/proto";
 import { Aggregates, decode } from "@ephemera/events";
 import { JetStreamEventStore, connectNats } from "@ephemera/eventstore";
 import { call, createLogger, grpc, waitFor } from "@ephemera/kit";
-import { startKubeSim, type KubeSim } from "@ephemera/kube-sim";
+import { startKubeSim, type KubeSim } from "../../kube-sim/src/index.js";
 import { start } from "@ephemera/sandbox";
-import { TunnelClient } from "@ephemera/tunnel/client";
-import { ApiCalls } from "../../services/runner/src/driver/kube/calls.js";
-import { KubeForkCluster } from "../../services/runner/src/forks/kube.js";
-import { LocalReconciler } from "../../services/runner/src/forks/local-reconciler.js";
-import { askTunnel } from "../../services/sandbox/src/locals/probe.js";
-import { echoServer } from "../../services/tunnel/src/tunnel.testkit.js";
-import { testNats } from "../support/servers.js";
+import { TunnelClient } from "./client.js";
+import { ApiCalls } from "../../runner/src/driver/kube/calls.js";
+import { KubeForkCluster } from "../../runner/src/forks/kube.js";
+import { LocalReconciler } from "../../runner/src/forks/local-reconciler.js";
+import { askTunnel } from "../../sandbox/src/locals/probe.js";
+import { echoServer } from "./tunnel.testkit.js";
+import { testNats } from "../../../test/support/servers.js";
 
-const TUNNEL_MAIN = join(__dirname, "..", "..", "services", "tunnel", "dist", "main.js");
+const TUNNEL_MAIN = join(__dirname, "..", "dist", "main.js");
 /** The bound: a dead tunnel's local is reported disconnected, its rule gone, within 15 s. */
 const BOUND_MS = 15_000;
 const logger = createLogger("tunnel-lost-test", "silent");
