@@ -9,6 +9,8 @@ export const PATHS = {
   accept: "/v1/accept/",
   dial: "/v1/dial",
   services: "/v1/services",
+  /** Followed by a session id: 200 while it is open on this tunnel, else 404 (the cluster's health check). */
+  sessions: "/v1/sessions/",
   health: "/healthz",
 } as const;
 

@@ -61,7 +61,8 @@ describe("the tunnel with the API's tokens, over TLS", () => {
     const opened = await world.waitForEvent(TUNNEL, client.sessionId, "ephemera.tunnel.session_opened.v1");
     expect(opened.data).toEqual({ sessionId: client.sessionId, subject: "test-editor", sandboxes: ["tok-b"], peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), client: "eph/test host-a", tunnel: "tunnel-test" });
     const connected = await world.waitForEvent(LOCALS, routingKey, "ephemera.locals.connected.v1", (d) => d["sessionId"] === client.sessionId);
-    expect(connected.data).toEqual({ sandbox: "tok-b", routingKey, local: "backend", sessionId: client.sessionId, addresses: [{ port: 8080, address: expect.stringMatching(/^127\.0\.0\.1:\d+$/) }] });
+    expect(connected.data).toEqual({ sandbox: "tok-b", routingKey, local: "backend", sessionId: client.sessionId, addresses: [{ port: 8080, address: expect.stringMatching(/^127\.0\.0\.1:\d+$/) }],
+      tunnel: `https://${world.tunnel.address}` });
 
     const { socket, received } = await exchange(listenerPort(connected), "hello", "echo:hello");
     expect(received).toBe("echo:hello");
