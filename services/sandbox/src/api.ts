@@ -66,6 +66,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
   const locals: pb.LocalServiceServer = {
     serve: unary(async (req: pb.ServeLocalsRequest, call) => ({
       subject: principalOf(call)?.name ?? "anonymous",
+      open: !access,
       locals: serveLocals({
         sandbox: (name) => core.sandboxes.get(name)?.state,
         sandboxes: () => [...core.sandboxes.entries()].map(([, { state }]) => state),

@@ -1,6 +1,6 @@
 // The tunnel service's settings, from the environment (docs/tunnel.md lists them).
 import {
-  DEFAULT_API_LISTEN, clientTlsFromEnv, commonConfig, envDuration, envString, serverTlsFromEnv, type ClientTls, type CommonConfig, type Env,
+  DEFAULT_API_LISTEN, clientTlsFromEnv, commonConfig, envBool, envDuration, envString, serverTlsFromEnv, type ClientTls, type CommonConfig, type Env,
   type ServerTls,
 } from "@ephemera/kit";
 import { hostname } from "node:os";
@@ -30,6 +30,8 @@ export interface TunnelConfig extends CommonConfig {
   namespaces: string[];
   /** This replica's name (EPHEMERA_TUNNEL_NAME, else the host name: the pod's). */
   name: string;
+  /** EPHEMERA_API_ALLOW_OPEN: serve on an address other machines reach though the API has no tokens. */
+  allowOpen: boolean;
 }
 
 const list = (text: string) => text.split(",").map((s) => s.trim()).filter(Boolean);
@@ -61,5 +63,6 @@ export function tunnelConfig(env: Env): TunnelConfig {
     dns: list(envString(env, "EPHEMERA_TUNNEL_DNS", "")),
     namespaces: list(envString(env, "EPHEMERA_TUNNEL_NAMESPACES", "")),
     name: envString(env, "EPHEMERA_TUNNEL_NAME", "") || hostname(),
+    allowOpen: envBool(env, "EPHEMERA_API_ALLOW_OPEN", false),
   };
 }

@@ -6,7 +6,7 @@ import { JetStreamEventStore, connectNats } from "@ephemera/eventstore";
 import { configured, createLogger, onShutdown } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { tunnelConfig } from "./config.js";
-import { apiAuthorizer } from "./server/authorize.js";
+import { apiAuthorizer, refuseOpenApiElsewhere } from "./server/authorize.js";
 import { TunnelMetrics } from "./server/metrics.js";
 import { kubeServices } from "./server/services.js";
 import { startTunnel } from "./start.js";
@@ -32,7 +32,7 @@ try {
   const kc = kubeconfig();
   const metricsServer = await startMetricsServer(metricsListen(process.env, "tunnel"), registry, logger);
   const tunnel = await startTunnel(config, {
-    store, authorize: api.authorize, logger, metrics: new TunnelMetrics(registry), ...(kc ? { listServices: kubeServices(kc, config.namespaces) } : {}),
+    store, authorize: refuseOpenApiElsewhere(api.authorize, config.listen, config.allowOpen), logger, metrics: new TunnelMetrics(registry), ...(kc ? { listServices: kubeServices(kc, config.namespaces) } : {}),
   });
   if (!config.tls) logger.info("tunnel without a certificate (EPHEMERA_TLS_CERT): h2c, for a tunnel on this machine only");
   // Closed in reverse: sessions first (their events written), then the API client, NATS and metrics.

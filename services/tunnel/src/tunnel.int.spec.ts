@@ -9,6 +9,7 @@ import { TOKENS, tokensAccess } from "../../../test/support/api-tokens.js";
 import { makeCerts } from "../../../test/support/certs.js";
 import { freePort } from "../../../test/support/stack.js";
 import { TunnelClient, TunnelRefused, type ClosedEvent } from "./client.js";
+import { apiAuthorizer, refuseOpenApiElsewhere, type Refusal } from "./server/authorize.js";
 import { startCluster, type Cluster } from "./cluster.testkit.js";
 import { echoServer, exchange, listenerPort, relay, startWorld, type TunnelWorld } from "./tunnel.testkit.js";
 
@@ -39,6 +40,17 @@ describe("the tunnel with the API's tokens, over TLS", () => {
     address: world.tunnel.address, tls: { ca: Buffer.from(certs.client().ca!) }, sandboxes, client: "eph/test host-a", ...(token ? { token } : {}),
   });
   const refusal = (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err);
+
+  it("with the API's tokens, serves an editor on any address: only an open API is kept to loopback", async () => {
+    await world.sandboxWithLocal("tok-guard", "127.0.0.1:9");
+    const api = apiAuthorizer(world.api, undefined);
+    try {
+      const served = await refuseOpenApiElsewhere(api.authorize, "10.1.2.3:7785", false)(TOKENS.editor, ["tok-guard"]);
+      expect([served.open, served.served.map((l) => l.sandbox)]).toEqual([false, ["tok-guard"]]);
+    } finally {
+      api.close();
+    }
+  });
 
   it("refuses no token (401), a viewer (403), an unknown sandbox (404), each with the API's reason", async () => {
     await world.sandboxWithLocal("tok-a", `127.0.0.1:${echo.port}`);
@@ -137,6 +149,22 @@ describe("the tunnel's sessions and connections, on an open API", () => {
       .then(() => undefined, (e: unknown) => e as Error);
     expect(err?.message).toBe(`cannot reach the tunnel at 127.0.0.1:${world.tunnel.port} over TLS: it answers in plaintext `
       + "(a tunnel without EPHEMERA_TLS_CERT); give it a certificate, or connect with --insecure to send the token in plaintext");
+  });
+
+  it("on this open API serves only on loopback: elsewhere every session is refused (403) unless EPHEMERA_API_ALLOW_OPEN", async () => {
+    await world.sandboxWithLocal("open-guard", "127.0.0.1:9");
+    const api = apiAuthorizer(world.api, undefined);
+    try {
+      const refused = await refuseOpenApiElsewhere(api.authorize, "10.1.2.3:7785", false)(undefined, ["open-guard"])
+        .then(() => undefined, (e: unknown) => e as Refusal);
+      expect([refused?.status, refused?.message]).toEqual([403, "the tunnel on 10.1.2.3:7785 is open: no EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS, "
+        + "so anyone who reaches it may receive every sandbox's traffic for its local workloads and reach every cluster Service, from other "
+        + "machines too. Set EPHEMERA_API_TOKENS or EPHEMERA_API_JWKS (docs/security.md), listen on loopback, or set EPHEMERA_API_ALLOW_OPEN=true"]);
+      expect((await refuseOpenApiElsewhere(api.authorize, "10.1.2.3:7785", true)(undefined, ["open-guard"])).served).toHaveLength(1);
+      expect((await refuseOpenApiElsewhere(api.authorize, "127.0.0.1:7785", false)(undefined, ["open-guard"])).served).toHaveLength(1);
+    } finally {
+      api.close();
+    }
   });
 
   it("a tunnel that is not there is named with the connection's own error, not the cancelled stream's", async () => {

@@ -2,7 +2,7 @@
 // token exactly as `eph` sends it, so the API's tokens and roles decide. Its status becomes
 // the HTTP status the workstation is refused with.
 import * as pb from "@ephemera/proto";
-import { channelCredentials, clientOptions, grpc, type ClientTls } from "@ephemera/kit";
+import { TUNNEL_SERVER, channelCredentials, clientOptions, grpc, openApiNotice, type ClientTls } from "@ephemera/kit";
 import type { Served } from "../protocol.js";
 
 /** A refusal to send to the workstation: an HTTP status and one line. */
@@ -28,6 +28,8 @@ export const httpStatusOf = (code: grpc.status): number => STATUS[code] ?? 503;
 export interface Authorization {
   subject: string;
   served: Served[];
+  /** The API runs without tokens: whoever reaches the tunnel is served. */
+  open?: boolean;
 }
 
 export type Authorize = (token: string | undefined, sandboxes: string[]) => Promise<Authorization>;
@@ -47,8 +49,27 @@ export function apiAuthorizer(address: string, tls: ClientTls | undefined, timeo
     client.serve({ sandboxes }, metadata, { deadline: Date.now() + timeoutMs }, (err, res) => {
       if (err) return reject(new Refusal(httpStatusOf(err.code), err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED
         ? `the API at ${address} cannot be asked now: ${err.details}` : err.details));
-      resolve({ subject: res.subject, served: res.locals.map(servedOf) });
+      resolve({ subject: res.subject, served: res.locals.map(servedOf), open: res.open });
     });
   });
   return { authorize, close: () => client.close() };
+}
+
+/**
+ * The rule the API, the Routes API and the gateway follow, kept by the tunnel too: on an API
+ * without tokens anyone who reaches the tunnel could take a sandbox's traffic and dial the
+ * cluster, which is fine on loopback only, unless EPHEMERA_API_ALLOW_OPEN says otherwise.
+ * The tunnel learns that the API is open from its answer, so every session is refused (403).
+ */
+export function refuseOpenApiElsewhere(authorize: Authorize, listen: string, allowOpen: boolean): Authorize {
+  return async (token, sandboxes) => {
+    const authorization = await authorize(token, sandboxes);
+    if (!authorization.open) return authorization;
+    try {
+      openApiNotice(listen, { secured: false, allowOpen, server: TUNNEL_SERVER });
+    } catch (err) {
+      throw new Refusal(403, (err as Error).message);
+    }
+    return authorization;
+  };
 }
