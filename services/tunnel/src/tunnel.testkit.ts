@@ -16,6 +16,7 @@ import { apiAuthorizer, type Authorize } from "./server/authorize.js";
 import { TunnelMetrics } from "./server/metrics.js";
 import { startTunnel, type RunningTunnel } from "./start.js";
 import type { ListServices } from "./server/services.js";
+import type { ReadEnvironment } from "./server/kube-environment.js";
 import { Registry } from "@ephemera/kit/metrics";
 
 export interface TunnelWorld {
@@ -42,10 +43,14 @@ export interface WorldOptions {
   /** Wraps the API's answer (a token that stops working). */
   authorize?: (real: Authorize) => Authorize;
   listServices?: ListServices;
+  /** The cluster /v1/environment reads (kubeEnvironment over a kube-sim); absent: the tunnel sees none. */
+  readEnvironment?: ReadEnvironment;
+  /** Where the tunnel logs; default silent (LOG_LEVEL to see it). */
+  logger?: Logger;
 }
 
 export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorld> {
-  const logger = createLogger("tunnel-test", process.env["LOG_LEVEL"] ?? "silent");
+  const logger = options.logger ?? createLogger("tunnel-test", process.env["LOG_LEVEL"] ?? "silent");
   const nats = testNats("tun");
   const nc: NatsConnection = await connectNats(nats.url, "tunnel-test");
   const store = await JetStreamEventStore.open(nc, { prefix: nats.prefix, logger });
@@ -65,7 +70,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorl
   }, {
     store, logger, metrics: new TunnelMetrics(metrics),
     authorize: options.authorize ? options.authorize(authorizer.authorize) : authorizer.authorize,
-    ...(options.listServices ? { listServices: options.listServices } : {}),
+    ...(options.listServices ? { listServices: options.listServices } : {}), ...(options.readEnvironment ? { readEnvironment: options.readEnvironment } : {}),
   });
   const events = async (aggregate: string, id: string) => (await store.read(aggregate, id)).events;
   return {
