@@ -2,14 +2,15 @@
 // servers: its state file through connect, a lost session, reconnects and stop; a refusal
 // that ends it; the host entries written and served, and removed when it stops.
 import { EventEmitter } from "node:events";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from "node:fs";
 import { createServer, connect, type AddressInfo, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "@ephemera/kit";
+import { ControlRefused, askEnvironment, controlPath } from "./control.js";
 import { runDaemon } from "./daemon.js";
 import { readState, type DaemonState } from "./state.js";
-import type { ClusterService, OpenOptions, Served, TunnelSession } from "./tunnel.js";
+import type { ClusterService, Environment, OpenOptions, Served, TunnelSession } from "./tunnel.js";
 
 const SERVING: Served[] = [{ sandbox: "dev", routingKey: "rk1", local: "api", mappings: [{ port: 8080, toLocal: "localhost:8080" }] }];
 
@@ -24,6 +25,16 @@ class TwinSession extends EventEmitter implements TunnelSession {
     const s = connect(this.backend(), "127.0.0.1", () => resolve(s)).once("error", reject);
   });
   services = async () => this.list;
+  /** What the tunnel would answer: an environment for a served local, else its 403. */
+  environment = async (sandbox: string, local: string): Promise<Environment> => {
+    if (!this.serving.some((s) => s.sandbox === sandbox && s.local === local)) {
+      throw Object.assign(new Error("refused"), { name: "TunnelRefused", status: 403, reason: `session ${this.sessionId} does not serve local ${local} of sandbox ${sandbox}` });
+    }
+    return {
+      sandbox, local, baseline: { kind: "Deployment", namespace: "demo", name: local, container: "app" },
+      env: [{ name: "FROM", value: this.sessionId }], values: { env: [], files: [] }, unresolved: [],
+    };
+  };
   close = async () => {
     this.closedByUs = true;
   };
@@ -147,4 +158,21 @@ it("--hosts: writes the block, forwards each Service's address and port through 
   controller.abort();
   await running;
   expect(readFileSync(hostsFile, "utf8")).toBe("127.0.0.1\tlocalhost\n");
+});
+
+it("answers a local's environment on control.sock (mode 0600) through the session it holds, the tunnel's refusal with its status", async () => {
+  const controller = new AbortController();
+  const running = runDaemon({ dir, session, signal: controller.signal, log: () => {}, open: async () => new TwinSession("s1", backendPort, []) });
+  await waitFor(() => state()?.phase === "connected", { what: "the daemon to connect" });
+  expect(statSync(controlPath(dir)).mode & 0o777).toBe(0o600);
+  expect(await askEnvironment(dir, "dev", "api")).toEqual({
+    sandbox: "dev", local: "api", baseline: { kind: "Deployment", namespace: "demo", name: "api", container: "app" },
+    env: [{ name: "FROM", value: "s1" }], values: { env: [], files: [] }, unresolved: [],
+  });
+  const refused = await askEnvironment(dir, "dev", "web").catch((err: unknown) => err) as ControlRefused;
+  expect(refused).toBeInstanceOf(ControlRefused);
+  expect([refused.status, refused.message]).toEqual([403, "session s1 does not serve local web of sandbox dev"]);
+  controller.abort();
+  await running;
+  expect(existsSync(controlPath(dir))).toBe(false);
 });
