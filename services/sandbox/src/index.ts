@@ -8,6 +8,7 @@ import { sandboxMetrics } from "./metrics.js";
 import { SandboxCore } from "./service.js";
 import { startRoutes } from "./routes/server.js";
 import { startGateway } from "./gateway/server.js";
+import { DEFAULT_TUNNEL_CHECK, TunnelCheck, type TunnelCheckOptions } from "./locals/health.js";
 
 export { SandboxCore } from "./service.js";
 export { decidePlugin, type PluginCommand } from "./plugin/decide.js";
@@ -15,6 +16,7 @@ export { decideSandbox, type SandboxCommand } from "./sandbox/decide.js";
 export { sandboxStatus } from "./sandbox/status.js";
 export { apiAccess, apiAccessConfigFromEnv, type ApiAccess, type ApiAccessConfig } from "./auth/access.js";
 export { API_POLICY } from "./auth/policy.js";
+export { DEFAULT_TUNNEL_CHECK, type TunnelCheckOptions } from "./locals/health.js";
 export { ROLES, type Role, type Principal } from "./auth/roles.js";
 
 export interface SandboxConfig extends CommonConfig {
@@ -32,6 +34,8 @@ export interface SandboxConfig extends CommonConfig {
   routes?: { listen: string; httpListen: string };
   /** The preview gateway (EPHEMERA_GATEWAY_LISTEN; EPHEMERA_GATEWAY_DNS: the name servers of the targets' hosts); absent: not served. */
   gateway?: { listen: string; dns?: string[] };
+  /** The tunnel health check of connected locals (EPHEMERA_LOCALS_CHECK); absent: every 5 s, 2 s to answer. */
+  localsCheck?: TunnelCheckOptions;
 }
 
 export interface RunningSandboxService {
@@ -61,6 +65,8 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
   await core.start();
+  const tunnelCheck = new TunnelCheck({ store, locals: core.locals, logger, sandboxes: () => liveSandboxes(core) }, config.localsCheck ?? DEFAULT_TUNNEL_CHECK);
+  tunnelCheck.start();
   if (registry) sandboxMetrics(registry, core);
   const routes = config.routes
     ? await startRoutes({
@@ -89,6 +95,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
     stop: async () => {
       await gateway?.stop();
       await routes?.stop();
+      await tunnelCheck.stop();
       await core.stop();
       await server.shutdown();
       await nc.drain();
@@ -100,4 +107,9 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
 function* records(core: SandboxCore) {
   for (const { sandbox } of core.placedSandboxes()) yield sandbox;
   for (const group of core.routeGroups.records()) yield { status: "active" as const, name: `routegroup/${group.name}`, routingKey: group.routingKey, endpoints: group.endpoints };
+}
+
+/** The sandboxes not deleted, each with its routing key: whose locals the tunnel check asks about. */
+function* liveSandboxes(core: SandboxCore) {
+  for (const { sandbox } of core.placedSandboxes()) if (sandbox.status !== "deleted") yield { name: sandbox.name, routingKey: sandbox.routingKey };
 }

@@ -4,7 +4,7 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import {
-  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
+  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, TUNNEL_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
   openApiNotice, waitFor, type ClientTls, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
@@ -127,8 +127,8 @@ export function metricsListenOf(env: Env, service: ServiceName): string {
 /**
  * Who may call the stack's API, said at start: an API without tokens is open, which is
  * fine on loopback; elsewhere it is refused here, before anything starts, unless
- * EPHEMERA_API_ALLOW_OPEN (the sandbox service would refuse it too). The Routes API
- * follows the same rule.
+ * EPHEMERA_API_ALLOW_OPEN (the sandbox service would refuse it too). The Routes API, the
+ * preview gateway and the tunnel follow the same rule.
  */
 export function accessNotice(env: Env): string {
   const api = envString(env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN);
@@ -137,6 +137,7 @@ export function accessNotice(env: Env): string {
   const routes = [envString(env, "EPHEMERA_ROUTES_LISTEN", DEFAULT_ROUTES_LISTEN), envString(env, "EPHEMERA_ROUTES_HTTP_LISTEN", DEFAULT_ROUTES_HTTP_LISTEN)];
   for (const listen of routes) openApiNotice(listen, { secured, allowOpen, server: ROUTES_SERVER });
   openApiNotice(envString(env, "EPHEMERA_GATEWAY_LISTEN", DEFAULT_GATEWAY_LISTEN), { secured, allowOpen, server: GATEWAY_SERVER });
+  openApiNotice(envString(env, "EPHEMERA_TUNNEL_LISTEN", DEFAULT_TUNNEL_LISTEN), { secured, allowOpen, server: TUNNEL_SERVER });
   const open = openApiNotice(api, { secured, allowOpen });
   const transport = envString(env, "EPHEMERA_TLS_CERT", "") ? "over TLS" : "in plaintext";
   if (open) return `Note: ${open}; ${transport}. To ask for tokens, see docs/security.md.`;

@@ -45,6 +45,13 @@ describe("stack", () => {
     }
   });
 
+  it("refuses the tunnel open on an address other machines reach: anyone could serve a sandbox's locals and dial the cluster", () => {
+    expect(() => accessNotice(stackEnv({ EPHEMERA_TUNNEL_LISTEN: "0.0.0.0:7785" })))
+      .toThrow(/^the tunnel on 0\.0\.0\.0:7785 is open: .* reach every cluster Service, from other machines too\. Set EPHEMERA_API_TOKENS/);
+    expect(() => accessNotice(stackEnv({ EPHEMERA_TUNNEL_LISTEN: "0.0.0.0:7785", EPHEMERA_API_TOKENS: "/etc/eph/tokens.yaml" }))).not.toThrow();
+    expect(() => accessNotice(stackEnv({ EPHEMERA_TUNNEL_LISTEN: "10.0.0.1:7785", EPHEMERA_API_ALLOW_OPEN: "true" }))).not.toThrow();
+  });
+
   it("renders pino lines for a terminal and passes other lines through", () => {
     const line = JSON.stringify({ level: 40, time: Date.UTC(2026, 0, 1, 12, 30, 5, 7), pid: 1, service: "runner", msg: "step failed", runId: "r.1", exit: 3 });
     expect(formatLine("runner", line)).toBe("12:30:05.007 runner    warn  step failed  runId=r.1 exit=3");

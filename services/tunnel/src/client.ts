@@ -324,13 +324,18 @@ function readBody(stream: ClientHttp2Stream): Promise<string> {
  * tunnel gets OpenSSL's "wrong version number", which says nothing to a user.
  */
 export function unreachable(address: string, err: Error): Error {
-  const chain: unknown[] = [];
-  for (let e: unknown = err; e instanceof Error && chain.length < 5; e = e.cause) chain.push(e);
+  // Not `instanceof Error`: errors made by Node's internals may come from another realm (a test runner's sandbox).
+  const chain: Error[] = [];
+  for (let e: unknown = err; isError(e) && chain.length < 5; e = e.cause) chain.push(e);
   const plaintext = chain.some((e) => (e as { code?: string }).code === "ERR_SSL_WRONG_VERSION_NUMBER")
     || /wrong version number/.test(err.message);
   if (plaintext) {
     return new Error(`cannot reach the tunnel at ${address} over TLS: it answers in plaintext (a tunnel without EPHEMERA_TLS_CERT); `
       + "give it a certificate, or connect with --insecure to send the token in plaintext", { cause: err });
   }
-  return new Error(`cannot reach the tunnel at ${address}: ${err.message}`, { cause: err });
+  // A stream cancelled because its connection failed says so around the connection's error: the latter is the reason.
+  const deepest = chain[chain.length - 1] ?? err;
+  return new Error(`cannot reach the tunnel at ${address}: ${deepest.message}`, { cause: err });
 }
+
+const isError = (e: unknown): e is Error => typeof e === "object" && e !== null && typeof (e as Error).message === "string";

@@ -10,6 +10,8 @@ export const PATHS = {
   dial: "/v1/dial",
   services: "/v1/services",
   environment: "/v1/environment",
+  /** Followed by a session id: 200 while it is open on this tunnel, else 404 (the cluster's health check). */
+  sessions: "/v1/sessions/",
   health: "/healthz",
 } as const;
 

@@ -35,10 +35,11 @@ export interface RunningTunnel {
 
 export async function startTunnel(settings: TunnelSettings, deps: TunnelDeps): Promise<RunningTunnel> {
   const audit = new Audit(deps.store, deps.logger);
-  const server = new TunnelServer({
-    podAddress: settings.podAddress, tunnel: settings.name, refreshMs: settings.refreshMs, liveness: settings.liveness,
+  const serverSettings = {
+    podAddress: settings.podAddress, tunnel: settings.name, checkUrl: "", refreshMs: settings.refreshMs, liveness: settings.liveness,
     acceptTimeoutMs: settings.acceptTimeoutMs, helloTimeoutMs: 10_000, dialTimeoutMs: 10_000, ...(settings.tls ? { tls: settings.tls } : {}),
-  }, {
+  };
+  const server = new TunnelServer(serverSettings, {
     authorize: deps.authorize, audit, listServices: deps.listServices ?? noServices, logger: deps.logger,
     ...(deps.metrics ? { metrics: deps.metrics } : {}), ...(deps.readEnvironment ? { readEnvironment: deps.readEnvironment } : {}), ...(settings.dns.length ? { lookup: clusterLookup(settings.dns) } : {}),
   });
@@ -48,7 +49,9 @@ export async function startTunnel(settings: TunnelSettings, deps: TunnelDeps): P
     server.server.listen(port, host, () => { server.server.removeListener("error", reject); resolve(); });
   });
   const bound = (server.server.address() as { port: number }).port;
-  deps.logger.info({ listen: `${host}:${bound}`, tls: !!settings.tls, podAddress: settings.podAddress }, "tunnel listening");
+  // The cluster asks at the pod's address and the port bound (no session opens before this).
+  serverSettings.checkUrl = checkUrl(settings.podAddress, bound, !!settings.tls);
+  deps.logger.info({ listen: `${host}:${bound}`, tls: !!settings.tls, podAddress: settings.podAddress, checkUrl: serverSettings.checkUrl }, "tunnel listening");
   return { port: bound, address: `${host.includes(":") ? `[${host}]` : host}:${bound}`, server, stop: () => server.stop() };
 }
 
@@ -60,4 +63,10 @@ function listenAddress(listen: string): { host: string; port: number } {
     throw new Error(`EPHEMERA_TUNNEL_LISTEN must be host:port (e.g. 0.0.0.0:7785), got "${listen}"`);
   }
   return { host, port };
+}
+
+/** Where the cluster asks this tunnel whether a session is alive: its pod address and listen port. */
+export function checkUrl(podAddress: string, port: number, tls: boolean): string {
+  const host = podAddress.includes(":") ? `[${podAddress}]` : podAddress;
+  return `${tls ? "https" : "http"}://${host}:${port}`;
 }

@@ -1,13 +1,15 @@
 // The tunnel service end to end on real servers: the real API (LocalService.Serve over the
 // sandbox core, with tokens), the tunnel on the shared NATS JetStream (every event asserted
 // from the store), the client library, and TCP servers standing in for the workstation's
-// local workload and for a cluster Service.
+// local workload and for a cluster Service; kube-sim's Services for /v1/services.
 import { connect as connect_ } from "node:net";
 import { Aggregates } from "@ephemera/events";
 import { waitFor } from "@ephemera/kit";
 import { TOKENS, tokensAccess } from "../../../test/support/api-tokens.js";
 import { makeCerts } from "../../../test/support/certs.js";
+import { freePort } from "../../../test/support/stack.js";
 import { TunnelClient, TunnelRefused, type ClosedEvent } from "./client.js";
+import { startCluster, type Cluster } from "./cluster.testkit.js";
 import { echoServer, exchange, listenerPort, relay, startWorld, type TunnelWorld } from "./tunnel.testkit.js";
 
 const { tunnel: TUNNEL, locals: LOCALS } = Aggregates;
@@ -59,7 +61,8 @@ describe("the tunnel with the API's tokens, over TLS", () => {
     const opened = await world.waitForEvent(TUNNEL, client.sessionId, "ephemera.tunnel.session_opened.v1");
     expect(opened.data).toEqual({ sessionId: client.sessionId, subject: "test-editor", sandboxes: ["tok-b"], peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), client: "eph/test host-a", tunnel: "tunnel-test" });
     const connected = await world.waitForEvent(LOCALS, routingKey, "ephemera.locals.connected.v1", (d) => d["sessionId"] === client.sessionId);
-    expect(connected.data).toEqual({ sandbox: "tok-b", routingKey, local: "backend", sessionId: client.sessionId, addresses: [{ port: 8080, address: expect.stringMatching(/^127\.0\.0\.1:\d+$/) }] });
+    expect(connected.data).toEqual({ sandbox: "tok-b", routingKey, local: "backend", sessionId: client.sessionId, addresses: [{ port: 8080, address: expect.stringMatching(/^127\.0\.0\.1:\d+$/) }],
+      tunnel: `https://${world.tunnel.address}` });
 
     const { socket, received } = await exchange(listenerPort(connected), "hello", "echo:hello");
     expect(received).toBe("echo:hello");
@@ -134,6 +137,12 @@ describe("the tunnel's sessions and connections, on an open API", () => {
       .then(() => undefined, (e: unknown) => e as Error);
     expect(err?.message).toBe(`cannot reach the tunnel at 127.0.0.1:${world.tunnel.port} over TLS: it answers in plaintext `
       + "(a tunnel without EPHEMERA_TLS_CERT); give it a certificate, or connect with --insecure to send the token in plaintext");
+  });
+
+  it("a tunnel that is not there is named with the connection's own error, not the cancelled stream's", async () => {
+    const port = await freePort();
+    const err = await TunnelClient.connect({ address: `127.0.0.1:${port}`, sandboxes: [] }).then(() => undefined, (e: unknown) => e as Error);
+    expect(err?.message).toBe(`cannot reach the tunnel at 127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`);
   });
 
   it("dials a cluster target for the workstation and records the bytes; an unreachable one is 502 with the reason", async () => {
@@ -226,5 +235,46 @@ describe("the tunnel's sessions and connections, on an open API", () => {
     await world.waitForEvent(LOCALS, routingKey, "ephemera.locals.disconnected.v1", (d) => d["sessionId"] === client.sessionId && d["reason"] === "shutdown");
     await waitFor(() => closed.length === 1);
     expect(closed).toEqual([{ reason: "shutdown" }]);
+  });
+});
+
+describe("the tunnel's /v1/services, listing a cluster through its kubeconfig", () => {
+  let cluster: Cluster;
+  let world: TunnelWorld;
+  const listed: string[] = [];
+  beforeAll(async () => {
+    cluster = await startCluster("process");
+    listed.push(await cluster.namespace("svc-a"), await cluster.namespace("svc-b"));
+    world = await startWorld({ listServices: cluster.listServices(listed) });
+  });
+  afterAll(async () => {
+    await world?.stop();
+    await cluster?.stop();
+  });
+
+  it("lists the Services of the namespaces it is granted, sorted, with their ports; another namespace's are not listed", async () => {
+    const [a, b] = listed as [string, string];
+    const other = await cluster.namespace("svc-c");
+    await cluster.service(a, "web", [80, 443]);
+    await cluster.service(a, "api", [8080]);
+    await cluster.service(b, "db", [5432], "127.0.0.1");
+    await cluster.service(other, "hidden", [9000]);
+    const client = await TunnelClient.connect({ address: world.tunnel.address });
+    expect(await client.services()).toEqual([
+      { namespace: a, name: "api", ports: [8080] },
+      { namespace: a, name: "web", ports: [80, 443] },
+      { namespace: b, name: "db", ports: [5432] },
+    ]);
+    await client.close();
+  });
+
+  it("answers 503 with the reason when the Kubernetes API cannot be asked", async () => {
+    const client = await TunnelClient.connect({ address: world.tunnel.address });
+    await cluster.stop();
+    const refused = await client.services().then(() => undefined, (err: unknown) => err) as TunnelRefused;
+    expect(refused).toBeInstanceOf(TunnelRefused);
+    expect(refused.status).toBe(503);
+    expect(refused.reason).toMatch(/^the cluster's Services cannot be listed now: .*ECONNREFUSED/);
+    await client.close();
   });
 });

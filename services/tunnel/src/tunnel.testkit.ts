@@ -1,7 +1,8 @@
-// What the tunnel's integration tests share: the real sandbox core behind the real API
-// (LocalService.Serve, with the test tokens when asked), the tunnel on the shared NATS
-// JetStream under a fresh prefix, a TCP echo server as a workstation's local workload, and a
-// TCP relay between workstation and tunnel that a test can freeze or cut.
+// What the tunnel's integration tests share (the tunnel's and `eph local connect`'s): the real
+// sandbox core behind the real API (LocalService.Serve, with the test tokens when asked), the
+// tunnel on the shared NATS JetStream under a fresh prefix (stopped and started again on its
+// port when a test asks), a TCP echo server as a workstation's local workload, and a TCP
+// relay between workstation and tunnel that a test can freeze or cut.
 import { createServer, connect, type Server, type Socket } from "node:net";
 import type { NatsConnection } from "@nats-io/nats-core";
 import * as pb from "@ephemera/proto";
@@ -22,6 +23,7 @@ import { Registry } from "@ephemera/kit/metrics";
 export interface TunnelWorld {
   api: string;
   core: SandboxCore;
+  /** The tunnel running now: reopenTunnel() replaces it. */
   tunnel: RunningTunnel;
   store: JetStreamEventStore;
   metrics: Registry;
@@ -31,6 +33,8 @@ export interface TunnelWorld {
   events(aggregate: string, id: string): Promise<RecordedEvent[]>;
   /** Waits until the aggregate holds an event of `type` matching `match`, and returns it. */
   waitForEvent(aggregate: string, id: string, type: string, match?: (data: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<RecordedEvent>;
+  /** A new tunnel on the last one's port, that one stopped first if it still runs (its sessions end as shutdown). */
+  reopenTunnel(): Promise<RunningTunnel>;
   stop(): Promise<void>;
 }
 
@@ -47,6 +51,8 @@ export interface WorldOptions {
   readEnvironment?: ReadEnvironment;
   /** Where the tunnel logs; default silent (LOG_LEVEL to see it). */
   logger?: Logger;
+  /** The cluster's name servers for dial targets (EPHEMERA_TUNNEL_DNS); default the system's resolver. */
+  dns?: string[];
 }
 
 export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorld> {
@@ -64,17 +70,18 @@ export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorl
   const api = `127.0.0.1:${grpcServer.port}`;
   const authorizer = apiAuthorizer(api, undefined);
   const metrics = new Registry();
-  const tunnel = await startTunnel({
-    listen: "127.0.0.1:0", podAddress: "127.0.0.1", refreshMs: options.refreshMs ?? 60_000, acceptTimeoutMs: options.acceptTimeoutMs ?? 10_000,
-    dns: [], name: "tunnel-test", liveness: options.liveness ?? { intervalMs: 2_000, timeoutMs: 5_000 }, ...(options.tls ? { tls: options.tls } : {}),
+  const tunnelMetrics = new TunnelMetrics(metrics);
+  const openTunnel = (listen: string) => startTunnel({
+    listen, podAddress: "127.0.0.1", refreshMs: options.refreshMs ?? 60_000, acceptTimeoutMs: options.acceptTimeoutMs ?? 10_000,
+    dns: options.dns ?? [], name: "tunnel-test", liveness: options.liveness ?? { intervalMs: 2_000, timeoutMs: 5_000 }, ...(options.tls ? { tls: options.tls } : {}),
   }, {
-    store, logger, metrics: new TunnelMetrics(metrics),
+    store, logger, metrics: tunnelMetrics,
     authorize: options.authorize ? options.authorize(authorizer.authorize) : authorizer.authorize,
     ...(options.listServices ? { listServices: options.listServices } : {}), ...(options.readEnvironment ? { readEnvironment: options.readEnvironment } : {}),
   });
   const events = async (aggregate: string, id: string) => (await store.read(aggregate, id)).events;
-  return {
-    api, core, tunnel, store, metrics, logger, events,
+  const world: TunnelWorld = {
+    api, core, tunnel: await openTunnel("127.0.0.1:0"), store, metrics, logger, events,
     async sandboxWithLocal(name, toLocal) {
       const sandbox = pb.Sandbox.fromJSON({
         name, spec: { cluster: "local", local: [{ name: "backend", from: { kind: "Deployment", namespace: "demo", name: "backend" }, mappings: [{ port: 8080, toLocal }] }] },
@@ -84,8 +91,13 @@ export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorl
     },
     waitForEvent: (aggregate, id, type, match = () => true, timeoutMs = 10_000) => waitFor(async () =>
       (await events(aggregate, id)).find((e) => e.type === type && match(e.data as Record<string, unknown>)), { timeoutMs, what: `${type} on ${aggregate}.${id}` }),
+    async reopenTunnel() {
+      await world.tunnel.stop();
+      world.tunnel = await openTunnel(world.tunnel.address);
+      return world.tunnel;
+    },
     async stop() {
-      await tunnel.stop();
+      await world.tunnel.stop();
       authorizer.close();
       await grpcServer.shutdown();
       await core.stop();
@@ -93,6 +105,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorl
       await nc.close();
     },
   };
+  return world;
 }
 
 /** A TCP server answering every chunk with `prefix` + the chunk, as a workstation's local workload. */

@@ -210,8 +210,9 @@ export class KubeForkCluster implements ForkCluster {
   /**
    * Writes, for each local workload served, a Service without a selector and its Endpoints
    * for every Service selecting its baseline's pods, and removes the sandbox's other local
-   * objects in `d.namespaces`; the mesh's routes follow. A baseline gone from the cluster
-   * places nothing (its local gets no route). Returns where each served local is.
+   * objects in `d.namespaces`; the mesh's routes follow. A baseline gone from the cluster, or
+   * one no Service selects, places nothing (its local gets no route) and says why in the
+   * placement's `problem`. Returns where each served local is.
    */
   async applyLocals(d: LocalDesire, served: ServedLocal[]): Promise<pb.LocalPlacement[]> {
     const placements: pb.LocalPlacement[] = [];
@@ -220,11 +221,12 @@ export class KubeForkCluster implements ForkCluster {
     for (const { local, sessionId, addresses } of served) {
       const baseline = baselineOf(local.from);
       const base = await this.readBaseline(baseline);
+      const placement = pb.LocalPlacement.fromPartial({ local: local.name, baseline, sessionId });
       if (!base) {
         this.o.logger.warn({ sandbox: d.sandbox, local: local.name, baseline: baselineLabel(baseline) }, "a local workload's baseline is not on the cluster: nothing routes to it");
+        placements.push({ ...placement, problem: `baseline ${baselineLabel(baseline)} not found on cluster ${d.cluster}: no Service to route` });
         continue;
       }
-      const placement = pb.LocalPlacement.fromPartial({ local: local.name, baseline, sessionId });
       for (const s of await this.servicesSelecting(base, baseline.namespace)) {
         const built = buildLocalObjects(s, base, { sandbox: d.sandbox, routingKey: d.routingKey, local: local.name, addresses });
         if (!built) continue;
@@ -233,6 +235,9 @@ export class KubeForkCluster implements ForkCluster {
         baselineServices.push({ namespace: baseline.namespace, name: s.metadata!.name! });
         placement.services.push({ host, ports: built.routes.map((r) => r.port), baselineHost: `${s.metadata!.name}.${baseline.namespace}.svc` });
         for (const r of built.routes) if (!placement.routes.some((x) => x.workloadPort === r.workloadPort)) placement.routes.push({ ...r, host });
+      }
+      if (!placement.routes.length) {
+        placement.problem = `no Service in namespace ${baseline.namespace} sends a mapped port to the pods of ${baselineLabel(baseline)}: nothing to route`;
       }
       placements.push(placement);
     }

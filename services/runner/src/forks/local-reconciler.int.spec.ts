@@ -150,4 +150,21 @@ describe("the local workloads' reconciler on a Kubernetes cluster", () => {
     await waitFor(async () => (await lastRecord(store))?.length === 0, { timeoutMs: 10_000, what: "the dropped local's Services removed" });
     expect(await gone("backend-rk1-local")).toBe(true);
   });
+
+  it("records why nothing routes to a connected local whose baseline is not on the cluster, and writes nothing for it", async () => {
+    const store = new InMemoryEventStore();
+    const cluster = new KubeForkCluster({ kubeconfig: kc, calls: new ApiCalls(), logger, outputs: async () => new Map() });
+    const absent = pb.Local.fromPartial({ ...local, from: { kind: "Deployment", namespace, name: "absent" } });
+    await append(store, Aggregates.sandbox, "sb", [ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk1", spec: { cluster: "c1", local: [absent] } })]);
+    await append(store, Aggregates.locals, "rk1", [connected("s1", 44000)]);
+    const reconciler = new LocalReconciler({ store, cluster, clusterName: "c1", logger });
+    await reconciler.start();
+    stops.push(() => reconciler.stop());
+    const placed = await waitFor(async () => (await lastRecord(store))?.length ? (await lastRecord(store))! : false, { timeoutMs: 10_000, what: "the local's placement recorded" });
+    expect(placed).toEqual([pb.LocalPlacement.fromPartial({
+      local: "backend", baseline: { kind: "Deployment", namespace, name: "absent" }, sessionId: "s1",
+      problem: `baseline Deployment ${namespace}/absent not found on cluster c1: no Service to route`,
+    })]);
+    expect(await gone("absent-rk1-local")).toBe(true);
+  });
 });

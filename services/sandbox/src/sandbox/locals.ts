@@ -6,7 +6,8 @@ import type * as pb from "@ephemera/proto";
 import type { DomainEvent } from "@ephemera/events";
 
 export type LocalLink =
-  | { kind: "connected"; sessionId: string; addresses: pb.LocalAddress[]; since: string }
+  /** `tunnel`: where the session's tunnel answers whether it is alive (empty: not checked). */
+  | { kind: "connected"; sessionId: string; addresses: pb.LocalAddress[]; tunnel: string; since: string }
   | { kind: "disconnected"; sessionId: string; reason: string; since: string };
 
 /** Local workload name → its last known link. */
@@ -18,7 +19,7 @@ export function foldLocalLinks(state: LocalLinks, event: DomainEvent, time: stri
   switch (event.type) {
     case "ephemera.locals.connected.v1":
       return new Map(state).set(event.data.local, {
-        kind: "connected", sessionId: event.data.sessionId, addresses: event.data.addresses, since: time,
+        kind: "connected", sessionId: event.data.sessionId, addresses: event.data.addresses, tunnel: event.data.tunnel, since: time,
       });
     case "ephemera.locals.disconnected.v1": {
       // A session's late word never undoes a newer session's connection.
@@ -36,9 +37,25 @@ export function connectedLocals(links: LocalLinks | undefined): Set<string> {
   return new Set([...(links ?? [])].filter(([, l]) => l.kind === "connected").map(([name]) => name));
 }
 
-/** Pure: a local workload's status and message in the sandbox view. */
-export function localStatus(link: LocalLink | undefined): { status: string; message: string } {
+/** The sandbox service's reason when the tunnel of a session stopped answering its health check (locals/health.ts). */
+export const TUNNEL_LOST = "tunnel-lost";
+
+/** What a disconnect's reason means, where the bare word says too little. */
+const REASONS: Record<string, string> = {
+  [TUNNEL_LOST]: "tunnel lost (it stopped answering the health check)",
+};
+
+/**
+ * Pure: a local workload's status and message in the sandbox view. `placement`: what the
+ * runner placed for it, whose problem (nothing to route to) is told while its session serves it.
+ */
+export function localStatus(link: LocalLink | undefined, placement?: pb.LocalPlacement): { status: string; message: string } {
   if (!link) return { status: "Disconnected", message: "no workstation has connected (eph local connect)" };
-  if (link.kind === "connected") return { status: "Connected", message: `served by tunnel session ${link.sessionId} since ${link.since}` };
-  return { status: "Disconnected", message: `${link.reason || "disconnected"} since ${link.since} (session ${link.sessionId})` };
+  if (link.kind === "connected") {
+    const served = `served by tunnel session ${link.sessionId} since ${link.since}`;
+    const problem = placement?.sessionId === link.sessionId ? placement.problem : "";
+    return { status: "Connected", message: problem ? `${served}, but ${problem}` : served };
+  }
+  const reason = REASONS[link.reason] ?? (link.reason || "disconnected");
+  return { status: "Disconnected", message: `${reason} since ${link.since} (session ${link.sessionId})` };
 }

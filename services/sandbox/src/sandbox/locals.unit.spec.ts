@@ -1,3 +1,4 @@
+import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
 import { connectedLocals, foldLocalLinks, localStatus, noLocalLinks } from "./locals.js";
 
@@ -19,6 +20,22 @@ describe("a sandbox's local workloads as the tunnel reports them", () => {
     const off = foldLocalLinks(on, disconnected("s1", "lost"), "2026-01-01T00:01:00Z");
     expect(connectedLocals(off)).toEqual(new Set());
     expect(localStatus(off.get("backend"))).toEqual({ status: "Disconnected", message: "lost since 2026-01-01T00:01:00Z (session s1)" });
+  });
+
+  it("says why nothing routes to a connected local when the runner placed nothing for its session", () => {
+    const on = fold([[connected("s2"), "t2"]]);
+    const problem = "baseline Deployment shop/backend not found on cluster c1: no Service to route";
+    const placed = (sessionId: string) => pb.LocalPlacement.fromPartial({ local: "backend", sessionId, problem });
+    expect(localStatus(on.get("backend"), placed("s2"))).toEqual({ status: "Connected", message: `served by tunnel session s2 since t2, but ${problem}` });
+    // What was placed for an earlier session says nothing of this one (the runner has not answered it yet).
+    expect(localStatus(on.get("backend"), placed("s1"))).toEqual({ status: "Connected", message: "served by tunnel session s2 since t2" });
+  });
+
+  it("says the tunnel was lost when the health check disconnected it", () => {
+    const off = fold([[connected("s1"), "t1"], [disconnected("s1", "tunnel-lost"), "2026-01-01T00:01:00Z"]]);
+    expect(localStatus(off.get("backend"))).toEqual({
+      status: "Disconnected", message: "tunnel lost (it stopped answering the health check) since 2026-01-01T00:01:00Z (session s1)",
+    });
   });
 
   it("an old session's late disconnect leaves a newer session's connection alone", () => {

@@ -135,7 +135,7 @@ function workloadsOf(s: SandboxRecord, facts: ForkFacts | undefined, locals: Loc
       const placed = facts?.locals?.find((p) => p.local === l.name);
       const link = locals?.get(l.name);
       return {
-        kind: "local", name: l.name, ...localStatus(link),
+        kind: "local", name: l.name, ...localStatus(link, placed),
         workload: baselineLabel(baselineOf(l.from)),
         hosts: link?.kind === "connected" ? placed?.services.map((x) => x.host) ?? [] : [],
       };

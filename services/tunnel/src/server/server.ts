@@ -87,6 +87,7 @@ export class TunnelServer {
     if (path === PATHS.dial && method === "POST") return void this.dial(stream, headers);
     if (path === PATHS.services && method === "GET") return void this.services(stream, headers);
     if (path === PATHS.environment && method === "POST") return void this.environment(stream, headers);
+    if (path.startsWith(PATHS.sessions) && method === "GET") return this.sessionAlive(stream, decodeURIComponent(path.slice(PATHS.sessions.length)));
     answer(stream, 404, `no ${method} ${path.slice(0, 100)} here: the tunnel serves ${Object.values(PATHS).join(", ")}`);
   }
 
@@ -165,6 +166,15 @@ export class TunnelServer {
     } catch (err) {
       answer(stream, 502, errorMessage(err));
     }
+  }
+
+  /**
+   * Whether a session is open here: the cluster's check of the tunnel (no token: a session id
+   * is unguessable, and the answer is one bit). Touches no workstation and writes no event.
+   */
+  private sessionAlive(stream: ServerHttp2Stream, id: string): void {
+    const open = !!this.sessions.get(id)?.open;
+    answer(stream, open ? 200 : 404, open ? "open" : `session ${id.slice(0, 40)} is not open on this tunnel`);
   }
 
   private async services(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {

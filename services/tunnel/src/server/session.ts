@@ -19,6 +19,11 @@ export interface SessionSettings {
   podAddress: string;
   /** This replica's name, recorded on the session. */
   tunnel: string;
+  /**
+   * Where the cluster asks whether a session is alive ("http://host:port" or "https://..."),
+   * recorded on each locals.connected; known once the tunnel listens, set then.
+   */
+  checkUrl: string;
   refreshMs: number;
   liveness: Liveness;
   /** How long a cluster connection waits for the workstation to accept it. */
@@ -209,7 +214,7 @@ export class Session {
       this.served.set(key, { served, listeners });
       this.deps.audit.localConnected({
         sandbox: served.sandbox, routingKey: served.routingKey, local: served.local, sessionId: this.id,
-        addresses: listeners.map((l) => ({ port: l.mapping.port, address: l.address })),
+        addresses: listeners.map((l) => ({ port: l.mapping.port, address: l.address })), tunnel: this.settings.checkUrl,
       });
       changed = true;
     }
