@@ -38,10 +38,16 @@ describe("deploy/ rendered", () => {
     // Forks: the ClusterRole is granted per namespace by a RoleBinding, never cluster-wide.
     expect(names).toContain("ClusterRole//ephemera-forks");
     expect(names).toContain("RoleBinding/default/ephemera-forks");
-    // The tunnel reads Services and Endpoints only where a RoleBinding grants it, as the forks.
+    // The tunnel reads Services and Endpoints, and gets a local's baseline, ConfigMaps and Secrets by name,
+    // only where a RoleBinding grants it, as the forks.
     expect(names).toContain("RoleBinding/default/ephemera-tunnel");
     const tunnel = objs.find((o) => o["kind"] === "ClusterRole" && o["metadata"].name === "ephemera-tunnel")!;
-    expect(tunnel["rules"]).toEqual([{ apiGroups: [""], resources: ["services", "endpoints"], verbs: ["get", "list", "watch"] }]);
+    expect(tunnel["rules"]).toEqual([
+      { apiGroups: [""], resources: ["services", "endpoints"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["apps"], resources: ["deployments", "statefulsets"], verbs: ["get"] },
+      { apiGroups: ["argoproj.io"], resources: ["rollouts"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["configmaps", "secrets"], verbs: ["get"] },
+    ]);
     // The one cluster-wide binding: the webhook's, to write the caBundle of its own configuration.
     expect(objs.filter((o) => o["kind"] === "ClusterRoleBinding").map((o) => [o["metadata"].name, o["roleRef"].name, o["subjects"]]))
       .toEqual([["ephemera-webhook", "ephemera-webhook", [{ kind: "ServiceAccount", name: "webhook", namespace: "ephemera-system" }]]]);

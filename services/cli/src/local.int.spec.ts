@@ -68,16 +68,17 @@ describe("eph sandbox get shows forks and locals", () => {
 describe("eph sandbox get-env / get-files", () => {
   it("prints the local workload's env as dotenv: the sandbox's name and routing key, resource outputs, values; names what only the cluster has", async () => {
     const rk = await routingKey();
-    const r = await eph(api(), ["sandbox", "get-env", "dev", "--local", "api"]);
+    const r = await eph(api(), ["sandbox", "get-env", "dev", "--local", "api"], { env: { EPHEMERA_HOME: dir } });
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(`SIGNADOT_SANDBOX_NAME=dev\nSIGNADOT_SANDBOX_ROUTING_KEY=${rk}\nDB_HOST=db-${rk}\nGREETING="hello world"\n`);
-    expect(r.stderr).toContain("not set: env TOKEN: from Secret api-secrets key token, which only the cluster has");
-    const json = await eph(api(), ["sandbox", "get-env", "dev", "--local", "api", "-o", "json"]);
+    expect(r.stderr).toBe("not included: the env of the baseline Deployment shop/api (eph local connect is not running)\n"
+      + "not set: env TOKEN: from Secret api-secrets key token, which only the cluster has (eph local connect resolves it)\n");
+    const json = await eph(api(), ["sandbox", "get-env", "dev", "--local", "api", "-o", "json"], { env: { EPHEMERA_HOME: dir } });
     expect(JSON.parse(json.stdout)).toEqual({ SIGNADOT_SANDBOX_NAME: "dev", SIGNADOT_SANDBOX_ROUTING_KEY: rk, DB_HOST: `db-${rk}`, GREETING: "hello world" });
   });
 
   it("writes the local workload's files under --dir, mode 0600, and prints their paths", async () => {
-    const r = await eph(api(), ["sandbox", "get-files", "dev", "--local", "api", "--dir", dir]);
+    const r = await eph(api(), ["sandbox", "get-files", "dev", "--local", "api", "--dir", dir], { env: { EPHEMERA_HOME: dir } });
     expect(r.code).toBe(0);
     const path = join(dir, "etc/api/db.toml");
     expect(r.stdout).toBe(`${path}\n`);
@@ -86,7 +87,7 @@ describe("eph sandbox get-env / get-files", () => {
   });
 
   it("exits 1 for a local workload the sandbox does not have, naming those it has", async () => {
-    const r = await eph(api(), ["sandbox", "get-env", "dev", "--local", "web"]);
+    const r = await eph(api(), ["sandbox", "get-env", "dev", "--local", "web"], { env: { EPHEMERA_HOME: dir } });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('sandbox dev has no local workload "web" (it has: api)');
   });

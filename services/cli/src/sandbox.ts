@@ -56,26 +56,30 @@ export function registerSandbox(program: Command, ctx: Context): void {
   registerGetStatus(sandbox, ctx);
 
   outputOption(
-    sandbox.command("get-env").description("print the environment of a local workload (dotenv), resource outputs resolved").argument("<name>")
-      .requiredOption("--local <name>", "the local workload (spec.local[].name)"),
-  ).action(async (name: string, opts: { local: string; output?: OutputFormat }) => {
-    const view = await (await ctx.api()).getSandbox(name, true);
-    const { dotenv, localValues } = await local();
-    const values = localValues(view, opts.local);
-    for (const u of values.unresolved) ctx.err(`not set: ${u}\n`);
+    sandbox.command("get-env")
+      .description("print the environment of a local workload (dotenv): the baseline's from the cluster when eph local connect serves it, resource outputs resolved")
+      .argument("<name>")
+      .requiredOption("--local <name>", "the local workload (spec.local[].name)")
+      .option("--no-cluster", "leave out what only the cluster has, even when eph local connect could read it"),
+  ).action(async (name: string, opts: { local: string; cluster: boolean; output?: OutputFormat }) => {
+    const values = await localValuesOf(ctx, name, opts.local, opts.cluster);
+    for (const u of values.unresolved.env) ctx.err(`not set: ${u}`);
+    const { dotenv } = await local();
     if (!opts.output) return ctx.out(dotenv(values.env));
     const { formatDoc } = await render();
     ctx.out(formatDoc(Object.fromEntries(values.env.map((e) => [e.name, e.value])), opts.output));
   });
 
-  sandbox.command("get-files").description("write the files of a local workload, resource outputs resolved (mode 0600)").argument("<name>")
+  sandbox.command("get-files")
+    .description("write the files of a local workload (mode 0600): resource outputs resolved, the cluster's values when eph local connect serves it")
+    .argument("<name>")
     .requiredOption("--local <name>", "the local workload (spec.local[].name)")
     .option("--dir <dir>", "the directory their paths are re-rooted in", ".")
-    .action(async (name: string, opts: { local: string; dir: string }) => {
-      const view = await (await ctx.api()).getSandbox(name, true);
-      const { localValues, writeLocalFiles } = await local();
-      const values = localValues(view, opts.local);
-      for (const u of values.unresolved) ctx.err(`not written: ${u}\n`);
+    .option("--no-cluster", "leave out what only the cluster has, even when eph local connect could read it")
+    .action(async (name: string, opts: { local: string; dir: string; cluster: boolean }) => {
+      const values = await localValuesOf(ctx, name, opts.local, opts.cluster);
+      const { writeLocalFiles } = await local();
+      for (const u of values.unresolved.files) ctx.err(`not written: ${u}`);
       for (const path of await writeLocalFiles(values.files, opts.dir)) ctx.out(`${path}\n`);
     });
 
@@ -117,6 +121,22 @@ export function registerSandbox(program: Command, ctx: Context): void {
     if (opts.wait) await waitUntilGone(ctx, target, limit, opts.waitTimeout);
   });
   registerRetry(sandbox, ctx);
+}
+
+/** A local's values: the cluster's part through eph local connect's daemon unless told not to (stderr says why it is missing). */
+async function localValuesOf(ctx: Context, name: string, localName: string, cluster: boolean) {
+  const view = await (await ctx.api()).getSandbox(name, true);
+  const { clusterEnvironment, localValues } = await local();
+  // A local the sandbox lacks is refused before any daemon is asked.
+  const without = localValues(view, localName);
+  if (!cluster) return without;
+  const { stateDir } = await import("./workstation/state.js");
+  const found = await clusterEnvironment(stateDir(ctx.io.env), name, localName);
+  if ("environment" in found) return localValues(view, localName, found.environment);
+  const { baselineLabel, baselineOf } = await import("@ephemera/kit/fork-name");
+  const baseline = baselineLabel(baselineOf(view.spec?.local.find((l) => l.name === localName)?.from));
+  ctx.err(`not included: the env of the baseline ${baseline} (${found.why})`);
+  return without;
 }
 
 export function registerRetry(sandbox: Command, ctx: Context): void {

@@ -12,5 +12,6 @@ export * from "./listen.js";
 export * from "./capability.js";
 export { FORK_KINDS, baselineLabel, baselineOf, forkName, isForkKind, localServiceName, type BaselineRef, type ForkKind } from "./fork-name.js";
 export * from "./fork-expression.js";
+export * from "./fork-service.js";
 export { KeyedLock } from "./lock.js";
 export { clusterFqdn, clusterLookup, type LookupFunction } from "./cluster-dns.js";

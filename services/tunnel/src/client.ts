@@ -9,8 +9,10 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "@ephemera/kit";
 import { DEFAULT_LIVENESS, keepAlive, type Liveness } from "./liveness.js";
 import { HEADERS, PATHS, line, parseTarget, readLines, type ClientMessage, type ClusterService, type Served, type ServerMessage, type SessionEndReason } from "./protocol.js";
+import type { Environment } from "./protocol.js";
 
 export type { ClusterService, Served, Mapping, SessionEndReason } from "./protocol.js";
+export type { Environment } from "./protocol.js";
 
 export interface TunnelClientOptions {
   /** host:port of the tunnel service. */
@@ -168,6 +170,22 @@ export class TunnelClient extends EventEmitter {
     ]);
     if (status !== 200) throw new TunnelRefused(status, body.trim().split("\n")[0] ?? "");
     return JSON.parse(body) as ClusterService[];
+  }
+
+  /**
+   * The configuration the baseline of `local` (of `sandbox`, a local this session serves) runs
+   * with in the cluster, and its customizations' cluster-only values: Secrets' values among them.
+   * Rejects with TunnelRefused: 403 not served here, 501 the tunnel sees no cluster, 404 no baseline.
+   */
+  async environment(sandbox: string, local: string): Promise<Environment> {
+    const stream = this.request({ ":method": "POST", ":path": PATHS.environment, "content-type": "application/json" });
+    stream.end(JSON.stringify({ sandbox, local }));
+    const [status, body] = await Promise.all([
+      new Promise<number>((resolve, reject) => { stream.once("response", (h) => resolve(Number(h[":status"]))); stream.once("error", reject); }),
+      readBody(stream),
+    ]);
+    if (status !== 200) throw new TunnelRefused(status, body.trim().split("\n")[0] ?? "");
+    return JSON.parse(body) as Environment;
   }
 
   /** Asks the tunnel to re-evaluate what the session serves now. */

@@ -9,6 +9,7 @@ import { tunnelConfig } from "./config.js";
 import { apiAuthorizer, refuseOpenApiElsewhere } from "./server/authorize.js";
 import { TunnelMetrics } from "./server/metrics.js";
 import { kubeServices } from "./server/services.js";
+import { kubeEnvironment } from "./server/kube-environment.js";
 import { startTunnel } from "./start.js";
 
 const logger = createLogger("tunnel");
@@ -32,7 +33,8 @@ try {
   const kc = kubeconfig();
   const metricsServer = await startMetricsServer(metricsListen(process.env, "tunnel"), registry, logger);
   const tunnel = await startTunnel(config, {
-    store, authorize: refuseOpenApiElsewhere(api.authorize, config.listen, config.allowOpen), logger, metrics: new TunnelMetrics(registry), ...(kc ? { listServices: kubeServices(kc, config.namespaces) } : {}),
+    store, authorize: refuseOpenApiElsewhere(api.authorize, config.listen, config.allowOpen), logger, metrics: new TunnelMetrics(registry),
+    ...(kc ? { listServices: kubeServices(kc, config.namespaces), readEnvironment: kubeEnvironment(kc) } : {}),
   });
   if (!config.tls) logger.info("tunnel without a certificate (EPHEMERA_TLS_CERT): h2c, for a tunnel on this machine only");
   // Closed in reverse: sessions first (their events written), then the API client, NATS and metrics.

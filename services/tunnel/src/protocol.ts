@@ -9,6 +9,7 @@ export const PATHS = {
   accept: "/v1/accept/",
   dial: "/v1/dial",
   services: "/v1/services",
+  environment: "/v1/environment",
   /** Followed by a session id: 200 while it is open on this tunnel, else 404 (the cluster's health check). */
   sessions: "/v1/sessions/",
   health: "/healthz",
@@ -29,6 +30,26 @@ export interface Mapping { port: number; toLocal: string }
 export interface Served { sandbox: string; routingKey: string; local: string; mappings: Mapping[] }
 
 export interface ClusterService { namespace: string; name: string; ports: number[] }
+
+/** `POST /v1/environment`'s body: a local workload the session serves. */
+export interface EnvironmentRequest { sandbox: string; local: string }
+
+/**
+ * Its answer: the baseline's configuration as the cluster has it, and the values of the
+ * local's own customizations that only the cluster holds. It carries Secrets' values.
+ */
+export interface Environment {
+  sandbox: string;
+  local: string;
+  /** The workload read (`local.from`) and the container whose env this is. */
+  baseline: { kind: string; namespace: string; name: string; container: string };
+  /** The container's env as the kubelet gives it: envFrom first, then env in order, `$(VAR)` expanded; a later name wins. */
+  env: Array<{ name: string; value: string }>;
+  /** The local's env and files whose valueFrom is a Secret, a ConfigMap or a fork (a file's value base64). */
+  values: { env: Array<{ name: string; value: string }>; files: Array<{ path: string; value: string }> };
+  /** What could not be given, each naming the variable or file and why. */
+  unresolved: string[];
+}
 
 export type ClientMessage =
   | { type: "hello"; sandboxes: string[]; client: string }

@@ -8,6 +8,7 @@ import { Audit } from "./server/audit.js";
 import type { Authorize } from "./server/authorize.js";
 import type { TunnelMetrics } from "./server/metrics.js";
 import { noServices, type ListServices } from "./server/services.js";
+import type { ReadEnvironment } from "./server/kube-environment.js";
 import { TunnelServer } from "./server/server.js";
 import type { TunnelConfig } from "./config.js";
 
@@ -19,6 +20,8 @@ export interface TunnelDeps {
   logger: Logger;
   listServices?: ListServices;
   metrics?: TunnelMetrics;
+  /** A local's baseline configuration, read from the cluster (kubeEnvironment); absent: /v1/environment answers 501. */
+  readEnvironment?: ReadEnvironment;
 }
 
 export interface RunningTunnel {
@@ -38,7 +41,7 @@ export async function startTunnel(settings: TunnelSettings, deps: TunnelDeps): P
   };
   const server = new TunnelServer(serverSettings, {
     authorize: deps.authorize, audit, listServices: deps.listServices ?? noServices, logger: deps.logger,
-    ...(deps.metrics ? { metrics: deps.metrics } : {}), ...(settings.dns.length ? { lookup: clusterLookup(settings.dns) } : {}),
+    ...(deps.metrics ? { metrics: deps.metrics } : {}), ...(deps.readEnvironment ? { readEnvironment: deps.readEnvironment } : {}), ...(settings.dns.length ? { lookup: clusterLookup(settings.dns) } : {}),
   });
   const { host, port } = listenAddress(settings.listen);
   await new Promise<void>((resolve, reject) => {

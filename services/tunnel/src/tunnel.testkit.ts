@@ -17,6 +17,7 @@ import { apiAuthorizer, type Authorize } from "./server/authorize.js";
 import { TunnelMetrics } from "./server/metrics.js";
 import { startTunnel, type RunningTunnel } from "./start.js";
 import type { ListServices } from "./server/services.js";
+import type { ReadEnvironment } from "./server/kube-environment.js";
 import { Registry } from "@ephemera/kit/metrics";
 
 export interface TunnelWorld {
@@ -46,12 +47,16 @@ export interface WorldOptions {
   /** Wraps the API's answer (a token that stops working). */
   authorize?: (real: Authorize) => Authorize;
   listServices?: ListServices;
+  /** The cluster /v1/environment reads (kubeEnvironment over a kube-sim); absent: the tunnel sees none. */
+  readEnvironment?: ReadEnvironment;
+  /** Where the tunnel logs; default silent (LOG_LEVEL to see it). */
+  logger?: Logger;
   /** The cluster's name servers for dial targets (EPHEMERA_TUNNEL_DNS); default the system's resolver. */
   dns?: string[];
 }
 
 export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorld> {
-  const logger = createLogger("tunnel-test", process.env["LOG_LEVEL"] ?? "silent");
+  const logger = options.logger ?? createLogger("tunnel-test", process.env["LOG_LEVEL"] ?? "silent");
   const nats = testNats("tun");
   const nc: NatsConnection = await connectNats(nats.url, "tunnel-test");
   const store = await JetStreamEventStore.open(nc, { prefix: nats.prefix, logger });
@@ -72,7 +77,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<TunnelWorl
   }, {
     store, logger, metrics: tunnelMetrics,
     authorize: options.authorize ? options.authorize(authorizer.authorize) : authorizer.authorize,
-    ...(options.listServices ? { listServices: options.listServices } : {}),
+    ...(options.listServices ? { listServices: options.listServices } : {}), ...(options.readEnvironment ? { readEnvironment: options.readEnvironment } : {}),
   });
   const events = async (aggregate: string, id: string) => (await store.read(aggregate, id)).events;
   const world: TunnelWorld = {

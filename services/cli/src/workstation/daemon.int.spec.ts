@@ -6,7 +6,7 @@
 // one the built eph); and the host entries of a kube-sim's Services, whose listeners reach a
 // server on this machine through the tunnel's dial and kube-sim's cluster DNS.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,7 @@ import { waitFor } from "@ephemera/kit";
 import { TOKENS, tokensAccess } from "../../../../test/support/api-tokens.js";
 import { startCluster, type Cluster } from "../../../tunnel/src/cluster.testkit.js";
 import { echoServer, startWorld, type TunnelWorld } from "../../../tunnel/src/tunnel.testkit.js";
+import { ControlRefused, askEnvironment, controlPath } from "./control.js";
 import { runDaemon, type DaemonOptions } from "./daemon.js";
 import { openTunnel } from "./open.js";
 import { alive, readState, type DaemonState } from "./state.js";
@@ -180,6 +181,22 @@ describe("the daemon on the tunnel and the API with tokens", () => {
     expect(world.tunnel.server.sessions.size).toBe(1);
     await d.stop();
     expect(state()).toBeUndefined();
+  });
+
+  it("answers on control.sock (mode 0600) through its session: the tunnel's refusals with their status, the socket gone on stop", async () => {
+    await world.sandboxWithLocal("dm-e", `127.0.0.1:${echo.port}`);
+    await world.sandboxWithLocal("dm-f", `127.0.0.1:${echo.port}`);
+    const d = daemon({ session: session("dm-e") });
+    await waitFor(() => state()?.phase === "connected", { what: "the daemon to connect" });
+    expect(statSync(controlPath(dir())).mode & 0o777).toBe(0o600);
+    // This tunnel sees no cluster; the one reading a kube-sim answers in environment.e2e.spec.ts.
+    const noCluster = await askEnvironment(dir(), "dm-e", "backend").catch((err: unknown) => err) as ControlRefused;
+    expect(noCluster).toBeInstanceOf(ControlRefused);
+    expect([noCluster.status, noCluster.message]).toEqual([501, "the tunnel cannot see a cluster (it runs without a kubeconfig): the baseline's environment cannot be read here"]);
+    const unserved = await askEnvironment(dir(), "dm-f", "backend").catch((err: unknown) => err) as ControlRefused;
+    expect([unserved.status, unserved.message]).toEqual([403, `session ${state()!.sessionId} does not serve local backend of sandbox dm-f (it serves: dm-e/backend)`]);
+    await d.stop();
+    expect(existsSync(controlPath(dir()))).toBe(false);
   });
 });
 

@@ -1,11 +1,13 @@
 // The `eph local connect` daemon: holds the session with the tunnel (the client library serves
 // the cluster's connections to the locals), runs the HTTP and SOCKS5 proxies and the host
 // entries, reconnects with backoff and jitter when the session is lost, and keeps its state
-// in the state dir. It ends on SIGTERM (`eph local disconnect`) or the abort signal: bye to
-// the tunnel, host entries removed, state deleted.
+// in the state dir, with a control socket there through which `eph sandbox get-env` asks the
+// session for a local's environment. It ends on SIGTERM (`eph local disconnect`) or the abort
+// signal: bye to the tunnel, host entries removed, state deleted.
 import type { Server } from "node:net";
 import { ExponentialBackoff, handleWhen, retry } from "cockatiel";
 import { errorMessage } from "@ephemera/kit/errors";
+import { serveControl } from "./control.js";
 import { createHttpProxy } from "./http-proxy.js";
 import { HostListeners, HostsError, hostEntries, writeHosts, type HostEntry } from "./hosts.js";
 import { createSocksProxy, type SocksServer } from "./socks-proxy.js";
@@ -71,6 +73,7 @@ class Daemon {
   async run(): Promise<void> {
     this.save();
     try {
+      await this.startControl();
       await this.startProxies();
       await this.connect();
     } catch (err) {
@@ -146,6 +149,17 @@ class Daemon {
     this.enter("connected", { attempt: undefined, lastError: undefined });
     this.o.log(`serving ${describeServing(session.serving)}`);
     await this.refreshHosts();
+  }
+
+  /** control.sock: other eph commands ask the session for a local's environment (eph sandbox get-env). */
+  private async startControl(): Promise<void> {
+    const server = await serveControl(this.o.dir, {
+      environment: (sandbox, local) => {
+        if (!this.session) return Promise.reject(Object.assign(new Error(`not connected to the tunnel (${this.state.phase})`), { status: 503 }));
+        return this.session.environment(sandbox, local);
+      },
+    });
+    this.servers.push(server);
   }
 
   private async startProxies(): Promise<void> {

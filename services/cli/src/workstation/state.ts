@@ -1,6 +1,7 @@
 // The daemon's state on disk, in the state dir ($EPHEMERA_HOME/local, else ~/.ephemera/local):
 // state.json (what `eph local status` shows, replaced atomically on each change), daemon.log
-// (the background daemon's output) and daemon.lock (one daemon per state dir).
+// (the background daemon's output), daemon.lock (one daemon per state dir) and control.sock
+// (control.ts: the daemon answering other eph commands).
 import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";

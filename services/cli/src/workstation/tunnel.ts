@@ -19,12 +19,26 @@ export interface ClusterService {
   ports: number[];
 }
 
+/** A local's baseline configuration as the tunnel reads it from the cluster (the tunnel's /v1/environment). */
+export interface Environment {
+  sandbox: string;
+  local: string;
+  baseline: { kind: string; namespace: string; name: string; container: string };
+  /** The baseline container's env, in the kubelet's order. */
+  env: Array<{ name: string; value: string }>;
+  /** The local's env and files from a Secret, a ConfigMap or a fork (a file's value base64). */
+  values: { env: Array<{ name: string; value: string }>; files: Array<{ path: string; value: string }> };
+  unresolved: string[];
+}
+
 /** One open session with the tunnel. */
 export interface TunnelSession {
   readonly sessionId: string;
   serving: Served[];
   dial: Dial;
   services(): Promise<ClusterService[]>;
+  /** The environment of a local this session serves (Secrets' values among it). */
+  environment(sandbox: string, local: string): Promise<Environment>;
   close(): Promise<void>;
   on(event: "serving", listener: (serving: Served[]) => void): unknown;
   on(event: "closed", listener: (why: { reason: string; error?: Error }) => void): unknown;

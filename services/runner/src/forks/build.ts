@@ -10,9 +10,7 @@
 // The package is CommonJS: Node gives its exports as the default import.
 import jsonpatch, { type Operation } from "fast-json-patch";
 import { parse } from "yaml";
-import {
-  ValidationError, baselineLabel, baselineOf, fieldsRead, forkName, parseForkExpression, renderForkExpression, type BaselineRef,
-} from "@ephemera/kit";
+import { ValidationError, baselineOf, forkName, forkValue, type ForkService } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { strategicMerge, type Json } from "../driver/kube/merge.js";
 import { labelValue } from "../driver/kube/pod.js";
@@ -31,28 +29,8 @@ export interface ForkRequest {
   forkServices?: Map<string, ForkService | undefined>;
 }
 
-/** The fork Service a `valueFrom.fork` expression reads, as `.Service.Host` and `.Service.Port`. */
-export interface ForkService {
-  /** The fork Service's name, and its baseline Service's. */
-  name: string;
-  baselineName: string;
-  /** `<name>.<namespace>.svc`. */
-  host: string;
-  /** Its first port; undefined when it has none (a headless Service may have none). */
-  port?: number;
-}
-
-/**
- * A fork's env reads `valueFrom.fork` of a fork whose Service it cannot name (ServiceNotFound),
- * or in a way the spec's validation should have refused (Rejected): the fork cannot be written.
- */
-export class ForkValueError extends Error {
-  override readonly name = "ForkValueError";
-
-  constructor(readonly reason: "ServiceNotFound" | "Rejected", message: string) {
-    super(message);
-  }
-}
+// The fork Services `valueFrom.fork` reads, and its value: shared with the tunnel, which resolves a local's env alike.
+export { ForkValueError, forkServiceOf, type ForkService } from "@ephemera/kit";
 
 const LABEL = "ephemera.dev";
 
@@ -153,44 +131,8 @@ function envSource(e: pb.EnvCustomization, r: ForkRequest): Obj {
   }
   if (from?.secret) return { valueFrom: { secretKeyRef: { name: from.secret.name, key: from.secret.key, ...(from.secret.optional ? { optional: true } : {}) } } };
   if (from?.configMap) return { valueFrom: { configMapKeyRef: { name: from.configMap.name, key: from.configMap.key, ...(from.configMap.optional ? { optional: true } : {}) } } };
-  if (from?.fork?.forkOf) return { value: forkValue(e.name, from.fork, r) };
+  if (from?.fork?.forkOf) return { value: forkValue(e.name, from.fork, r.forkServices ?? new Map()) };
   return { value: e.value };
-}
-
-/** Another fork's Service, as the expression asks for it (the host when it is empty). */
-function forkValue(envName: string, from: pb.ForkValueRef, r: ForkRequest): string {
-  const other = baselineOf(from.forkOf);
-  const label = baselineLabel(other);
-  const parsed = parseForkExpression(from.expression);
-  const refuse = (reason: ForkValueError["reason"], why: string) =>
-    new ForkValueError(reason, `env ${envName} reads valueFrom.fork of ${label}, but ${why}`);
-  // The spec's validation refuses both before anything is written: these are for a fork that got past it.
-  if ("problem" in parsed) throw refuse("Rejected", `its expression cannot be evaluated: ${parsed.problem}`);
-  if (!r.forkServices?.has(label)) throw refuse("Rejected", "that is not a fork of this sandbox");
-  const service = r.forkServices.get(label);
-  if (!service) {
-    throw refuse("ServiceNotFound", `no Service in namespace ${other.namespace} selects the pods of ${label}: its fork has no Service `
-      + `to take .Service.Host and .Service.Port from (give the baseline a Service, or set ${envName} otherwise)`);
-  }
-  if (fieldsRead(parsed.parts).has("Port") && service.port === undefined) {
-    throw refuse("ServiceNotFound", `its expression reads .Service.Port, and its Service ${service.name} `
-      + `(the fork of Service ${service.baselineName}) has no ports`);
-  }
-  return renderForkExpression(parsed.parts, { Host: service.host, Port: String(service.port ?? "") });
-}
-
-/**
- * Pure: the fork Service a `valueFrom.fork` of a fork reads: of the baseline Services that
- * select its baseline's pods, the first by name (several may; one must be chosen the same
- * way each time), as the fork names it, with that Service's first port.
- */
-export function forkServiceOf(baseline: BaselineRef, baselineServices: Obj[], routingKey: string): ForkService | undefined {
-  const [first] = baselineServices.map((s) => ({ s, name: String(((s["metadata"] ?? {}) as Obj)["name"] ?? "") }))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  if (!first) return undefined;
-  const name = forkName(first.name, routingKey);
-  const port = ((((first.s["spec"] ?? {}) as Obj)["ports"] ?? []) as Obj[])[0]?.["port"];
-  return { name, baselineName: first.name, host: `${name}.${baseline.namespace}.svc`, ...(typeof port === "number" ? { port } : {}) };
 }
 
 function patched(workload: Obj, patch: pb.Patch | undefined): Obj {

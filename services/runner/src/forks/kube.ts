@@ -9,7 +9,8 @@
 import * as k8s from "@kubernetes/client-node";
 import * as pb from "@ephemera/proto";
 import {
-  FORK_KINDS, ValidationError, baselineLabel, baselineOf, errorMessage, isForkKind, type BaselineRef, type ForkKind, type Logger,
+  FORK_KINDS, ValidationError, baselineLabel, baselineOf, errorMessage, isForkKind, servicesSelecting, type BaselineRef, type ForkKind,
+  type Logger, type ServiceLike,
 } from "@ephemera/kit";
 import type { RoutingMesh } from "../config.js";
 import { retryableApiError, statusOf, type ApiCalls } from "../driver/kube/calls.js";
@@ -161,11 +162,7 @@ export class KubeForkCluster implements ForkCluster {
     const template = (baseline.spec?.["template"] ?? {}) as { metadata?: { labels?: Record<string, string> } };
     const labels = template.metadata?.labels ?? {};
     const list = await this.o.calls.count("list", "services", () => this.api.list<Obj>("v1", "Service", namespace));
-    return list.items.filter((s) => {
-      const selector = (s.spec?.["selector"] ?? {}) as Record<string, string>;
-      const keys = Object.keys(selector);
-      return keys.length > 0 && keys.every((k) => labels[k] === selector[k]) && !s.metadata?.labels?.["ephemera.dev/fork"];
-    });
+    return servicesSelecting(list.items as Array<Obj & ServiceLike>, labels);
   }
 
   /** Creates the object, or replaces it as it stands (its resourceVersion, and a Service's cluster IP, kept). */

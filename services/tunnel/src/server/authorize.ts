@@ -30,6 +30,8 @@ export interface Authorization {
   served: Served[];
   /** The API runs without tokens: whoever reaches the tunnel is served. */
   open?: boolean;
+  /** Each served local's entry as the sandbox's spec has it (its baseline, env and files): what /v1/environment reads for. */
+  specs?: Array<{ sandbox: string; local: pb.Local }>;
 }
 
 export type Authorize = (token: string | undefined, sandboxes: string[]) => Promise<Authorization>;
@@ -49,7 +51,10 @@ export function apiAuthorizer(address: string, tls: ClientTls | undefined, timeo
     client.serve({ sandboxes }, metadata, { deadline: Date.now() + timeoutMs }, (err, res) => {
       if (err) return reject(new Refusal(httpStatusOf(err.code), err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED
         ? `the API at ${address} cannot be asked now: ${err.details}` : err.details));
-      resolve({ subject: res.subject, served: res.locals.map(servedOf), open: res.open });
+      resolve({
+        subject: res.subject, served: res.locals.map(servedOf), open: res.open,
+        specs: res.locals.flatMap((l) => (l.local ? [{ sandbox: l.sandbox, local: l.local }] : [])),
+      });
     });
   });
   return { authorize, close: () => client.close() };

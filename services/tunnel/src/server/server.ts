@@ -1,6 +1,6 @@
 // The tunnel's HTTP/2 server (TLS with the API's certificate, else h2c): routes each stream
 // to the session it belongs to. A session's accept streams must come on its own connection;
-// its dial and services requests carry its id and the same token as its hello.
+// its dial, services and environment requests carry its id and the same token as its hello.
 import { createHash, timingSafeEqual } from "node:crypto";
 import { createSecureServer, createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import { errorMessage, ulidGen, type Logger, type LookupFunction, type ServerTls } from "@ephemera/kit";
@@ -8,6 +8,8 @@ import { HEADERS, PATHS, parseTarget, readLines } from "../protocol.js";
 import type { Audit } from "./audit.js";
 import { isRefusal, type Authorize } from "./authorize.js";
 import { dialTarget, targetProblem } from "./dial.js";
+import { answerEnvironment } from "./environment.js";
+import type { ReadEnvironment } from "./kube-environment.js";
 import type { TunnelMetrics } from "./metrics.js";
 import type { ListServices } from "./services.js";
 import { Session, type SessionSettings } from "./session.js";
@@ -20,6 +22,8 @@ export interface ServerDeps {
   metrics?: TunnelMetrics;
   /** Name resolution of dial targets (the cluster's DNS); absent: the system's. */
   lookup?: LookupFunction;
+  /** A local's baseline configuration from the cluster; absent: the tunnel sees no cluster. */
+  readEnvironment?: ReadEnvironment;
 }
 
 export interface ServerSettings extends SessionSettings {
@@ -36,7 +40,7 @@ const bearer = (headers: IncomingHttpHeaders): string | undefined => {
 const digest = (token: string | undefined) => createHash("sha256").update(token ?? "").digest();
 const sameToken = (a: string | undefined, b: string | undefined) => timingSafeEqual(digest(a), digest(b));
 
-function answer(stream: ServerHttp2Stream, status: number, text: string): void {
+export function answer(stream: ServerHttp2Stream, status: number, text: string): void {
   if (stream.destroyed || stream.headersSent) return;
   stream.respond({ ":status": status, "content-type": "text/plain; charset=utf-8" });
   stream.end(`${text.replace(/[\r\n]+/g, " ")}\n`);
@@ -82,6 +86,7 @@ export class TunnelServer {
     if (path.startsWith(PATHS.accept) && method === "POST") return this.accept(stream, headers, decodeURIComponent(path.slice(PATHS.accept.length)));
     if (path === PATHS.dial && method === "POST") return void this.dial(stream, headers);
     if (path === PATHS.services && method === "GET") return void this.services(stream, headers);
+    if (path === PATHS.environment && method === "POST") return void this.environment(stream, headers);
     if (path.startsWith(PATHS.sessions) && method === "GET") return this.sessionAlive(stream, decodeURIComponent(path.slice(PATHS.sessions.length)));
     answer(stream, 404, `no ${method} ${path.slice(0, 100)} here: the tunnel serves ${Object.values(PATHS).join(", ")}`);
   }
@@ -181,6 +186,11 @@ export class TunnelServer {
     } catch (err) {
       answer(stream, 503, `the cluster's Services cannot be listed now: ${errorMessage(err)}`);
     }
+  }
+
+  private async environment(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {
+    const session = this.sessionOf(stream, headers);
+    if (session) await answerEnvironment(stream, session, this.deps, answer);
   }
 }
 
