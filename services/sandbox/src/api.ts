@@ -64,14 +64,22 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     delete: unary(async (req: pb.DeleteRouteGroupRequest, call) => core.routeGroups.delete(req.name, core.meta(caller(call), "delete")), logger),
   };
   const locals: pb.LocalServiceServer = {
-    serve: unary(async (req: pb.ServeLocalsRequest, call) => ({
-      subject: principalOf(call)?.name ?? "anonymous",
-      open: !access,
-      locals: serveLocals({
+    serve: unary(async (req: pb.ServeLocalsRequest, call) => {
+      const served = serveLocals({
         sandbox: (name) => core.sandboxes.get(name)?.state,
         sandboxes: () => [...core.sandboxes.entries()].map(([, { state }]) => state),
-      }, req.sandboxes),
-    }), logger),
+      }, req.sandboxes);
+      // Each sandbox's status, for `eph local status`: one view per sandbox served.
+      const status = new Map<string, string>();
+      for (const name of new Set(served.map((l) => l.sandbox))) {
+        status.set(name, await core.view(name, false).then((v) => v.status?.reason ?? "", () => ""));
+      }
+      return {
+        subject: principalOf(call)?.name ?? "anonymous",
+        open: !access,
+        locals: served.map((l) => ({ ...l, status: status.get(l.sandbox) ?? "" })),
+      };
+    }, logger),
   };
   const logs = logService(core);
   const events: pb.EventServiceServer = {

@@ -27,7 +27,11 @@ export const MAX_LINE_BYTES = 64 * 1024;
 export interface Mapping { port: number; toLocal: string }
 
 /** A local workload the session serves: the cluster's requests for `port` go to `toLocal` on the workstation. */
-export interface Served { sandbox: string; routingKey: string; local: string; mappings: Mapping[] }
+export interface Served {
+  sandbox: string; routingKey: string; local: string; mappings: Mapping[];
+  /** The sandbox's status reason as the API last said (Ready, Provisioning, …); absent from older tunnels. */
+  status?: string;
+}
 
 export interface ClusterService { namespace: string; name: string; ports: number[] }
 

@@ -68,7 +68,7 @@ describe("the tunnel with the API's tokens, over TLS", () => {
     const client = await connect(TOKENS.editor, ["tok-b"]);
     const closed = closedOnce(client);
     expect(client.subject).toBe("test-editor");
-    expect(client.serving).toEqual([{ sandbox: "tok-b", routingKey, local: "backend", mappings: [{ port: 8080, toLocal: `127.0.0.1:${echo.port}` }] }]);
+    expect(client.serving).toEqual([{ sandbox: "tok-b", routingKey, local: "backend", mappings: [{ port: 8080, toLocal: `127.0.0.1:${echo.port}` }], status: "Ready" }]);
 
     const opened = await world.waitForEvent(TUNNEL, client.sessionId, "ephemera.tunnel.session_opened.v1");
     expect(opened.data).toEqual({ sessionId: client.sessionId, subject: "test-editor", sandboxes: ["tok-b"], peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), client: "eph/test host-a", tunnel: "tunnel-test" });

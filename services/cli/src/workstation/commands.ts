@@ -189,7 +189,7 @@ function summary(state: DaemonState): string {
 
 function servingLines(state: DaemonState): string[] {
   if (!state.serving.length) return ["serving: no local workloads (none of your sandboxes has a local entry)"];
-  return ["serving:", ...state.serving.flatMap((s) => s.mappings.map((m) => `  ${s.sandbox}/${s.local}  port ${m.port} → ${m.toLocal}  (routing key ${s.routingKey})`))];
+  return ["serving:", ...state.serving.flatMap((s) => s.mappings.map((m) => `  ${s.sandbox}/${s.local}  port ${m.port} → ${m.toLocal}  (routing key ${s.routingKey}${s.status ? `; sandbox ${s.status}` : ""})`))];
 }
 
 function proxyLines(state: DaemonState): string[] {

@@ -121,6 +121,8 @@ it("connects in the background, serves the local workload both ways, reconnects 
   const status = await eph(["local", "status"]);
   expect(status.code).toBe(0);
   expect(status.stdout).toMatch(new RegExp(`^connected to ${tunnel.address} since \\S+ \\(session ${first.sessionId}, pid ${pid}\\)`));
+  // Each served local with its sandbox's status, as the API last said.
+  expect(status.stdout).toMatch(/\n {2}dev\/api {2}port 8080 → \S+ {2}\(routing key \S+; sandbox Ready\)\n/);
 
   const again = await eph(["local", "connect"]);
   expect(again.code).toBe(1);

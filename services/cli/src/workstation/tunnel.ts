@@ -11,6 +11,8 @@ export interface Served {
   routingKey: string;
   local: string;
   mappings: Array<{ port: number; toLocal: string }>;
+  /** The sandbox's status reason as the tunnel last heard it from the API (Ready, Provisioning, …). */
+  status?: string;
 }
 
 export interface ClusterService {

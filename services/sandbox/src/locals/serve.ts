@@ -11,7 +11,7 @@ export interface LocalsSource {
 }
 
 const servedOf = (s: SandboxRecord): pb.ServedLocal[] =>
-  (s.spec?.local ?? []).map((local) => ({ sandbox: s.name, routingKey: s.routingKey, cluster: s.cluster, local }));
+  (s.spec?.local ?? []).map((local) => ({ sandbox: s.name, routingKey: s.routingKey, cluster: s.cluster, local, status: "" }));
 
 /**
  * The local entries of the named sandboxes, or of every active sandbox that has any when none

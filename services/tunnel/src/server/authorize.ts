@@ -39,6 +39,7 @@ export type Authorize = (token: string | undefined, sandboxes: string[]) => Prom
 const servedOf = (l: pb.ServedLocal): Served => ({
   sandbox: l.sandbox, routingKey: l.routingKey, local: l.local?.name ?? "",
   mappings: (l.local?.mappings ?? []).map((m) => ({ port: m.port, toLocal: m.toLocal })),
+  ...(l.status ? { status: l.status } : {}),
 });
 
 /** Asks the API at `address`; each call bounded by `timeoutMs`. */

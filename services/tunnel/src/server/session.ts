@@ -203,7 +203,15 @@ export class Session {
     let changed = false;
     for (const [key, current] of this.served) {
       const want = wanted.get(key);
-      if (want && sameMappings(want, current.served)) continue;
+      if (want && sameMappings(want, current.served)) {
+        // The same listeners; only the sandbox's status may have moved: told, not re-served.
+        if (want.status !== current.served.status) {
+          const { status: _was, ...rest } = current.served;
+          current.served = want.status ? { ...rest, status: want.status } : rest;
+          changed = true;
+        }
+        continue;
+      }
       this.stopServing(key, current, "not-served");
       changed = true;
     }
