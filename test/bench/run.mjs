@@ -267,6 +267,31 @@ async function main() {
       `(${(1000 / r.routerCpuMsPerRequest).toFixed(0)} requests/s per core); peak RSS ${r.peakRssMb.toFixed(0)} MB`);
   });
 
+  // The tunnel between a workstation and the cluster, on loopback, in this process.
+  await borrowed("tunnel", async () => {
+    const { tunnelFigures } = await import("./tunnel.mjs");
+    const t = await tunnelFigures({ natsUrl: servers.natsUrl, samples: P.samples, requests: quick ? 200 : 1000, largeSamples: quick ? 2 : P.samples });
+    const pair = (f) => ({ directP50Ms: stats(f.direct), throughP50Ms: stats(f.through) });
+    record("tunnel: p50 added to a GET on a new connection to a local workload (through it − direct)", {
+      measured: t.fresh.added, goal: t.goals.addedNewConnectionMs, extra: pair(t.fresh),
+    });
+    record("tunnel: p50 added to a GET on a kept-alive connection (through it − direct)", {
+      measured: t.kept.added, goal: t.goals.addedKeptAliveMs, extra: pair(t.kept),
+    });
+    const mibs = (times) => (t.largeMiB * 1000) / median(times);
+    record(`tunnel: one ${t.largeMiB} MiB GET through it (≤ 2×: ≥ half the direct throughput)`, {
+      measured: t.big.through, baseline: t.big.direct, baselineLabel: `the same GET direct`, goal: t.goals.largeTimeRatio,
+      extra: { throughMiBs: mibs(t.big.through), directMiBs: mibs(t.big.direct) },
+    });
+    record("tunnel: p50 added to a dial + 4-byte round trip, workstation → cluster (TunnelClient.dial − net.connect)", {
+      measured: t.dial.added, goal: t.goals.addedDialMs, extra: pair(t.dial),
+    });
+    notes.push(`tunnel: p50 new connection direct ${median(t.fresh.direct).toFixed(3)} ms, through ${median(t.fresh.through).toFixed(3)} ms; ` +
+      `kept-alive ${median(t.kept.direct).toFixed(3)} / ${median(t.kept.through).toFixed(3)} ms; ` +
+      `${t.largeMiB} MiB at ${mibs(t.big.direct).toFixed(0)} MiB/s direct, ${mibs(t.big.through).toFixed(0)} MiB/s through; ` +
+      `dial ${median(t.dial.direct).toFixed(3)} / ${median(t.dial.through).toFixed(3)} ms (h2c; caller, tunnel and client share one process)`);
+  });
+
   // Restart of the API on a long stream.
   const restart = await restartFigure({ ...servers, scratch, events: P.events, samples: P.restarts });
   record(`API restart to SERVING, ${P.events / 1000}k events`, {
