@@ -8,7 +8,7 @@ import { Socket, connect as netConnect } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "@ephemera/kit";
 import { DEFAULT_LIVENESS, keepAlive, type Liveness } from "./liveness.js";
-import { HEADERS, PATHS, line, parseTarget, readLines, type ClientMessage, type ClusterService, type Served, type ServerMessage, type SessionEndReason } from "./protocol.js";
+import { HEADERS, PATHS, WINDOWS, line, parseTarget, readLines, type ClientMessage, type ClusterService, type Served, type ServerMessage, type SessionEndReason } from "./protocol.js";
 import type { Environment } from "./protocol.js";
 
 export type { ClusterService, Served, Mapping, SessionEndReason } from "./protocol.js";
@@ -95,7 +95,11 @@ export class TunnelClient extends EventEmitter {
   static connect(options: TunnelClientOptions): Promise<TunnelClient> {
     const tls = options.tls;
     const authority = `${tls ? "https" : "http"}://${options.address}`;
-    const session = http2Connect(authority, typeof tls === "object" ? { ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.servername ? { servername: tls.servername } : {}) } : {});
+    const session = http2Connect(authority, {
+      settings: { initialWindowSize: WINDOWS.stream },
+      ...(typeof tls === "object" ? { ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.servername ? { servername: tls.servername } : {}) } : {}),
+    });
+    session.once("connect", () => session.setLocalWindowSize(WINDOWS.connection));
     return new Promise<TunnelClient>((resolve, reject) => {
       let settled = false;
       const fail = (err: Error) => {

@@ -24,6 +24,13 @@ export const HEADERS = {
 /** A control message is one line; a longer one ends the session (nothing legitimate is near it). */
 export const MAX_LINE_BYTES = 64 * 1024;
 
+/**
+ * HTTP/2 flow-control windows, both ends. Node's default (64 KiB) lets one stream carry
+ * 64 KiB per round trip whatever the link: about 3 MiB/s at 20 ms. A stream may have 1 MiB
+ * in flight, the whole connection 8 MiB (several connections carried at once).
+ */
+export const WINDOWS = { stream: 1 << 20, connection: 8 << 20 } as const;
+
 export interface Mapping { port: number; toLocal: string }
 
 /** A local workload the session serves: the cluster's requests for `port` go to `toLocal` on the workstation. */

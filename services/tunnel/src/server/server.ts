@@ -4,7 +4,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { createSecureServer, createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import { errorMessage, ulidGen, type Logger, type LookupFunction, type ServerTls } from "@ephemera/kit";
-import { HEADERS, PATHS, parseTarget, readLines } from "../protocol.js";
+import { HEADERS, PATHS, WINDOWS, parseTarget, readLines } from "../protocol.js";
 import type { Audit } from "./audit.js";
 import { isRefusal, type Authorize } from "./authorize.js";
 import { dialTarget, targetProblem } from "./dial.js";
@@ -55,12 +55,13 @@ export class TunnelServer {
 
   constructor(private readonly settings: ServerSettings, private readonly deps: ServerDeps) {
     this.server = settings.tls
-      ? createSecureServer({ cert: settings.tls.cert, key: settings.tls.key, allowHTTP1: false })
-      : createServer();
+      ? createSecureServer({ cert: settings.tls.cert, key: settings.tls.key, allowHTTP1: false, settings: { initialWindowSize: WINDOWS.stream } })
+      : createServer({ settings: { initialWindowSize: WINDOWS.stream } });
     this.server.on("stream", (stream, headers) => this.route(stream, headers));
     this.server.on("session", (http: ServerHttp2Session) => {
       this.connections.add(http);
       http.once("close", () => this.connections.delete(http));
+      http.setLocalWindowSize(WINDOWS.connection);
     });
     this.server.on("sessionError", (err) => deps.logger.debug({ err: errorMessage(err) }, "tunnel: connection error"));
   }
