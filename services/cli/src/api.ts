@@ -27,6 +27,7 @@ export class Api {
   private readonly plugins: pb.ResourcePluginServiceClient;
   private readonly sandboxes: pb.SandboxServiceClient;
   private readonly routeGroups: pb.RouteGroupServiceClient;
+  private readonly jobRunnerGroups: pb.JobRunnerGroupServiceClient;
   private readonly logs: pb.LogServiceClient;
   private readonly events: pb.EventServiceClient;
 
@@ -43,6 +44,7 @@ export class Api {
     const shared = { channelOverride: this.plugins.getChannel() };
     this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
     this.routeGroups = new pb.RouteGroupServiceClient(address, credentials, shared);
+    this.jobRunnerGroups = new pb.JobRunnerGroupServiceClient(address, credentials, shared);
     this.logs = new pb.LogServiceClient(address, credentials, shared);
     this.events = new pb.EventServiceClient(address, credentials, shared);
   }
@@ -108,6 +110,22 @@ export class Api {
     return call(this.routeGroups.delete.bind(this.routeGroups), { name }, this.timeoutMs, this.who());
   }
 
+  applyJobRunnerGroup(jobRunnerGroup: pb.JobRunnerGroup, dryRun = false): Promise<pb.ApplyJobRunnerGroupResponse> {
+    return call(this.jobRunnerGroups.apply.bind(this.jobRunnerGroups), { jobRunnerGroup, dryRun }, this.timeoutMs, this.who());
+  }
+
+  getJobRunnerGroup(name: string): Promise<pb.JobRunnerGroupView> {
+    return call(this.jobRunnerGroups.get.bind(this.jobRunnerGroups), { name }, this.timeoutMs, this.metadata());
+  }
+
+  async listJobRunnerGroups(): Promise<pb.JobRunnerGroupView[]> {
+    return (await call(this.jobRunnerGroups.list.bind(this.jobRunnerGroups), {}, this.timeoutMs, this.metadata())).jobRunnerGroups;
+  }
+
+  deleteJobRunnerGroup(name: string): Promise<pb.JobRunnerGroupView> {
+    return call(this.jobRunnerGroups.delete.bind(this.jobRunnerGroups), { name }, this.timeoutMs, this.who());
+  }
+
   /** Every call's metadata: the bearer token, if any. */
   private metadata(): grpc.Metadata {
     const m = new grpc.Metadata();
@@ -137,7 +155,7 @@ export class Api {
   }
 
   close(): void {
-    for (const client of [this.sandboxes, this.routeGroups, this.logs, this.events, this.plugins]) client.close();
+    for (const client of [this.sandboxes, this.routeGroups, this.jobRunnerGroups, this.logs, this.events, this.plugins]) client.close();
   }
 }
 

@@ -43,6 +43,11 @@ export async function readRouteGroup(input: FileInput): Promise<pb.RouteGroup> {
   return (await loadSpec()).validateRouteGroup(doc);
 }
 
+export async function readJobRunnerGroup(input: FileInput): Promise<pb.JobRunnerGroup> {
+  const doc = await load(input, false);
+  return (await loadSpec()).validateJobRunnerGroup(doc);
+}
+
 /** The name a file publishes, needing only the variables used in `name` (for `delete -f`). */
 export async function readName(input: FileInput): Promise<string> {
   const doc = await load(input, true);

@@ -13,6 +13,7 @@ import { registerLogs } from "./logs.js";
 import { registerLocal } from "./workstation/commands.js";
 import { registerPlugin } from "./plugin.js";
 import { registerRouteGroup } from "./routegroup.js";
+import { registerJobRunnerGroup } from "./jobrunnergroup.js";
 import { registerSandbox } from "./sandbox.js";
 import { readableArgs } from "./options.js";
 import { registerSchema } from "./schema.js";
@@ -71,6 +72,7 @@ progress and diagnostics go to stderr.`,
   registerPlugin(program, ctx);
   registerSandbox(program, ctx);
   registerRouteGroup(program, ctx);
+  registerJobRunnerGroup(program, ctx);
   registerLogs(program, ctx);
   registerEvents(program, ctx);
   registerLocal(program, ctx, async () => (await import("./workstation/open.js")).openTunnel);

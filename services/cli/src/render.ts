@@ -110,3 +110,16 @@ export function routeGroupDoc(v: pb.RouteGroupView): Record<string, unknown> {
     updatedAt: v.updatedAt,
   };
 }
+
+/** The document of `eph jobrunnergroup get -o json|yaml` (a contract: scripts read it); the pod template as the object it was written as. */
+export function jobRunnerGroupDoc(v: pb.JobRunnerGroupView): Record<string, unknown> {
+  const spec = v.spec ? pb.JobRunnerGroupSpec.toJSON(v.spec) as Record<string, unknown> : {};
+  if (v.spec?.podTemplate) spec.podTemplate = JSON.parse(v.spec.podTemplate) as unknown;
+  return {
+    name: v.name,
+    spec,
+    status: { ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "", desiredPods: v.status?.desiredPods ?? 0 },
+    createdAt: v.createdAt,
+    updatedAt: v.updatedAt,
+  };
+}

@@ -50,6 +50,9 @@ export interface EventPayloads {
   "ephemera.tunnel.session_closed.v1": pb.TunnelSessionClosed;
   "ephemera.locals.connected.v1": pb.LocalConnected;
   "ephemera.locals.disconnected.v1": pb.LocalDisconnected;
+  "ephemera.jobrunnergroup.created.v1": pb.JobRunnerGroupCreated;
+  "ephemera.jobrunnergroup.updated.v1": pb.JobRunnerGroupUpdated;
+  "ephemera.jobrunnergroup.deleted.v1": pb.JobRunnerGroupDeleted;
   "ephemera.forks.applied.v1": pb.ForksApplied;
   "ephemera.forks.available.v1": pb.ForksAvailable;
   "ephemera.forks.failed.v1": pb.ForksFailed;
@@ -102,6 +105,9 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.tunnel.session_closed.v1": pb.TunnelSessionClosed,
   "ephemera.locals.connected.v1": pb.LocalConnected,
   "ephemera.locals.disconnected.v1": pb.LocalDisconnected,
+  "ephemera.jobrunnergroup.created.v1": pb.JobRunnerGroupCreated,
+  "ephemera.jobrunnergroup.updated.v1": pb.JobRunnerGroupUpdated,
+  "ephemera.jobrunnergroup.deleted.v1": pb.JobRunnerGroupDeleted,
   "ephemera.forks.applied.v1": pb.ForksApplied,
   "ephemera.forks.available.v1": pb.ForksAvailable,
   "ephemera.forks.failed.v1": pb.ForksFailed,
@@ -177,6 +183,10 @@ export const Aggregates = {
   tunnel: "tunnel",
   /** Whether a sandbox's local workloads are served by a workstation now, by routing key. */
   locals: "locals",
+  /** A job runner group, by name: pods kept ready to run jobs. */
+  jobrunnergroup: "jobrunnergroup",
+  /** A job, by its generated name. */
+  job: "job",
 } as const;
 
 export type Phase = "create" | "delete";

@@ -63,6 +63,13 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     list: unary(async () => ({ routeGroups: core.routeGroups.list() }), logger),
     delete: unary(async (req: pb.DeleteRouteGroupRequest, call) => core.routeGroups.delete(req.name, core.meta(caller(call), "delete")), logger),
   };
+  const jobRunnerGroups: pb.JobRunnerGroupServiceServer = {
+    apply: unary(async (req: pb.ApplyJobRunnerGroupRequest, call) =>
+      core.jobRunnerGroups.apply(req.jobRunnerGroup, core.meta(caller(call), "apply"), req.dryRun), logger),
+    get: unary(async (req: pb.GetJobRunnerGroupRequest) => core.jobRunnerGroups.get(req.name), logger),
+    list: unary(async () => ({ jobRunnerGroups: core.jobRunnerGroups.list() }), logger),
+    delete: unary(async (req: pb.DeleteJobRunnerGroupRequest, call) => core.jobRunnerGroups.delete(req.name, core.meta(caller(call), "delete")), logger),
+  };
   const locals: pb.LocalServiceServer = {
     serve: unary(async (req: pb.ServeLocalsRequest, call) => {
       const served = serveLocals({
@@ -119,6 +126,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     { definition: pb.ResourcePluginServiceService, implementation: plugins as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.SandboxServiceService, implementation: sandboxes as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.RouteGroupServiceService, implementation: routeGroups as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.JobRunnerGroupServiceService, implementation: jobRunnerGroups as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LocalServiceService, implementation: locals as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LogServiceService, implementation: logs as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.EventServiceService, implementation: events as unknown as grpc.UntypedServiceImplementation },

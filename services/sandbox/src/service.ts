@@ -22,6 +22,8 @@ import { connectedLocals, foldLocalLinks, noLocalLinks, type LocalLinks } from "
 import { runEnded, selectRuns, type LogFilter, type LogSelection } from "./logs/select.js";
 import { baselineUrl, endpointUrls } from "./sandbox/endpoints.js";
 import { RouteGroups } from "./routegroup/commands.js";
+import { JobRunnerGroups } from "./jobrunnergroup/commands.js";
+import { evolveJobRunnerGroup, initialJobRunnerGroup, type JobRunnerGroupState } from "./jobrunnergroup/state.js";
 import type { PlacedSandbox } from "./routes/forks.js";
 import { evolveRouteGroup, initialRouteGroup, type RouteGroupState } from "./routegroup/state.js";
 
@@ -62,6 +64,9 @@ export class SandboxCore {
   readonly routeGroupStates = new Projection<RouteGroupState>(Aggregates.routegroup, initialRouteGroup, folding(evolveRouteGroup));
   /** Route groups: routing contexts of the sandboxes whose labels match. */
   readonly routeGroups: RouteGroups;
+  readonly jobRunnerGroupStates = new Projection<JobRunnerGroupState>(Aggregates.jobrunnergroup, initialJobRunnerGroup, folding(evolveJobRunnerGroup));
+  /** Job runner groups: pods kept ready to run jobs. */
+  readonly jobRunnerGroups: JobRunnerGroups;
   readonly feed: Feed;
   private readonly byRoutingKey = new Map<string, string>();
   private readonly watchers = new Map<string, Set<Watcher>>();
@@ -77,7 +82,8 @@ export class SandboxCore {
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
-    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals]);
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals, this.jobRunnerGroupStates]);
+    this.jobRunnerGroups = new JobRunnerGroups({ store: deps.store, projection: this.jobRunnerGroupStates });
     this.routeGroups = new RouteGroups({
       store: deps.store, projection: this.routeGroupStates, sandboxes: () => this.placedSandboxes(),
       routingKey: deps.routingKey, previewDomain: deps.previewDomain,

@@ -12,6 +12,8 @@ export const FIXTURE_SETS: Record<string, string[]> = {
   "sandboxes/feature.yaml": ["pr=42", "image=registry.example/orders:pr-42"],
   "upstream-format/plugin.yaml": [],
   "upstream-format/sandbox.yaml": ["pr=7", "cluster=local"],
+  "jobs/runner-group.yaml": ["cluster=local"],
+  "jobs/job.yaml": ["sandbox=feature-x"],
 };
 
 export function loadFixture(file: string): Promise<unknown> {

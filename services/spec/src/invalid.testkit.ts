@@ -300,3 +300,66 @@ export const routeGroupRows: Row[] = [
   ["a misspelt match field", (d) => { d.spec.match.any[0].lable = d.spec.match.any[0].label; delete d.spec.match.any[0].label; },
     "spec.match.any[0].lable", "unknown-field"],
 ];
+
+export const baseJobRunnerGroup = (): Doc => ({
+  name: "e2e-runners",
+  spec: {
+    cluster: "local",
+    labels: { team: "shop" },
+    namespace: "ephemera-jobs",
+    jobTimeout: "30m",
+    image: "ubuntu:24.04",
+    podTemplate: {
+      metadata: { creationTimestamp: null },
+      spec: { containers: [{ name: "main", image: "ubuntu:24.04", resources: {} }] },
+    },
+    scaling: { manual: { desiredPods: 2 } },
+  },
+});
+
+export const jobRunnerGroupRows: Row[] = [
+  ["name with an underscore", (d) => { d.name = "e2e_runners"; }, "name", "name-format"],
+  ["without a cluster", (d) => { delete d.spec.cluster; }, "spec.cluster", "required"],
+  ["without an image", (d) => { delete d.spec.image; }, "spec.image", "required"],
+  ["an upper-case namespace", (d) => { d.spec.namespace = "Jobs"; }, "spec.namespace", "name-format", "lower-case DNS label"],
+  ["a jobTimeout that is not a duration", (d) => { d.spec.jobTimeout = "an hour"; }, "spec.jobTimeout", "timeout-format", "is not a duration"],
+  ["a jobTimeout of eight days", (d) => { d.spec.jobTimeout = "8d"; }, "spec.jobTimeout", "timeout-range", "7-day limit"],
+  ["no pods", (d) => { d.spec.scaling.manual.desiredPods = 0; }, "spec.scaling.manual.desiredPods", "desired-pods-range", "from 1 to 64"],
+  ["65 pods", (d) => { d.spec.scaling.manual.desiredPods = 65; }, "spec.scaling.manual.desiredPods", "desired-pods-range"],
+  ["half a pod", (d) => { d.spec.scaling.manual.desiredPods = 1.5; }, "spec.scaling.manual.desiredPods", "desired-pods-range"],
+  ["a pod template given as text", (d) => { d.spec.podTemplate = "spec: {}"; }, "spec.podTemplate", "type"],
+  ["a pod template with a kind", (d) => { d.spec.podTemplate.kind = "Pod"; }, "spec.podTemplate.kind", "unknown-field"],
+  ["a container of ephemera's", (d) => { d.spec.podTemplate.spec.containers.push({ name: "ephemera-sidecar", image: "x" }); },
+    "spec.podTemplate.spec.containers[1].name", "pod-template", "ephemera's"],
+  ["containers not a list", (d) => { d.spec.podTemplate.spec.containers = { name: "main" }; }, "spec.podTemplate.spec.containers", "pod-template"],
+  ["a pod template over 64 KiB", (d) => { d.spec.podTemplate.metadata.annotations = { big: "x".repeat(65 * 1024) }; },
+    "spec.podTemplate", "too-long", "65536-byte limit"],
+  ["a misspelt scaling field", (d) => { d.spec.scaling.manual.desiredPod = 2; }, "spec.scaling.manual.desiredPod", "unknown-field"],
+];
+
+export const baseJob = (): Doc => ({
+  spec: {
+    namePrefix: "e2e-orders",
+    runnerGroup: "e2e-runners",
+    script: "#!/bin/bash\nset -e\ncurl -fsS -H \"baggage: sd-routing-key=$SIGNADOT_ROUTING_KEY\" http://orders.shop.svc:8080/healthz\n",
+    labels: { pr: "42" },
+    uploadArtifact: [{ path: "/tmp/report.xml", meta: { format: "junit" } }],
+    routingContext: { sandbox: "feature-x" },
+  },
+});
+
+export const jobRows: Row[] = [
+  ["without a runner group", (d) => { delete d.spec.runnerGroup; }, "spec.runnerGroup", "required"],
+  ["a name prefix with a dot", (d) => { d.spec.namePrefix = "e2e.orders"; }, "spec.namePrefix", "name-format", "letters, digits"],
+  ["a name prefix of 33 bytes", (d) => { d.spec.namePrefix = "a".repeat(33); }, "spec.namePrefix", "too-long", "32 bytes"],
+  ["a script without #!", (d) => { d.spec.script = "echo hi\n"; }, "spec.script", "script-shebang"],
+  ["script and command", (d) => { d.spec.command = ["make", "test"]; }, "spec.command", "script-or-command", "exactly one"],
+  ["neither script nor command", (d) => { delete d.spec.script; }, "spec.script", "script-or-command", "needs a script"],
+  ["an empty argument", (d) => { delete d.spec.script; d.spec.command = ["make", ""]; }, "spec.command[1]", "required"],
+  ["a sandbox and a route group", (d) => { d.spec.routingContext.routegroup = "feature-x"; }, "spec.routingContext", "routing-context", "not both"],
+  ["a sandbox name with a dot", (d) => { d.spec.routingContext.sandbox = "feature.x"; }, "spec.routingContext.sandbox", "name-format"],
+  ["a relative artifact path", (d) => { d.spec.uploadArtifact[0].path = "report.xml"; }, "spec.uploadArtifact[0].path", "path-format"],
+  ["an artifact kept twice", (d) => { d.spec.uploadArtifact.push({ path: "/tmp/report.xml" }); }, "spec.uploadArtifact[1].path", "duplicate-path"],
+  ["33 artifacts", (d) => { d.spec.uploadArtifact = Array.from({ length: 33 }, (_, i) => ({ path: `/tmp/a${i}` })); }, "spec.uploadArtifact", "too-many"],
+  ["a name given", (d) => { d.name = "mine"; }, "name", "unknown-field"],
+];

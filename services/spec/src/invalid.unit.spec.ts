@@ -3,20 +3,27 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { clone, violationsOf } from "./fixtures.testkit.js";
-import { validatePlugin, validateRouteGroup, validateSandbox } from "./validate.js";
+import { validateJob, validateJobRunnerGroup, validatePlugin, validateRouteGroup, validateSandbox } from "./validate.js";
 import { RULES } from "./violations.js";
-import { basePlugin, baseRouteGroup, baseSandbox, create, overlay, pluginRows, routeGroupRows, sandboxRows, type Doc } from "./invalid.testkit.js";
+import {
+  baseJob, baseJobRunnerGroup, basePlugin, baseRouteGroup, baseSandbox, create, jobRows, jobRunnerGroupRows, overlay, pluginRows, routeGroupRows,
+  sandboxRows, type Doc,
+} from "./invalid.testkit.js";
 
 describe("the base files are valid", () => {
   it("plugin", () => expect(() => validatePlugin(basePlugin())).not.toThrow());
   it("sandbox", () => expect(() => validateSandbox(baseSandbox())).not.toThrow());
   it("route group", () => expect(() => validateRouteGroup(baseRouteGroup())).not.toThrow());
+  it("job runner group", () => expect(() => validateJobRunnerGroup(baseJobRunnerGroup())).not.toThrow());
+  it("job", () => expect(() => validateJob(baseJob())).not.toThrow());
 });
 
 describe.each([
   ["plugin", pluginRows, basePlugin, validatePlugin],
   ["sandbox", sandboxRows, baseSandbox, validateSandbox],
   ["route group", routeGroupRows, baseRouteGroup, validateRouteGroup],
+  ["job runner group", jobRunnerGroupRows, baseJobRunnerGroup, validateJobRunnerGroup],
+  ["job", jobRows, baseJob, validateJob],
 ] as const)("invalid %s files", (_kind, rows, base, validate) => {
   // Rows as objects: jest would take a fifth parameter for a `done` callback.
   it.each(rows.map((row) => ({ what: row[0], row })))("$what", ({ row: [, edit, field, rule, says] }) => {
@@ -31,7 +38,7 @@ describe.each([
 
 describe("the rules", () => {
   it("each have a row in these tables", () => {
-    const covered = new Set([...pluginRows, ...sandboxRows, ...routeGroupRows].map((row) => row[3]));
+    const covered = new Set([...pluginRows, ...sandboxRows, ...routeGroupRows, ...jobRunnerGroupRows, ...jobRows].map((row) => row[3]));
     expect(RULES.filter((rule) => !covered.has(rule))).toEqual([]);
   });
 

@@ -16,7 +16,7 @@ import type { Rule } from "./violations.js";
 const OURS = "(ephemera addition)";
 
 /** A custom issue carrying the rule's stable code. */
-function broken(rule: Rule, message: (value: string) => string) {
+export function broken(rule: Rule, message: (value: string) => string) {
   return { error: (iss: { input: unknown }) => message(String(iss.input)), params: { rule } };
 }
 
@@ -42,16 +42,16 @@ export const maxBytes = (s: z.ZodString, max: number, what: string) =>
   s.refine((v) => byteLength(v) <= max, broken("too-long", (v) => `${what} is ${byteLength(v)} bytes, over the ${max}-byte limit`)).meta({ maxLength: max });
 
 /** At most `max` entries, or the list is refused with its size and the limit. */
-const atMost = <T extends z.ZodArray<z.ZodType>>(list: T, max: number, what: string) =>
+export const atMost = <T extends z.ZodArray<z.ZodType>>(list: T, max: number, what: string) =>
   list.refine((a) => a.length <= max, { error: (iss: { input: unknown }) => `${(iss.input as unknown[]).length} ${what}, more than the ${max} allowed`, params: { rule: "too-many" } })
     .meta({ maxItems: max });
 
-const atMostKeys = <T extends z.ZodType>(rec: T, max: number, what: string) =>
+export const atMostKeys = <T extends z.ZodType>(rec: T, max: number, what: string) =>
   rec.refine((r) => Object.keys(r as object).length <= max, {
     error: (iss: { input: unknown }) => `${Object.keys(iss.input as object).length} ${what}, more than the ${max} allowed`, params: { rule: "too-many" },
   });
 
-function filePath(description: string, required: boolean) {
+export function filePath(description: string, required: boolean) {
   return text(description, required)
     .superRefine((v, ctx) => {
       const problem = v === "" ? undefined : checkPath(v);
@@ -65,7 +65,7 @@ function filePath(description: string, required: boolean) {
  * and the services' variables read theirs with it too): a malformed one breaks `formatRule`,
  * one too long `rangeRule`. The JSON Schemas carry the same grammar as a pattern.
  */
-function duration(description: string, required: boolean, maxMs: number, what: string, formatRule: Rule, rangeRule: Rule) {
+export function duration(description: string, required: boolean, maxMs: number, what: string, formatRule: Rule, rangeRule: Rule) {
   return text(description, required)
     .superRefine((v, ctx) => {
       if (v === "") return;
@@ -78,7 +78,7 @@ function duration(description: string, required: boolean, maxMs: number, what: s
 }
 
 /** Scalars a YAML author writes unquoted (`port: 5432`, `enabled: true`) become strings. */
-const scalarText = (description: string) =>
+export const scalarText = (description: string) =>
   z.union([z.string(), z.number(), z.boolean()]).transform((v) => String(v)).meta({ description });
 
 function oneOf<T extends string>(values: readonly T[], rule: Rule, what: string, description: string) {
@@ -292,14 +292,17 @@ export const Endpoint = z.strictObject({
     .refine((v) => v === "" || isUrl(v), broken("endpoint-target", (v) => `target "${v}" must be a URL such as http://svc.ns.svc:8080`)),
 });
 
+/** Free-form labels of a sandbox, a runner group or a job. */
+export const labels = () => atMostKeys(z.record(
+  maxBytes(z.string(), MAX_BYTES.labelKey, "label key"),
+  scalarText("Label value.").pipe(maxBytes(z.string(), MAX_BYTES.labelValue, "label value")),
+), MAX_COUNT.labels, "labels").optional()
+  .meta({ description: `Free-form labels (values given as numbers or booleans are turned into strings); at most ${MAX_COUNT.labels}, keys ${MAX_BYTES.labelKey} bytes, values ${MAX_BYTES.labelValue} bytes.` });
+
 const SandboxSpec = z.strictObject({
   cluster: named("cluster", CLUSTER_NAME, MAX_BYTES.clusterName, "must contain only letters, digits, '_' and '-' (it is part of queue subjects)", "The cluster whose runner executes the sandbox's resources (e.g. `local`)."),
   description: text("What the sandbox is for.", false).optional(),
-  labels: atMostKeys(z.record(
-    maxBytes(z.string(), MAX_BYTES.labelKey, "label key"),
-    scalarText("Label value.").pipe(maxBytes(z.string(), MAX_BYTES.labelValue, "label value")),
-  ), MAX_COUNT.labels, "labels").optional()
-    .meta({ description: `Free-form labels (values given as numbers or booleans are turned into strings); at most ${MAX_COUNT.labels}, keys ${MAX_BYTES.labelKey} bytes, values ${MAX_BYTES.labelValue} bytes.` }),
+  labels: labels(),
   ttl: z.strictObject({
     duration: duration(
       `How long the sandbox lives: a number and a unit m, h, d or w, e.g. "2d"; ${OURS} also s and ms, decimals and sums ` +

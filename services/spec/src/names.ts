@@ -31,7 +31,16 @@ export const MAX_DURATION_MS = {
   wait: 365 * DAY_MS,
   /** `eph logs --since`. */
   logsSince: 365 * DAY_MS,
+  /** A runner group's `jobTimeout`: jobs are tests, not services. */
+  jobTimeout: 7 * DAY_MS,
 } as const;
+
+/** A job's `namePrefix`: the generated name adds `-` and a random part. */
+export const JOB_NAME_PREFIX = /^[a-zA-Z0-9_-]*$/;
+/** A runner group's `jobTimeout` when it gives none. */
+export const DEFAULT_JOB_TIMEOUT_MS = 30 * 60_000;
+/** The most pods a runner group keeps (each is a pod of the cluster's, always running). */
+export const MAX_DESIRED_PODS = 64;
 
 /** A limit as a description gives it, with the longest value in `unit`: `at most 365 days (8760h)`. */
 export function durationLimitWords(maxMs: number, unit: "h" | "d"): string {
@@ -50,13 +59,18 @@ export const MAX_BYTES = {
   labelKey: 63,
   labelValue: 255,
   paramValue: 64 * 1024,
+  jobNamePrefix: 32,
+  /** A runner group's podTemplate, as JSON. */
+  podTemplate: 64 * 1024,
+  /** One argument of a job's command. */
+  commandArg: 64 * 1024,
 } as const;
 
 /**
  * A whole spec, as JSON: it travels in one event (NATS takes 1 MiB a message by default),
  * and a sandbox's params travel twice (its spec and its resolved resources).
  */
-export const MAX_SPEC_BYTES = { plugin: 900 * 1024, sandbox: 256 * 1024 } as const;
+export const MAX_SPEC_BYTES = { plugin: 900 * 1024, sandbox: 256 * 1024, job: 512 * 1024 } as const;
 
 /** How many of each a file may list (the events that carry them must fit one message). */
 export const MAX_COUNT = {
@@ -66,6 +80,8 @@ export const MAX_COUNT = {
   outputs: 64,
   labels: 64,
   params: 64,
+  commandArgs: 256,
+  artifacts: 32,
 } as const;
 
 export const MAX_RETRIES = 10;

@@ -10,6 +10,7 @@ import { PluginDoc, SandboxDoc } from "./model.js";
 import { checkPluginRules } from "./plugin-rules.js";
 import { checkSandboxRules } from "./sandbox-rules.js";
 import { RouteGroupDoc, checkRouteGroupRules } from "./routegroup.js";
+import { JobDoc, JobRunnerGroupDoc, checkJobRules, checkJobRunnerGroupRules } from "./jobs.js";
 import { LONE_SURROGATE } from "./utf8.js";
 import { Violations, type Path } from "./violations.js";
 
@@ -59,6 +60,47 @@ export function validateRouteGroup(doc: unknown): pb.RouteGroup {
 
 export const routeGroupToDoc = (g: pb.RouteGroup): unknown => pb.RouteGroup.toJSON(g);
 
+/** Every violation of a job runner group document; empty when it is valid. */
+export function jobRunnerGroupViolations(doc: unknown): FieldViolation[] {
+  return check(tolerated(doc, "job runner group"), JobRunnerGroupDoc, checkJobRunnerGroupRules, "job runner group").violations;
+}
+
+/**
+ * Validates a job runner group document. Throws ValidationError listing every violation.
+ * The pod template travels as JSON text; a group without `scaling` keeps one pod.
+ */
+export function validateJobRunnerGroup(doc: unknown): pb.JobRunnerGroup {
+  const { value, violations } = check(tolerated(doc, "job runner group"), JobRunnerGroupDoc, checkJobRunnerGroupRules, "job runner group");
+  if (violations.length > 0) throw new ValidationError(violations, "invalid job runner group");
+  const { spec } = value as z.infer<typeof JobRunnerGroupDoc>;
+  const group = pb.JobRunnerGroup.fromJSON({ ...(value as object), spec: { ...spec, podTemplate: undefined, scaling: undefined } });
+  group.spec!.podTemplate = spec.podTemplate === undefined ? "" : JSON.stringify(spec.podTemplate);
+  group.spec!.scaling = { manual: { desiredPods: spec.scaling?.manual.desiredPods ?? 1 } };
+  return group;
+}
+
+/** The file-shaped object of a runner group: its pod template as an object again. */
+export function jobRunnerGroupToDoc(g: pb.JobRunnerGroup): unknown {
+  const doc = pb.JobRunnerGroup.toJSON(g) as { spec?: Record<string, unknown> };
+  if (doc.spec && g.spec?.podTemplate) doc.spec.podTemplate = JSON.parse(g.spec.podTemplate) as unknown;
+  return doc;
+}
+
+/** Every violation of a job document; empty when it is valid. */
+export function jobViolations(doc: unknown): FieldViolation[] {
+  return check(tolerated(doc, "job"), JobDoc, checkJobRules, "job").violations;
+}
+
+/** Validates a job document (its name is generated at submit). Throws ValidationError listing every violation. */
+export function validateJob(doc: unknown): pb.Job {
+  const { value, violations } = check(tolerated(doc, "job"), JobDoc, checkJobRules, "job");
+  if (violations.length > 0) throw new ValidationError(violations, "invalid job");
+  return pb.Job.fromJSON(value);
+}
+
+/** The file-shaped object of a job (its name too, once generated). */
+export const jobToDoc = (j: pb.Job): unknown => pb.Job.toJSON(j);
+
 /** The file-shaped plain object of a plugin (canonical proto3 JSON: field names equal the YAML keys). */
 export function pluginToDoc(p: pb.ResourcePlugin): unknown {
   return pb.ResourcePlugin.toJSON(p);
@@ -87,7 +129,7 @@ export function canonicalJson(value: unknown): string {
  * stray top-level `version:` in a plugin file (upstream ignores it; the version is part of
  * `name`), which is reported to `warn`.
  */
-function tolerated(doc: unknown, what: "plugin" | "sandbox" | "route group", warn?: WarningSink): unknown {
+function tolerated(doc: unknown, what: "plugin" | "sandbox" | "route group" | "job runner group" | "job", warn?: WarningSink): unknown {
   const cleaned = withoutNulls(doc);
   if (what !== "plugin" || cleaned === null || typeof cleaned !== "object" || Array.isArray(cleaned) || !("version" in cleaned)) return cleaned;
   const { version, ...rest } = cleaned as Record<string, unknown>;
@@ -96,7 +138,7 @@ function tolerated(doc: unknown, what: "plugin" | "sandbox" | "route group", war
 }
 
 /** Maps of the user's own keys keep their null entries: a param without a value stays an error. */
-const FREE_MAPS = new Set(["params", "labels"]);
+const FREE_MAPS = new Set(["params", "labels", "meta", "podTemplate"]);
 
 function withoutNulls(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(withoutNulls);
@@ -110,7 +152,7 @@ function check(
 ): { value: unknown; violations: FieldViolation[] } {
   const out = new Violations();
   if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
-    out.add([], "type", `a ${what} file is a mapping with name and spec, not ${doc === null || doc === undefined ? "empty" : Array.isArray(doc) ? "a list" : typeof doc}`);
+    out.add([], "type", `a ${what} file is a mapping with ${what === "job" ? "a" : "name and"} spec, not ${doc === null || doc === undefined ? "empty" : Array.isArray(doc) ? "a list" : typeof doc}`);
     return { value: undefined, violations: out.list };
   }
   const parsed = schema.safeParse(doc);

@@ -16,6 +16,7 @@ export const RULES = [
   "env-operation", "unknown-resource", "output-key-format", "ttl-duration", "ttl-offset-from",
   "port-range", "local-address", "endpoint-target", "too-many", "patch-type", "value-source",
   "unknown-fork", "fork-kind", "fork-expression", "duplicate-fork", "duplicate-virtual", "duplicate-workload", "utf8", "match-one", "match-depth",
+  "script-or-command", "routing-context", "desired-pods-range", "pod-template",
 ] as const;
 export type Rule = (typeof RULES)[number];
 

@@ -34,6 +34,11 @@ export const API_POLICY: Readonly<Record<string, MethodRule>> = {
   "RouteGroupService/Get": { role: "viewer" },
   "RouteGroupService/List": { role: "viewer" },
   "RouteGroupService/Delete": { role: "editor" },
+  // A job runner group decides the image, user and permissions jobs run with: an admin's.
+  "JobRunnerGroupService/Apply": { role: "admin" },
+  "JobRunnerGroupService/Get": { role: "viewer" },
+  "JobRunnerGroupService/List": { role: "viewer" },
+  "JobRunnerGroupService/Delete": { role: "admin" },
   // Serving a sandbox's local workload receives its traffic on a workstation: an editor's, like the sandbox.
   "LocalService/Serve": { role: "editor" },
   "LogService/Get": { role: "viewer" },
