@@ -1,4 +1,4 @@
-// Bundles ephemera-agent (the init and sidecar containers of a runner pod) into one file,
+// Bundles ephemera-agent (the init and sidecar containers of a runner pod, the job agent of a job runner group's pod) into one file,
 // services/io-agent/dist/agent-bundle.cjs, run by dist/agent.cjs with V8's code cache of it
 // (agent-bundle.cache), for the agent image: it starts in every step's pod, so
 // it loads only what the agent uses. Built from the TypeScript sources (and the generated
@@ -33,13 +33,14 @@ export const OUTFILE = join(agent, "dist/agent.cjs");
 const SERVER_ONLY = ["@grpc/reflection", "grpc-health-check", "@grpc/proto-loader", "protobufjs", "pino", "jose", "ulid"];
 
 /**
- * The wire types the agent uses: the IOContext service and google.rpc error details (how
+ * The wire types the agent uses: the IOContext and JobAgent services and google.rpc error details (how
  * kit reads a refusal's field violations). @ephemera/proto's entry also builds the public
  * API's clients at load, which the agent has no use for. descriptorSetBase64 is only
  * named (by kit's server) and is dropped with it.
  */
 const PROTO_LEAN = `
 export * from "./ephemera/v1/iocontext.js";
+export * from "./ephemera/v1/jobs.js";
 export { BadRequest, BadRequest_FieldViolation, Status as RpcStatus } from "./google/rpc/error_details.js";
 export { Any } from "./google/protobuf/any.js";
 export { descriptorSetBase64 } from "./descriptors.js";

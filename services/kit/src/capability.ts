@@ -136,3 +136,58 @@ export async function verifyCapability(keys: SigningKey[], token: string, runId:
   const list = (v: unknown) => (Array.isArray(v) && v.every((x) => typeof x === "string") ? v : []);
   return { run: runId, inputs: list(payload["in"]), outputs: list(payload["out"]) };
 }
+
+/**
+ * What a job runner group's pod may do at the JobAgent service: take and report the jobs of
+ * its group, as that pod. Minted by the runner that creates the pod (scope `job-agent`,
+ * claims `group` and `pod`, subject `<group>/<pod>`), checked by the service from the token alone.
+ */
+export interface PodCapability {
+  group: string;
+  pod: string;
+}
+
+export const JOB_AGENT_SCOPE = "job-agent";
+const JOBS_AUDIENCE = "ephemera-jobs";
+
+/** A token for the pod `capability` names, valid for `ttlMs` from `now`. */
+export async function signPodCapability(key: SigningKey, capability: PodCapability, ttlMs: number, now = new Date()): Promise<string> {
+  const iat = Math.floor(now.getTime() / 1000);
+  return new SignJWT({ scope: JOB_AGENT_SCOPE, group: capability.group, pod: capability.pod })
+    .setProtectedHeader({ alg: "HS256", kid: key.id })
+    .setSubject(`${capability.group}/${capability.pod}`)
+    .setIssuer(ISSUER)
+    .setAudience(JOBS_AUDIENCE)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + Math.ceil(ttlMs / 1000))
+    .sign(key.secret);
+}
+
+/**
+ * The pod a token names, when it is a valid job-agent token of `group`. UnauthenticatedError:
+ * missing, malformed, unknown key, bad signature, expired, another scope; PermissionDeniedError:
+ * a valid token of another group. Messages never hold the token.
+ */
+export async function verifyPodCapability(keys: SigningKey[], token: string, group: string, now = new Date()): Promise<PodCapability> {
+  if (!token) throw new UnauthenticatedError(`group ${group}: no pod token`);
+  let payload;
+  try {
+    ({ payload } = await jwtVerify(token, ({ kid }) => {
+      const key = keys.find((k) => k.id === kid);
+      if (!key) throw new UnauthenticatedError(`group ${group}: the pod token is signed with an unknown key (${kid ?? "none named"})`);
+      return key.secret;
+    }, { algorithms: ["HS256"], issuer: ISSUER, audience: JOBS_AUDIENCE, currentDate: now, clockTolerance: 5 }));
+  } catch (err) {
+    if (err instanceof UnauthenticatedError) throw err;
+    const why = err instanceof joseErrors.JWTExpired ? "the pod token has expired"
+      : err instanceof joseErrors.JWSSignatureVerificationFailed ? "the pod token's signature does not verify"
+      : err instanceof joseErrors.JWTClaimValidationFailed ? `the pod token's ${err.claim} claim is wrong`
+      : "the pod token is malformed";
+    throw new UnauthenticatedError(`group ${group}: ${why}`);
+  }
+  if (payload["scope"] !== JOB_AGENT_SCOPE || typeof payload["pod"] !== "string" || typeof payload["group"] !== "string") {
+    throw new UnauthenticatedError(`group ${group}: not a ${JOB_AGENT_SCOPE} token`);
+  }
+  if (payload["group"] !== group) throw new PermissionDeniedError(`group ${group}: the pod token is for another group (${payload["group"]})`);
+  return { group, pod: payload["pod"] };
+}

@@ -84,6 +84,11 @@ export interface KubeConfigSettings {
   routingMesh: RoutingMesh;
   /** EPHEMERA_POD_IOCONTEXT: the IO context's host:port as pods reach it (default: the runner's own address of it). */
   podIOContext: string;
+  /**
+   * EPHEMERA_POD_JOBS: the JobAgent service's host:port as job runner groups' pods reach it;
+   * empty (default): this runner keeps no pods for job runner groups (docs/jobs.md, "Pods").
+   */
+  podJobs: string;
   /** EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS, EPHEMERA_KUBE_NODE_LOST_GRACE_MS: how long a failing pull, or a pod Unknown, is given. */
   imagePullGraceMs: number;
   nodeLostGraceMs: number;
@@ -154,6 +159,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
         namespace: envString(env, "EPHEMERA_KUBE_NAMESPACE", "default"),
         agentImage: envString(env, "EPHEMERA_AGENT_IMAGE", DEFAULT_AGENT_IMAGE),
         podIOContext: envString(env, "EPHEMERA_POD_IOCONTEXT", iocontextAddr),
+        podJobs: envString(env, "EPHEMERA_POD_JOBS", ""),
         routingMesh: routingMesh(env),
         imagePullGraceMs: envInt(env, "EPHEMERA_KUBE_IMAGE_PULL_GRACE_MS", 15_000),
         nodeLostGraceMs: envInt(env, "EPHEMERA_KUBE_NODE_LOST_GRACE_MS", 15_000),

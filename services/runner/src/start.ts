@@ -20,6 +20,7 @@ import { kubeApiMetrics, queueMetrics, stepMetrics } from "./metrics.js";
 import { Runner } from "./runner.js";
 import { readStepRun } from "./steprun/store.js";
 import { ForkReconciler, NoWorkloads, type ForkCluster } from "./forks/reconciler.js";
+import type { GroupPods } from "./jobs/group-pods.js";
 import { LocalReconciler, type LocalCluster } from "./forks/local-reconciler.js";
 import { outputsRead, readOutputs } from "./forks/outputs.js";
 
@@ -50,8 +51,8 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   const { logger } = deps;
   const registry = deps.metrics;
   const processes = config.driver === "kubernetes" ? undefined : await processDriver(config, logger, registry);
-  const { driver, forkCluster, localCluster } = processes
-    ? { driver: processes, forkCluster: new NoWorkloads(config.cluster), localCluster: undefined }
+  const { driver, forkCluster, localCluster, jobPods } = processes
+    ? { driver: processes, forkCluster: new NoWorkloads(config.cluster), localCluster: undefined, jobPods: undefined }
     : await kubeDriver(config, deps);
   const runner = new Runner({
     cluster: config.cluster,
@@ -85,6 +86,8 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   const locals = localCluster
     && new LocalReconciler({ store: deps.store, cluster: localCluster, clusterName: config.cluster, logger: logger.child({ component: "locals" }) });
   await locals?.start();
+  // The pods of the job runner groups of this cluster (Kubernetes driver, with EPHEMERA_POD_JOBS).
+  await jobPods?.start();
   logger.info({ cluster: config.cluster, concurrency: config.concurrency, runner: config.runnerId, driver: driver.name }, "runner taking work");
   const logCalls = isKube(driver) ? apiCallLogger(driver, logger) : undefined;
   let stopping: Promise<void> | undefined;
@@ -93,6 +96,7 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     running: () => runner.running(),
     stop: () => (stopping ??= (async () => {
       server.health.setStatus("", "NOT_SERVING");
+      await jobPods?.stop();
       await locals?.stop();
       await forks.stop();
       await runner.stop(config.shutdownGraceMs ?? 30_000);
@@ -124,7 +128,9 @@ function apiCallLogger(driver: KubeDriver, logger: Logger): () => void {
 
 const isKube = (d: StepDriver): d is KubeDriver => d.name === "kubernetes";
 
-async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ driver: StepDriver; forkCluster: ForkCluster; localCluster: LocalCluster }> {
+async function kubeDriver(
+  config: RunnerConfig, deps: RunnerDeps,
+): Promise<{ driver: StepDriver; forkCluster: ForkCluster; localCluster: LocalCluster; jobPods: GroupPods | undefined }> {
   const kube = config.kube!;
   const [k8s, { KubeDriver }, { KubeForkCluster }] = await Promise.all([
     import("@kubernetes/client-node"), import("./driver/kube/driver.js"), import("./forks/kube.js"),
@@ -151,7 +157,12 @@ async function kubeDriver(config: RunnerConfig, deps: RunnerDeps): Promise<{ dri
     outputs: (d, forks) => readOutputs(deps.store, deps.values, d.routingKey, outputsRead(forks)),
     mesh: kube.routingMesh,
   });
-  return { driver, forkCluster, localCluster: forkCluster };
+  if (!kube.podJobs) deps.logger.info("no pods for job runner groups: EPHEMERA_POD_JOBS is not set");
+  const jobPods = kube.podJobs ? new (await import("./jobs/group-pods.js")).GroupPods({
+    store: deps.store, kubeconfig, calls: driver.calls, clusterName: config.cluster, prefix: config.prefix,
+    agentImage: kube.agentImage, podJobs: kube.podJobs, signingKey: deps.signingKey, logger: deps.logger.child({ component: "jobpods" }),
+  }) : undefined;
+  return { driver, forkCluster, localCluster: forkCluster, jobPods };
 }
 
 async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined): Promise<ProcessDriver> {

@@ -1,19 +1,25 @@
 // ephemera-agent: the program of a runner pod's init container (`init`) and sidecar
-// (`sidecar`), bundled into one file (dist/agent.cjs) for the agent image. Its
-// configuration comes from the environment (see config.ts and docs/agent.md).
+// (`sidecar`), and of a job runner group pod's main container (`job-agent`), bundled into
+// one file (dist/agent.cjs) for the agent image. Its configuration comes from the
+// environment (see config.ts, ../job/config.ts, docs/agent.md and docs/jobs.md).
 import { errorMessage } from "@ephemera/kit";
 import { agentConfig, isConfigError, type AgentConfig } from "./config.js";
 import { runInit } from "./init.js";
 import { LAYOUT_VERSION } from "./layout.js";
 import { runSidecar } from "./sidecar.js";
+import { JobAgent } from "../job/agent.js";
+import { jobAgentConfig, type JobAgentConfig } from "../job/config.js";
 
-const USAGE = `usage: ephemera-agent init [--check] | sidecar [--check] | version
-  init     fetch the step's inputs and script, write them and the entrypoint into EPHEMERA_AGENT_DIR
-  sidecar  wait for the script's exit code, store its outputs, write the report
-  --check  read the configuration and stop, calling nothing
+const USAGE = `usage: ephemera-agent init [--check] | sidecar [--check] | job-agent [--check] | version
+  init       fetch the step's inputs and script, write them and the entrypoint into EPHEMERA_AGENT_DIR
+  sidecar    wait for the script's exit code, store its outputs, write the report
+  job-agent  take the jobs of a runner group and run them here, one at a time (docs/jobs.md)
+  --check    read the configuration and stop, calling nothing
 environment: EPHEMERA_RUN_ID, EPHEMERA_TOKEN or EPHEMERA_TOKEN_FILE, EPHEMERA_IOCONTEXT (host:port),
   EPHEMERA_AGENT_DIR (default /ephemera), EPHEMERA_TLS, EPHEMERA_TLS_CA, EPHEMERA_TLS_SERVER_NAME,
   EPHEMERA_TLS_CLIENT_CERT, EPHEMERA_TLS_CLIENT_KEY
+job-agent: EPHEMERA_POD_JOBS (host:port), EPHEMERA_JOB_GROUP, EPHEMERA_POD_NAME,
+  EPHEMERA_POD_TOKEN or EPHEMERA_POD_TOKEN_FILE, EPHEMERA_JOB_KILL_GRACE_MS (default 5000), EPHEMERA_TLS…
 `;
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -22,10 +28,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     process.stdout.write(`ephemera-agent layout ${LAYOUT_VERSION}\n`);
     return 0;
   }
-  if ((command !== "init" && command !== "sidecar") || flags.some((f) => f !== "--check")) {
+  if ((command !== "init" && command !== "sidecar" && command !== "job-agent") || flags.some((f) => f !== "--check")) {
     process.stderr.write(USAGE);
     return 2;
   }
+  if (command === "job-agent") return jobAgent(flags.includes("--check"), env);
   const say = (line: string) => process.stderr.write(`ephemera-${command}: ${line}\n`);
   let config: AgentConfig;
   try {
@@ -54,6 +61,26 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   process.on("SIGTERM", () => stopping.abort());
   const report = await runSidecar(config, say, { stopping: stopping.signal });
   say(report.outcome === "succeeded" ? "step succeeded; report written" : `step failed (${report.reason}): ${report.message}; report written`);
+  return 0;
+}
+
+/** Takes and runs jobs until SIGTERM (the pod is deleted): the running job is stopped and reported first. */
+async function jobAgent(check: boolean, env: NodeJS.ProcessEnv): Promise<number> {
+  const say = (line: string) => process.stderr.write(`ephemera-job-agent: ${line}\n`);
+  let config: JobAgentConfig;
+  try {
+    config = jobAgentConfig(env);
+  } catch (err) {
+    if (!isConfigError(err)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    return 2;
+  }
+  say(`configuration read: group ${config.group}, pod ${config.pod}, jobs service ${config.jobs} (${config.tls ? "tls" : "plaintext"})`);
+  if (check) return 0;
+  const agent = new JobAgent(config, { env, say });
+  process.on("SIGTERM", () => agent.stop());
+  process.on("SIGINT", () => agent.stop());
+  await agent.run();
   return 0;
 }
 

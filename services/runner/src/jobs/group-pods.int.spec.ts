@@ -1,0 +1,116 @@
+// The job runner groups' pods on the simulated API server (in this process) and the
+// in-memory event store: desiredPods pods built from the group's template and image with
+// the job agent, each with its token Secret; a pod deleted by hand is replaced; the count
+// follows an update; a new spec replaces the pods; the group's deletion removes them all.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as k8s from "@kubernetes/client-node";
+import * as pb from "@ephemera/proto";
+import { Aggregates, encode, ev, type DomainEvent } from "@ephemera/events";
+import { InMemoryEventStore } from "@ephemera/eventstore";
+import { startKubeSim, type KubeSim } from "@ephemera/kube-sim";
+import { createLogger, signingKey, verifyPodCapability, waitFor } from "@ephemera/kit";
+import { ApiCalls } from "../driver/kube/calls.js";
+import { GroupPods } from "./group-pods.js";
+import { GROUP_LABEL, JOB_AGENT_DIR } from "./pod.js";
+
+const logger = createLogger("test", "silent");
+const KEY = signingKey(Buffer.alloc(32, 7));
+
+async function append(store: InMemoryEventStore, id: string, events: DomainEvent[]): Promise<void> {
+  const current = await store.read(Aggregates.jobrunnergroup, id);
+  await store.append(Aggregates.jobrunnergroup, id, { revision: current.revision, version: current.version }, events.map(encode), { source: "test" });
+}
+
+describe("job runner groups' pods on a Kubernetes cluster", () => {
+  let sim: KubeSim;
+  let kc: k8s.KubeConfig;
+  let core: k8s.CoreV1Api;
+  let pods: GroupPods | undefined;
+  const namespace = `jobs-${process.pid}`;
+  beforeAll(async () => {
+    sim = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(mkdtempSync(join(tmpdir(), "jobpods-int-")), "kubeconfig") });
+    kc = new k8s.KubeConfig();
+    kc.loadFromFile(sim.kubeconfigPath);
+    core = kc.makeApiClient(k8s.CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+  });
+  afterEach(async () => pods?.stop());
+  afterAll(async () => sim?.stop());
+
+  const spec = (desiredPods: number, image = "builder:1") => pb.JobRunnerGroupSpec.fromPartial({
+    cluster: "c1", namespace, image, labels: { team: "web" },
+    podTemplate: JSON.stringify({
+      metadata: { labels: { app: "runner" } },
+      spec: { containers: [{ name: "work", image: "ignored", command: ["sleep"], args: ["1"], env: [{ name: "FROM_TEMPLATE", value: "yes" }] }] },
+    }),
+    scaling: { manual: { desiredPods } },
+  });
+  const groupPods = async (group: string) =>
+    (await core.listNamespacedPod({ namespace, labelSelector: `${GROUP_LABEL}=${group}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
+  const names = async (group: string) => (await groupPods(group)).map((p) => p.metadata!.name!).sort();
+  const count = (group: string, n: number) =>
+    waitFor(async () => (await groupPods(group)).length === n, { timeoutMs: 15_000, what: `${n} pod(s) of ${group}` });
+
+  it("keeps desiredPods pods, replaces one deleted by hand, follows an update, and removes them with the group", async () => {
+    const store = new InMemoryEventStore();
+    await append(store, "builders", [ev("ephemera.jobrunnergroup.created.v1", { name: "builders", spec: spec(2) })]);
+    // Another cluster's group gets no pod here.
+    await append(store, "elsewhere", [ev("ephemera.jobrunnergroup.created.v1", { name: "elsewhere", spec: { ...spec(1), cluster: "c2" } })]);
+    pods = new GroupPods({
+      store, kubeconfig: kc, calls: new ApiCalls(), clusterName: "c1", prefix: "t1", agentImage: "ephemera/agent:test",
+      podJobs: "sandbox.ephemera:7400", signingKey: KEY, logger,
+    });
+    await pods.start();
+    await count("builders", 2);
+    const [first, second] = await groupPods("builders");
+    // The pod: the group's image as the template's first container, running the job agent copied in by the init container.
+    const main = first!.spec!.containers[0]!;
+    expect(main).toMatchObject({ name: "work", image: "builder:1", command: [`${JOB_AGENT_DIR}/node`, `${JOB_AGENT_DIR}/agent.cjs`, "job-agent"] });
+    expect(main.args).toBeUndefined();
+    const env = Object.fromEntries(main.env!.map((e) => [e.name, e.value ?? e.valueFrom?.secretKeyRef?.name]));
+    expect(env).toEqual({
+      FROM_TEMPLATE: "yes", EPHEMERA_POD_JOBS: "sandbox.ephemera:7400", EPHEMERA_JOB_GROUP: "builders",
+      EPHEMERA_POD_NAME: first!.metadata!.name, EPHEMERA_POD_TOKEN: first!.metadata!.name,
+    });
+    expect(first!.spec!.initContainers![0]).toMatchObject({ name: "ephemera-job-agent-init", image: "ephemera/agent:test" });
+    expect(first!.metadata!.labels).toMatchObject({ app: "runner", team: "web", [GROUP_LABEL]: "builders", "ephemera.dev/prefix": "t1" });
+    // Each pod's token names its group and itself.
+    for (const p of [first!, second!]) {
+      const secret = await core.readNamespacedSecret({ name: p.metadata!.name!, namespace });
+      const token = Buffer.from(secret.data!["token"]!, "base64").toString();
+      expect(await verifyPodCapability([KEY], token, "builders")).toEqual({ group: "builders", pod: p.metadata!.name });
+      expect(secret.metadata!.ownerReferences).toEqual([expect.objectContaining({ kind: "Pod", name: p.metadata!.name, uid: p.metadata!.uid })]);
+    }
+    expect(await groupPods("elsewhere")).toEqual([]);
+
+    // Deleted by hand: another takes its place.
+    await core.deleteNamespacedPod({ name: first!.metadata!.name!, namespace });
+    await waitFor(async () => {
+      const now = await names("builders");
+      return now.length === 2 && !now.includes(first!.metadata!.name!) && now.includes(second!.metadata!.name!);
+    }, { timeoutMs: 15_000, what: "the deleted pod to be replaced" });
+
+    // The count follows the group's updates, up and down.
+    await append(store, "builders", [ev("ephemera.jobrunnergroup.updated.v1", { spec: spec(3), changes: [] })]);
+    await count("builders", 3);
+    const three = await names("builders");
+    await append(store, "builders", [ev("ephemera.jobrunnergroup.updated.v1", { spec: spec(1), changes: [] })]);
+    await count("builders", 1);
+    expect(three).toContain((await names("builders"))[0]);
+
+    // A new image: the pod is replaced by one of the new spec.
+    await append(store, "builders", [ev("ephemera.jobrunnergroup.updated.v1", { spec: spec(1, "builder:2"), changes: [] })]);
+    await waitFor(async () => {
+      const now = await groupPods("builders");
+      return now.length === 1 && now[0]!.spec!.containers[0]!.image === "builder:2";
+    }, { timeoutMs: 15_000, what: "the pod of the new image" });
+
+    // Deleted: none left, nor their token Secrets.
+    await append(store, "builders", [ev("ephemera.jobrunnergroup.deleted.v1", {})]);
+    await count("builders", 0);
+    await waitFor(async () => (await core.listNamespacedSecret({ namespace, labelSelector: `${GROUP_LABEL}=builders` })).items.length === 0,
+      { timeoutMs: 15_000, what: "the token Secrets to be gone" });
+  });
+});
