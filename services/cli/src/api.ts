@@ -28,6 +28,7 @@ export class Api {
   private readonly sandboxes: pb.SandboxServiceClient;
   private readonly routeGroups: pb.RouteGroupServiceClient;
   private readonly jobRunnerGroups: pb.JobRunnerGroupServiceClient;
+  private readonly jobs: pb.JobServiceClient;
   private readonly logs: pb.LogServiceClient;
   private readonly events: pb.EventServiceClient;
 
@@ -45,6 +46,7 @@ export class Api {
     this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
     this.routeGroups = new pb.RouteGroupServiceClient(address, credentials, shared);
     this.jobRunnerGroups = new pb.JobRunnerGroupServiceClient(address, credentials, shared);
+    this.jobs = new pb.JobServiceClient(address, credentials, shared);
     this.logs = new pb.LogServiceClient(address, credentials, shared);
     this.events = new pb.EventServiceClient(address, credentials, shared);
   }
@@ -126,6 +128,22 @@ export class Api {
     return call(this.jobRunnerGroups.delete.bind(this.jobRunnerGroups), { name }, this.timeoutMs, this.who());
   }
 
+  submitJob(job: pb.Job): Promise<pb.JobView> {
+    return call(this.jobs.submit.bind(this.jobs), { job }, this.timeoutMs, this.who());
+  }
+
+  getJob(name: string): Promise<pb.JobView> {
+    return call(this.jobs.get.bind(this.jobs), { name }, this.timeoutMs, this.metadata());
+  }
+
+  async listJobs(all: boolean): Promise<pb.JobView[]> {
+    return (await call(this.jobs.list.bind(this.jobs), { all }, this.timeoutMs, this.metadata())).jobs;
+  }
+
+  deleteJob(name: string): Promise<pb.JobView> {
+    return call(this.jobs.delete.bind(this.jobs), { name }, this.timeoutMs, this.who());
+  }
+
   /** Every call's metadata: the bearer token, if any. */
   private metadata(): grpc.Metadata {
     const m = new grpc.Metadata();
@@ -155,7 +173,7 @@ export class Api {
   }
 
   close(): void {
-    for (const client of [this.sandboxes, this.routeGroups, this.jobRunnerGroups, this.logs, this.events, this.plugins]) client.close();
+    for (const client of [this.sandboxes, this.routeGroups, this.jobRunnerGroups, this.jobs, this.logs, this.events, this.plugins]) client.close();
   }
 }
 

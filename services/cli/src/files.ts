@@ -48,6 +48,11 @@ export async function readJobRunnerGroup(input: FileInput): Promise<pb.JobRunner
   return (await loadSpec()).validateJobRunnerGroup(doc);
 }
 
+export async function readJob(input: FileInput): Promise<pb.Job> {
+  const doc = await load(input, false);
+  return (await loadSpec()).validateJob(doc);
+}
+
 /** The name a file publishes, needing only the variables used in `name` (for `delete -f`). */
 export async function readName(input: FileInput): Promise<string> {
   const doc = await load(input, true);

@@ -14,6 +14,7 @@ import { registerLocal } from "./workstation/commands.js";
 import { registerPlugin } from "./plugin.js";
 import { registerRouteGroup } from "./routegroup.js";
 import { registerJobRunnerGroup } from "./jobrunnergroup.js";
+import { registerJob } from "./job.js";
 import { registerSandbox } from "./sandbox.js";
 import { readableArgs } from "./options.js";
 import { registerSchema } from "./schema.js";
@@ -73,6 +74,7 @@ progress and diagnostics go to stderr.`,
   registerSandbox(program, ctx);
   registerRouteGroup(program, ctx);
   registerJobRunnerGroup(program, ctx);
+  registerJob(program, ctx);
   registerLogs(program, ctx);
   registerEvents(program, ctx);
   registerLocal(program, ctx, async () => (await import("./workstation/open.js")).openTunnel);

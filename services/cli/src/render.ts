@@ -123,3 +123,18 @@ export function jobRunnerGroupDoc(v: pb.JobRunnerGroupView): Record<string, unkn
     updatedAt: v.updatedAt,
   };
 }
+
+/** The document of `eph job get -o json|yaml` (a contract: scripts read it). */
+export function jobDoc(v: pb.JobView): Record<string, unknown> {
+  const s = v.status;
+  return {
+    name: v.name,
+    submitter: v.submitter,
+    routingKey: v.routingKey,
+    spec: v.spec ? pb.JobSpec.toJSON(v.spec) : {},
+    status: {
+      state: s?.state ?? "", pod: s?.pod ?? "", ...(s?.exitCode !== undefined ? { exitCode: s.exitCode } : {}),
+      reason: s?.reason ?? "", message: s?.message ?? "", queuedAt: s?.queuedAt ?? "", startedAt: s?.startedAt ?? "", endedAt: s?.endedAt ?? "",
+    },
+  };
+}

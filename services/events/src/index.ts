@@ -53,6 +53,12 @@ export interface EventPayloads {
   "ephemera.jobrunnergroup.created.v1": pb.JobRunnerGroupCreated;
   "ephemera.jobrunnergroup.updated.v1": pb.JobRunnerGroupUpdated;
   "ephemera.jobrunnergroup.deleted.v1": pb.JobRunnerGroupDeleted;
+  "ephemera.job.submitted.v1": pb.JobSubmitted;
+  "ephemera.job.assigned.v1": pb.JobAssigned;
+  "ephemera.job.succeeded.v1": pb.JobSucceeded;
+  "ephemera.job.failed.v1": pb.JobFailed;
+  "ephemera.job.cancel_requested.v1": pb.JobCancelRequested;
+  "ephemera.job.cancelled.v1": pb.JobCancelled;
   "ephemera.forks.applied.v1": pb.ForksApplied;
   "ephemera.forks.available.v1": pb.ForksAvailable;
   "ephemera.forks.failed.v1": pb.ForksFailed;
@@ -108,6 +114,12 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.jobrunnergroup.created.v1": pb.JobRunnerGroupCreated,
   "ephemera.jobrunnergroup.updated.v1": pb.JobRunnerGroupUpdated,
   "ephemera.jobrunnergroup.deleted.v1": pb.JobRunnerGroupDeleted,
+  "ephemera.job.submitted.v1": pb.JobSubmitted,
+  "ephemera.job.assigned.v1": pb.JobAssigned,
+  "ephemera.job.succeeded.v1": pb.JobSucceeded,
+  "ephemera.job.failed.v1": pb.JobFailed,
+  "ephemera.job.cancel_requested.v1": pb.JobCancelRequested,
+  "ephemera.job.cancelled.v1": pb.JobCancelled,
   "ephemera.forks.applied.v1": pb.ForksApplied,
   "ephemera.forks.available.v1": pb.ForksAvailable,
   "ephemera.forks.failed.v1": pb.ForksFailed,

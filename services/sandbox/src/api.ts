@@ -70,6 +70,18 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     list: unary(async () => ({ jobRunnerGroups: core.jobRunnerGroups.list() }), logger),
     delete: unary(async (req: pb.DeleteJobRunnerGroupRequest, call) => core.jobRunnerGroups.delete(req.name, core.meta(caller(call), "delete")), logger),
   };
+  const jobs: pb.JobServiceServer = {
+    submit: unary(async (req: pb.SubmitJobRequest, call) => {
+      const who = caller(call);
+      return core.jobs.submit(req.job, who.actor ?? "anonymous", core.meta(who, "submit"));
+    }, logger),
+    get: unary(async (req: pb.GetJobRequest) => core.jobs.get(req.name), logger),
+    list: unary(async (req: pb.ListJobsRequest) => ({ jobs: core.jobs.list(req.all) }), logger),
+    delete: unary(async (req: pb.DeleteJobRequest, call) => {
+      const who = caller(call);
+      return core.jobs.delete(req.name, who.actor ?? "anonymous", core.meta(who, "delete"));
+    }, logger),
+  };
   const locals: pb.LocalServiceServer = {
     serve: unary(async (req: pb.ServeLocalsRequest, call) => {
       const served = serveLocals({
@@ -127,6 +139,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     { definition: pb.SandboxServiceService, implementation: sandboxes as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.RouteGroupServiceService, implementation: routeGroups as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.JobRunnerGroupServiceService, implementation: jobRunnerGroups as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.JobServiceService, implementation: jobs as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LocalServiceService, implementation: locals as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LogServiceService, implementation: logs as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.EventServiceService, implementation: events as unknown as grpc.UntypedServiceImplementation },

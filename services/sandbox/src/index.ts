@@ -34,6 +34,8 @@ export interface SandboxConfig extends CommonConfig {
   routes?: { listen: string; httpListen: string };
   /** The preview gateway (EPHEMERA_GATEWAY_LISTEN; EPHEMERA_GATEWAY_DNS: the name servers of the targets' hosts); absent: not served. */
   gateway?: { listen: string; dns?: string[] };
+  /** How long a pod has to report a job it was told to cancel (default 10 s; tests shorten it). */
+  jobCancelGraceMs?: number;
   /** The tunnel health check of connected locals (EPHEMERA_LOCALS_CHECK); absent: every 5 s, 2 s to answer. */
   localsCheck?: TunnelCheckOptions;
 }
@@ -63,7 +65,9 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, replicas, ...(registry ? { metrics: registry } : {}) });
   const logs = await JetStreamLogStore.open(nc, config.prefix, { replicas });
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
-  const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain });
+  const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
+    ...(config.jobCancelGraceMs !== undefined ? { jobCancelGraceMs: config.jobCancelGraceMs } : {}),
+  });
   await core.start();
   const tunnelCheck = new TunnelCheck({ store, locals: core.locals, logger, sandboxes: () => liveSandboxes(core) }, config.localsCheck ?? DEFAULT_TUNNEL_CHECK);
   tunnelCheck.start();

@@ -8,7 +8,7 @@ import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } 
 import {
   Feed, Projection, execute, type Commit, type EventStore, type LogEntry, type LogFollower, type LogStore, type ReadOptions, type Subscription,
 } from "@ephemera/eventstore";
-import { DueIndex, NotFoundError, ValidationError, errorMessage, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
+import { DueIndex, NotFoundError, randomToken, ValidationError, errorMessage, ulidGen, type FieldViolation, type Logger } from "@ephemera/kit";
 import {
   checkSandboxAgainstPlugins, parsePluginRef, pluginDigest, pluginToDoc, sandboxToDoc, validatePlugin, validateSandbox,
 } from "@ephemera/spec";
@@ -24,6 +24,8 @@ import { baselineUrl, endpointUrls } from "./sandbox/endpoints.js";
 import { RouteGroups } from "./routegroup/commands.js";
 import { JobRunnerGroups } from "./jobrunnergroup/commands.js";
 import { evolveJobRunnerGroup, initialJobRunnerGroup, type JobRunnerGroupState } from "./jobrunnergroup/state.js";
+import { Jobs } from "./job/commands.js";
+import { evolveJobRecorded, initialJob, type JobState } from "./job/state.js";
 import type { PlacedSandbox } from "./routes/forks.js";
 import { evolveRouteGroup, initialRouteGroup, type RouteGroupState } from "./routegroup/state.js";
 
@@ -38,6 +40,10 @@ export interface SandboxServiceDeps {
   logger: Logger;
   /** Mints a routing key (random; injected so tests can pin it). */
   routingKey: () => string;
+  /** The random suffix of generated job names (default: 8 lower-case letters and digits). */
+  jobSuffix?: () => string;
+  /** How long a pod has to report a cancelled job before the server ends it (default 10 s). */
+  jobCancelGraceMs?: number;
   /** Base domain of endpoint URLs. */
   previewDomain: string;
   now?: () => number;
@@ -67,6 +73,11 @@ export class SandboxCore {
   readonly jobRunnerGroupStates = new Projection<JobRunnerGroupState>(Aggregates.jobrunnergroup, initialJobRunnerGroup, folding(evolveJobRunnerGroup));
   /** Job runner groups: pods kept ready to run jobs. */
   readonly jobRunnerGroups: JobRunnerGroups;
+  readonly jobStates = new Projection<JobState>(Aggregates.job, initialJob, evolveJobRecorded);
+  /** Jobs: scripts or commands queued for, and run on, the pods of a job runner group. */
+  readonly jobs: Jobs;
+  /** Set once the replay at start is done: the server's own job rules apply from then on. */
+  private jobsLive = false;
   readonly feed: Feed;
   private readonly byRoutingKey = new Map<string, string>();
   private readonly watchers = new Map<string, Set<Watcher>>();
@@ -82,8 +93,18 @@ export class SandboxCore {
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
-    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals, this.jobRunnerGroupStates]);
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals, this.jobRunnerGroupStates, this.jobStates]);
     this.jobRunnerGroups = new JobRunnerGroups({ store: deps.store, projection: this.jobRunnerGroupStates });
+    this.jobs = new Jobs({
+      store: deps.store, projection: this.jobStates, logger: deps.logger, random: deps.jobSuffix ?? (() => randomToken(8)),
+      groupExists: (name) => this.jobRunnerGroupStates.get(name)?.state.status === "active",
+      routingKeyOf: (kind, name) => {
+        const state = kind === "sandbox" ? this.sandboxes.get(name)?.state : this.routeGroupStates.get(name)?.state;
+        return state?.status === "active" ? state.routingKey : undefined;
+      },
+      ...(deps.now ? { now: deps.now } : {}),
+      ...(deps.jobCancelGraceMs !== undefined ? { cancelGraceMs: deps.jobCancelGraceMs } : {}),
+    });
     this.routeGroups = new RouteGroups({
       store: deps.store, projection: this.routeGroupStates, sandboxes: () => this.placedSandboxes(),
       routingKey: deps.routingKey, previewDomain: deps.previewDomain,
@@ -91,6 +112,7 @@ export class SandboxCore {
     this.ttl = new DueIndex((names, now) => this.expire(names, now), this.now);
     this.feed.onCommit((c) => {
       this.notify(c);
+      if (this.jobsLive) this.reconcileJobs(c);
       const routing = c.aggregate === Aggregates.sandbox || c.aggregate === Aggregates.forks || c.aggregate === Aggregates.routegroup
         || c.aggregate === Aggregates.locals;
       if (routing) for (const l of this.sandboxListeners) l();
@@ -102,6 +124,8 @@ export class SandboxCore {
 
   async start(): Promise<void> {
     await this.feed.start();
+    this.jobsLive = true;
+    await this.jobs.reconcileAll();
     for (const [name] of this.sandboxes.entries()) await this.reconcile(name);
     for (const [name] of this.plugins.entries()) await this.removeUnusedVersions(name);
     this.ttl.arm();
@@ -143,6 +167,7 @@ export class SandboxCore {
 
   async stop(): Promise<void> {
     this.ttl.stop();
+    this.jobs.stop();
     await this.subscription?.stop();
     await this.feed.stop();
     for (const set of this.watchers.values()) for (const w of set) w(undefined);
@@ -335,6 +360,13 @@ export class SandboxCore {
 
   private async sandboxCommand(name: string, command: SandboxCommand, call: CallContext, key: string): Promise<void> {
     await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox(command, state).map(encode), this.meta(call, key));
+  }
+
+  /** A job that changed, or the queued jobs of a group that went away, meet the server's own rules. */
+  private reconcileJobs(c: Commit): void {
+    const names = c.aggregate === Aggregates.job ? [c.aggregateId]
+      : c.aggregate === Aggregates.jobrunnergroup ? [...this.jobs.queued(c.aggregateId)].map((j) => j.name) : [];
+    for (const name of names) void this.jobs.reconcile(name);
   }
 
   /** What a command's commit records: its source, command, correlation id and actor. */

@@ -39,6 +39,11 @@ export const API_POLICY: Readonly<Record<string, MethodRule>> = {
   "JobRunnerGroupService/Get": { role: "viewer" },
   "JobRunnerGroupService/List": { role: "viewer" },
   "JobRunnerGroupService/Delete": { role: "admin" },
+  // A job runs in a group an admin made, in a sandbox's routing context: an editor's, like the sandbox.
+  "JobService/Submit": { role: "editor" },
+  "JobService/Get": { role: "viewer" },
+  "JobService/List": { role: "viewer" },
+  "JobService/Delete": { role: "editor" },
   // Serving a sandbox's local workload receives its traffic on a workstation: an editor's, like the sandbox.
   "LocalService/Serve": { role: "editor" },
   "LogService/Get": { role: "viewer" },
