@@ -8,12 +8,13 @@ import {
   type FieldViolation, type RunningServer,
 } from "@ephemera/kit";
 import { Aggregates, encode, ev, workflowId } from "@ephemera/events";
-import { RULES, loadTemplate, pluginViolations, routeGroupViolations, sandboxViolations } from "@ephemera/spec";
+import { RULES, jobRunnerGroupViolations, jobViolations, loadTemplate, pluginViolations, routeGroupViolations, sandboxViolations } from "@ephemera/spec";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { testNats } from "../../../test/support/servers.js";
 import { apiServices } from "./api.js";
 import {
-  NOT_ON_THE_WIRE, basePlugin, baseRouteGroup, baseSandbox, pluginRows, routeGroupRows, sandboxRows, type Doc, type Row,
+  NOT_ON_THE_WIRE, baseJob, baseJobRunnerGroup, basePlugin, baseRouteGroup, baseSandbox, jobRows, jobRunnerGroupRows, pluginRows, routeGroupRows,
+  sandboxRows, wireJobRunnerGroup, type Doc, type Row,
 } from "./invalid-docs.testkit.js";
 import { SandboxCore } from "./service.js";
 
@@ -36,6 +37,8 @@ async function startApi() {
   const plugins = new pb.ResourcePluginServiceClient(address, grpc.credentials.createInsecure());
   const sandboxes = new pb.SandboxServiceClient(address, grpc.credentials.createInsecure());
   const routeGroups = new pb.RouteGroupServiceClient(address, grpc.credentials.createInsecure());
+  const groups = new pb.JobRunnerGroupServiceClient(address, grpc.credentials.createInsecure());
+  const jobs = new pb.JobServiceClient(address, grpc.credentials.createInsecure());
   return {
     store,
     address,
@@ -47,12 +50,16 @@ async function startApi() {
     deletePlugin: async (ref: string) => (await call(plugins.delete.bind(plugins), { ref })).deleted,
     applySandbox: (doc: Doc) => call(sandboxes.apply.bind(sandboxes), { sandbox: pb.Sandbox.fromJSON(doc), dryRun: false }),
     applyRouteGroup: (doc: Doc) => call(routeGroups.apply.bind(routeGroups), { routeGroup: pb.RouteGroup.fromJSON(doc), dryRun: false }),
+    applyJobRunnerGroup: (doc: Doc) => call(groups.apply.bind(groups), { jobRunnerGroup: pb.JobRunnerGroup.fromJSON(wireJobRunnerGroup(doc)), dryRun: false }),
+    submitJob: (doc: Doc) => call(jobs.submit.bind(jobs), { job: pb.Job.fromJSON(doc) }),
     getSandbox: (name: string) => call(sandboxes.get.bind(sandboxes), { name, showOutputs: false }),
     deleteSandbox: (name: string, force: boolean) => call(sandboxes.delete.bind(sandboxes), { name, force }),
     stop: async () => {
       plugins.close();
       sandboxes.close();
       routeGroups.close();
+      groups.close();
+      jobs.close();
       await server.shutdown();
       await core.stop();
       await cleanup(nc);
@@ -83,6 +90,9 @@ const overTheWire = {
   plugin: (doc: Doc) => pb.ResourcePlugin.toJSON(pb.ResourcePlugin.decode(pb.ResourcePlugin.encode(pb.ResourcePlugin.fromJSON(doc)).finish())),
   sandbox: (doc: Doc) => pb.Sandbox.toJSON(pb.Sandbox.decode(pb.Sandbox.encode(pb.Sandbox.fromJSON(doc)).finish())),
   routegroup: (doc: Doc) => pb.RouteGroup.toJSON(pb.RouteGroup.decode(pb.RouteGroup.encode(pb.RouteGroup.fromJSON(doc)).finish())),
+  // The pod template crosses as text: never the document unchanged, so only fields and rules are compared.
+  jobrunnergroup: (doc: Doc) => pb.JobRunnerGroup.toJSON(pb.JobRunnerGroup.decode(pb.JobRunnerGroup.encode(pb.JobRunnerGroup.fromJSON(wireJobRunnerGroup(doc))).finish())),
+  job: (doc: Doc) => pb.Job.toJSON(pb.Job.decode(pb.Job.encode(pb.Job.fromJSON(doc)).finish())),
 };
 
 /** A small valid plugin: `name` plus one create step with the given outputs. */
@@ -114,12 +124,13 @@ describe("requests that skip the CLI", () => {
   afterAll(() => api.stop());
 
   /** Sends `doc` and expects what the spec package says of the document the author wrote. */
-  const expectParity = async (kind: "plugin" | "sandbox" | "routegroup", doc: Doc, expected?: Omit<FieldViolation, "description">) => {
-    const local = kind === "plugin" ? pluginViolations(doc) : kind === "sandbox" ? sandboxViolations(doc) : routeGroupViolations(doc);
+  const expectParity = async (kind: keyof typeof overTheWire, doc: Doc, expected?: Omit<FieldViolation, "description">) => {
+    const local = { plugin: pluginViolations, sandbox: sandboxViolations, routegroup: routeGroupViolations, jobrunnergroup: jobRunnerGroupViolations, job: jobViolations }[kind](doc);
     if (expected) expect(fieldsAndRules(local)).toEqual([expected]);
     expect(local.length).toBeGreaterThan(0);
     const before = await api.store.position();
-    const remote = await violationsOf(kind === "plugin" ? api.applyPlugin(doc) : kind === "sandbox" ? api.applySandbox(doc) : api.applyRouteGroup(doc));
+    const send = { plugin: api.applyPlugin, sandbox: api.applySandbox, routegroup: api.applyRouteGroup, jobrunnergroup: api.applyJobRunnerGroup, job: api.submitJob }[kind];
+    const remote = await violationsOf(send(doc));
     expect(fieldsAndRules(remote)).toEqual(fieldsAndRules(local));
     // Where proto carries the document unchanged, the words are the same too.
     if (JSON.stringify(overTheWire[kind](doc)) === JSON.stringify(doc)) expect(remote).toEqual(local);
@@ -146,8 +157,20 @@ describe("requests that skip the CLI", () => {
     await expectParity("routegroup", doc, { field, rule });
   });
 
+  it.each(rowsOf(jobRunnerGroupRows))("job runner group: $what → INVALID_ARGUMENT at $field ($rule)", async ({ edit, field, rule }) => {
+    const doc = baseJobRunnerGroup();
+    edit(doc);
+    await expectParity("jobrunnergroup", doc, { field, rule });
+  });
+
+  it.each(rowsOf(jobRows))("job: $what → INVALID_ARGUMENT at $field ($rule)", async ({ edit, field, rule }) => {
+    const doc = baseJob();
+    edit(doc);
+    await expectParity("job", doc, { field, rule });
+  });
+
   it("every rule but those proto cannot express has a row", () => {
-    const covered = new Set([...pluginRows, ...sandboxRows, ...routeGroupRows].map((row) => row[3]));
+    const covered = new Set([...pluginRows, ...sandboxRows, ...routeGroupRows, ...jobRunnerGroupRows, ...jobRows].map((row) => row[3]));
     expect(RULES.filter((rule) => !covered.has(rule) && !NOT_ON_THE_WIRE.includes(rule))).toEqual([]);
   });
 

@@ -10,7 +10,7 @@
 import * as pb from "@ephemera/proto";
 import * as table from "../../spec/src/invalid.testkit.js";
 
-export { basePlugin, baseRouteGroup, baseSandbox, type Doc, type Row } from "../../spec/src/invalid.testkit.js";
+export { baseJob, baseJobRunnerGroup, basePlugin, baseRouteGroup, baseSandbox, type Doc, type Row } from "../../spec/src/invalid.testkit.js";
 
 /** Rules no request can break, for the reasons above. */
 export const NOT_ON_THE_WIRE: readonly string[] = ["unknown-field", "type", "utf8"];
@@ -36,3 +36,25 @@ export const pluginRows = onTheWire(table.pluginRows, table.basePlugin, pb.Resou
 export const sandboxRows = onTheWire(table.sandboxRows, table.baseSandbox, pb.Sandbox);
 /** An empty `all: []` is no list at all in proto: on the wire it is a match without a kind (another row). */
 export const routeGroupRows = onTheWire(table.routeGroupRows, table.baseRouteGroup, pb.RouteGroup).filter(([what]) => what !== "an empty all");
+
+/**
+ * A job runner group as a client sends it: `pod_template` is the template's JSON text (the
+ * CLI writes the file's object so), everything else as written.
+ */
+export function wireJobRunnerGroup(doc: table.Doc): table.Doc {
+  const template = doc["spec"]?.podTemplate;
+  if (template === undefined || typeof template === "string") return doc;
+  return { ...doc, spec: { ...doc["spec"], podTemplate: JSON.stringify(template) } };
+}
+
+/**
+ * On the wire `desiredPods: 1.5` is a uint32 of 1 and `0` is no value (the default, 1): valid
+ * groups, not those rows' mistakes.
+ */
+export const jobRunnerGroupRows = table.jobRunnerGroupRows.filter(([what, edit, , rule]) => {
+  if (NOT_ON_THE_WIRE.includes(rule) || what === "half a pod" || what === "no pods") return false;
+  const doc = table.baseJobRunnerGroup();
+  edit(doc);
+  return encodable(pb.JobRunnerGroup, wireJobRunnerGroup(doc));
+});
+export const jobRows = onTheWire(table.jobRows, table.baseJob, pb.Job);

@@ -87,7 +87,7 @@ describe("the daemon on the tunnel and the API with tokens", () => {
     const routingKey = await world.sandboxWithLocal("dm-a", `127.0.0.1:${echo.port}`);
     const d = daemon({ session: session("dm-a"), httpProxy: "127.0.0.1:0" });
     await waitFor(() => d.told[0], { what: "the daemon to connect" });
-    const serving = [{ sandbox: "dm-a", routingKey, local: "backend", mappings: [{ port: 8080, toLocal: `127.0.0.1:${echo.port}` }] }];
+    const serving = [{ sandbox: "dm-a", routingKey, local: "backend", mappings: [{ port: 8080, toLocal: `127.0.0.1:${echo.port}` }], status: "Ready" }];
     expect(d.told).toEqual([{ state: expect.objectContaining({ phase: "connected", serving }) }]);
     const first = state()!;
     expect(first).toMatchObject({ pid: process.pid, tunnel: world.tunnel.address, phase: "connected", serving, proxies: { http: expect.stringMatching(/^127\.0\.0\.1:\d+$/) } });

@@ -45,6 +45,31 @@ async function docker(args: string[], timeout = CALL_TIMEOUT_MS, env?: NodeJS.Pr
   }
 }
 
+/**
+ * `docker rm -f -v` of containers some of which another removal (a pod's own, a stop racing
+ * it) may already be taking: "No such container" is done, "removal … already in progress"
+ * is waited for, bounded; any other refusal is an error.
+ */
+async function removeContainers(ids: string[]): Promise<void> {
+  if (!ids.length) return;
+  try {
+    await docker(["rm", "-f", "-v", ...ids]);
+    return;
+  } catch (err) {
+    const stderr = String((err as { cause?: { stderr?: string } }).cause?.stderr ?? "");
+    const lines = stderr.split("\n").map((l) => l.trim()).filter(Boolean);
+    const benign = (l: string) => /No such container|already in progress/.test(l);
+    if (!lines.length || !lines.every(benign)) throw err;
+  }
+  const deadline = Date.now() + CALL_TIMEOUT_MS;
+  for (;;) {
+    const left = (await docker(["ps", "-a", "-q", "--no-trunc", ...ids.flatMap((id) => ["--filter", `id=${id}`])])).split("\n").filter(Boolean);
+    if (!left.length) return;
+    if (Date.now() > deadline) throw new DockerError(`docker rm: ${left.length} container(s) still being removed after ${CALL_TIMEOUT_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /** Why Docker cannot run containers here, or undefined when it answers (ensure-docker.sh's check). */
 export async function dockerUnavailable(): Promise<string | undefined> {
   try {
@@ -63,7 +88,7 @@ const alive = (pid: number) => {
 export async function removeLeftovers(dataDir: string): Promise<number> {
   const rows = await docker(["ps", "-a", "--filter", `label=${LABEL}`, "--format", `{{.ID}}\t{{.Label "${DATA_LABEL}"}}\t{{.Label "${PID_LABEL}"}}`]);
   const stale = rows.split("\n").filter(Boolean).map((r) => r.split("\t")).filter(([, data, pid]) => data === dataDir || !alive(Number(pid)));
-  if (stale.length) await docker(["rm", "-f", "-v", ...stale.map(([id]) => id!)]);
+  await removeContainers(stale.map(([id]) => id!));
   return stale.length;
 }
 
@@ -81,8 +106,7 @@ export function dockerRuntime(options: DockerRuntimeOptions): ContainerRuntime {
     name: "docker",
     sandbox: (pod) => sandbox(pod, labels, options.images, options.podDns?.(pod) ?? []),
     stop: async () => {
-      const ids = (await docker(["ps", "-a", "-q", "--filter", `label=${LABEL}=${options.simId}`])).split("\n").filter(Boolean);
-      if (ids.length) await docker(["rm", "-f", "-v", ...ids]);
+      await removeContainers((await docker(["ps", "-a", "-q", "--filter", `label=${LABEL}=${options.simId}`])).split("\n").filter(Boolean));
     },
   };
 }
@@ -131,8 +155,7 @@ async function sandbox(pod: PodIdentity, labels: string[], images: ImageEntry[],
       return attach(id, c.logFile);
     },
     remove: async () => {
-      const ids = (await docker(["ps", "-a", "-q", "--filter", `label=${POD_LABEL}=${pod.uid}`])).split("\n").filter(Boolean);
-      if (ids.length) await docker(["rm", "-f", "-v", ...ids]);
+      await removeContainers((await docker(["ps", "-a", "-q", "--filter", `label=${POD_LABEL}=${pod.uid}`])).split("\n").filter(Boolean));
     },
   };
 }
