@@ -78,7 +78,7 @@ run runner -e EPHEMERA_RUNNER_LISTEN=127.0.0.1:0 -e EPHEMERA_RUNNER_DRIVER=kuber
   -v "$work/kubeconfig:/kube/config:ro" -e EPHEMERA_KUBE_NAMESPACE=default \
   -e EPHEMERA_POD_IOCONTEXT="host.kube-sim.internal:$iocontext_port" -e EPHEMERA_AGENT_IMAGE="ephemera/agent:$version"
 run sandbox -e EPHEMERA_API_LISTEN="$api" -e EPHEMERA_ROUTES_LISTEN=127.0.0.1:0 -e EPHEMERA_ROUTES_HTTP_LISTEN=127.0.0.1:0 \
-  -e EPHEMERA_GATEWAY_LISTEN=127.0.0.1:0
+  -e EPHEMERA_GATEWAY_LISTEN=127.0.0.1:0 -e EPHEMERA_JOBS_LISTEN=127.0.0.1:0
 node --input-type=module -e '
   const { checkHealth, waitFor } = await import("@ephemera/kit");
   for (const address of process.argv.slice(1))

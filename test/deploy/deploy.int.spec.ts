@@ -53,7 +53,12 @@ describe("deploy/ rendered", () => {
       .toEqual([["ephemera-webhook", "ephemera-webhook", [{ kind: "ServiceAccount", name: "webhook", namespace: "ephemera-system" }]]]);
     expect(names).toContain("NetworkPolicy/ephemera-system/iocontext-ingress");
     const api = objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "sandbox")!;
-    expect(api["spec"].ports.map((p: Obj) => p.port)).toEqual([7400, 7777, 7778]); // the API and the Routes API
+    expect(api["spec"].ports.map((p: Obj) => p.port)).toEqual([7400, 7777, 7778, 7779]); // the API, the Routes API, the JobAgent server
+    // The job runner groups' pods reach the JobAgent server through that Service; only they and ephemera's services may.
+    expect(names).toContain("NetworkPolicy/ephemera-system/sandbox-ingress");
+    const jobsPolicy = objs.find((o) => o["kind"] === "NetworkPolicy" && o["metadata"].name === "sandbox-ingress")!;
+    expect(jobsPolicy["spec"].ingress[0].ports).toEqual([{ protocol: "TCP", port: 7779 }]);
+    expect(jobsPolicy["spec"].ingress[1].ports.map((p: Obj) => p["port"])).not.toContain(7779);
     // The forks' routes may also be Istio's: the runner may keep VirtualServices, and nothing else of Istio's.
     const forks = objs.find((o) => o["kind"] === "ClusterRole" && o["metadata"].name === "ephemera-forks")!;
     expect((forks["rules"] as Obj[]).filter((r) => r["apiGroups"].includes("networking.istio.io")))

@@ -132,6 +132,8 @@ export const DEFAULT_ROUTES_HTTP_LISTEN = "127.0.0.1:7778";
 export const DEFAULT_IOCONTEXT_LISTEN = "127.0.0.1:7401";
 /** The preview gateway: serves sandboxes' endpoint URLs. */
 export const DEFAULT_GATEWAY_LISTEN = "127.0.0.1:7780";
+/** The JobAgent server of the sandbox service: the job runner groups' pods take their jobs there. */
+export const DEFAULT_JOBS_LISTEN = "127.0.0.1:7779";
 
 /** A service's configuration, or its refusal logged (fatal) and exit 1: a bad setting stops a service at once, said plainly. */
 export function configured<T>(logger: Logger, service: string, read: () => T): T {

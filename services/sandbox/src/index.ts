@@ -1,6 +1,9 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
 import { JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
-import { GATEWAY_SERVER, ROUTES_SERVER, followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls } from "@ephemera/kit";
+import { Aggregates } from "@ephemera/events";
+import {
+  GATEWAY_SERVER, ROUTES_SERVER, followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls, type SigningKey,
+} from "@ephemera/kit";
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
@@ -9,6 +12,7 @@ import { SandboxCore } from "./service.js";
 import { startRoutes } from "./routes/server.js";
 import { startGateway } from "./gateway/server.js";
 import { DEFAULT_TUNNEL_CHECK, TunnelCheck, type TunnelCheckOptions } from "./locals/health.js";
+import { JobAgentServer } from "./job/agent.js";
 
 export { SandboxCore } from "./service.js";
 export { decidePlugin, type PluginCommand } from "./plugin/decide.js";
@@ -36,6 +40,11 @@ export interface SandboxConfig extends CommonConfig {
   gateway?: { listen: string; dns?: string[] };
   /** How long a pod has to report a job it was told to cancel (default 10 s; tests shorten it). */
   jobCancelGraceMs?: number;
+  /**
+   * The JobAgent server the job runner groups' pods call (EPHEMERA_JOBS_LISTEN), with the keys
+   * that check their tokens (the runner's signing keys, EPHEMERA_SIGNING_KEY…); absent: not served.
+   */
+  jobs?: { listen: string; keys: SigningKey[]; podLostGraceMs?: number };
   /** The tunnel health check of connected locals (EPHEMERA_LOCALS_CHECK); absent: every 5 s, 2 s to answer. */
   localsCheck?: TunnelCheckOptions;
 }
@@ -47,6 +56,8 @@ export interface RunningSandboxService {
   routes?: { port: number; httpPort: number };
   /** The preview gateway's port, when it is served. */
   gateway?: { port: number };
+  /** The JobAgent server's port, when it is served. */
+  jobs?: { port: number };
   stop(): Promise<void>;
 }
 
@@ -84,6 +95,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
       ...(config.access ? { access: config.access } : {}), ...(config.tls ? { tls: config.tls } : {}),
     }, logger)
     : undefined;
+  const jobs = config.jobs ? await startJobAgent(core, config.jobs, config.tls, logger) : undefined;
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),
   });
@@ -96,7 +108,9 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
     port: server.port,
     ...(routes ? { routes: { port: routes.port, httpPort: routes.httpPort } } : {}),
     ...(gateway ? { gateway: { port: gateway.port } } : {}),
+    ...(jobs ? { jobs: { port: jobs.port } } : {}),
     stop: async () => {
+      await jobs?.stop();
       await gateway?.stop();
       await routes?.stop();
       await tunnelCheck.stop();
@@ -105,6 +119,28 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
       await nc.drain();
     },
   };
+}
+
+/** The JobAgent server on its own listener: the pods reach it, not the API's clients. */
+async function startJobAgent(core: SandboxCore, config: NonNullable<SandboxConfig["jobs"]>, tls: ServerTls | undefined, logger: Logger) {
+  const agent = new JobAgentServer({
+    jobs: core.jobs, logs: core.deps.logs, keys: config.keys, logger: logger.child({ component: "jobagent" }),
+    groupTimeout: (group) => {
+      const state = core.jobRunnerGroupStates.get(group)?.state;
+      return state && state.status !== "none" ? state.spec.jobTimeout : undefined;
+    },
+    ...(config.podLostGraceMs !== undefined ? { podLostGraceMs: config.podLostGraceMs } : {}),
+  });
+  // The feed is live (core.start() replayed it): each job change from now on.
+  core.feed.onCommit((c) => {
+    if (c.aggregate !== Aggregates.job) return;
+    const state = core.jobStates.get(c.aggregateId)?.state;
+    if (state?.status === "job") agent.onJobChange(state);
+  });
+  agent.resume();
+  const server = await startGrpcServer(config.listen, [agent.binding()], logger, tls ? { tls } : {});
+  logger.info({ listen: config.listen }, "JobAgent server started");
+  return { port: server.port, stop: async () => { agent.stop(); await server.shutdown(); } };
 }
 
 /** What the gateway serves endpoints of: the sandboxes and the route groups, each under its own routing key. */

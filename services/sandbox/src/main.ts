@@ -1,7 +1,8 @@
 // Entry point of the sandbox service (the public API).
+import { tmpdir } from "node:os";
 import {
-  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, commonConfig, configured, createLogger, envBool, envDuration,
-  envString, onShutdown, serverTlsFromEnv,
+  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_JOBS_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, commonConfig, configured, createLogger,
+  defaultSigningKeyFile, envBool, envDuration, envString, onShutdown, serverTlsFromEnv, signingKeys,
 } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { DEFAULT_TUNNEL_CHECK, apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
@@ -13,24 +14,32 @@ function localsCheck() {
 }
 
 const logger = createLogger("sandbox");
-const config = configured(logger, "sandbox service", () => ({
-  ...commonConfig(process.env),
-  listen: envString(process.env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN),
-  previewDomain: envString(process.env, "EPHEMERA_PREVIEW_DOMAIN", "preview.ephemera.localhost"),
-  access: apiAccess(apiAccessConfigFromEnv(process.env)),
-  allowOpen: envBool(process.env, "EPHEMERA_API_ALLOW_OPEN", false),
-  tls: serverTlsFromEnv(process.env),
-  metricsListen: metricsListen(process.env, "sandbox"),
-  routes: {
-    listen: envString(process.env, "EPHEMERA_ROUTES_LISTEN", DEFAULT_ROUTES_LISTEN),
-    httpListen: envString(process.env, "EPHEMERA_ROUTES_HTTP_LISTEN", DEFAULT_ROUTES_HTTP_LISTEN),
-  },
-  gateway: {
-    listen: envString(process.env, "EPHEMERA_GATEWAY_LISTEN", DEFAULT_GATEWAY_LISTEN),
-    dns: envString(process.env, "EPHEMERA_GATEWAY_DNS", "").split(",").map((s) => s.trim()).filter(Boolean),
-  },
-  localsCheck: localsCheck(),
-}));
+const config = configured(logger, "sandbox service", () => {
+  const common = commonConfig(process.env);
+  return {
+    ...common,
+    listen: envString(process.env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN),
+    previewDomain: envString(process.env, "EPHEMERA_PREVIEW_DOMAIN", "preview.ephemera.localhost"),
+    access: apiAccess(apiAccessConfigFromEnv(process.env)),
+    allowOpen: envBool(process.env, "EPHEMERA_API_ALLOW_OPEN", false),
+    tls: serverTlsFromEnv(process.env),
+    metricsListen: metricsListen(process.env, "sandbox"),
+    routes: {
+      listen: envString(process.env, "EPHEMERA_ROUTES_LISTEN", DEFAULT_ROUTES_LISTEN),
+      httpListen: envString(process.env, "EPHEMERA_ROUTES_HTTP_LISTEN", DEFAULT_ROUTES_HTTP_LISTEN),
+    },
+    gateway: {
+      listen: envString(process.env, "EPHEMERA_GATEWAY_LISTEN", DEFAULT_GATEWAY_LISTEN),
+      dns: envString(process.env, "EPHEMERA_GATEWAY_DNS", "").split(",").map((s) => s.trim()).filter(Boolean),
+    },
+    localsCheck: localsCheck(),
+    // The job runner groups' pods; their tokens are signed with the runner's key (the same key file on one machine).
+    jobs: {
+      listen: envString(process.env, "EPHEMERA_JOBS_LISTEN", DEFAULT_JOBS_LISTEN),
+      keys: signingKeys(process.env, defaultSigningKeyFile(tmpdir(), common.prefix)),
+    },
+  };
+});
 const metrics = serviceRegistry("sandbox");
 Promise.all([start({ ...config, metrics }, logger), startMetricsServer(config.metricsListen, metrics, logger)]).then(
   // Closed in reverse: the service first, its metrics last.

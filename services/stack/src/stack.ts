@@ -4,7 +4,7 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import {
-  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, TUNNEL_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
+  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_JOBS_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, TUNNEL_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
   openApiNotice, waitFor, type ClientTls, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
@@ -82,6 +82,7 @@ export class StackInterruptedError extends EphemeraError {
 export function stackEnv(env: Env): Env {
   const api = envString(env, "EPHEMERA_API_LISTEN", DEFAULT_API_LISTEN);
   const io = envString(env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN);
+  const jobs = envString(env, "EPHEMERA_JOBS_LISTEN", DEFAULT_JOBS_LISTEN);
   // The CLI dials the API, and the runner's steps the IO context, at the address given: a port
   // the system picks at start would be known to neither.
   for (const [name, address] of [["EPHEMERA_API_LISTEN", api], ["EPHEMERA_IOCONTEXT_LISTEN", io]] as const) {
@@ -92,6 +93,10 @@ export function stackEnv(env: Env): Env {
     EPHEMERA_API_LISTEN: api,
     EPHEMERA_IOCONTEXT_LISTEN: io,
     EPHEMERA_IOCONTEXT_ADDR: envString(env, "EPHEMERA_IOCONTEXT_ADDR", io),
+    // The sandbox service's JobAgent server, and where the runner's group pods (Kubernetes driver)
+    // reach it; on a port picked at start the pods could not know it: the runner keeps none then.
+    EPHEMERA_JOBS_LISTEN: jobs,
+    EPHEMERA_POD_JOBS: envString(env, "EPHEMERA_POD_JOBS", /:0$/.test(jobs) ? "" : jobs),
     EPHEMERA_CLUSTER: envString(env, "EPHEMERA_CLUSTER", "local"),
     EPHEMERA_RUNNER_DRIVER: envString(env, "EPHEMERA_RUNNER_DRIVER", "process"),
     // Health ports of the services without an API: any free port unless chosen.

@@ -8,6 +8,10 @@ describe("stack", () => {
       EPHEMERA_CLUSTER: "local", EPHEMERA_RUNNER_DRIVER: "process", EPHEMERA_SCHEDULER_LISTEN: "127.0.0.1:0", EPHEMERA_RUNNER_LISTEN: "127.0.0.1:0",
     });
     expect(stackEnv({ EPHEMERA_API_LISTEN: "127.0.0.1:7500" })).toMatchObject({ EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:7785", EPHEMERA_API: "127.0.0.1:7500" });
+    expect(stackEnv({})).toMatchObject({ EPHEMERA_JOBS_LISTEN: "127.0.0.1:7779", EPHEMERA_POD_JOBS: "127.0.0.1:7779" });
+    expect(stackEnv({ EPHEMERA_JOBS_LISTEN: "127.0.0.1:7579" })).toMatchObject({ EPHEMERA_POD_JOBS: "127.0.0.1:7579" });
+    expect(stackEnv({ EPHEMERA_JOBS_LISTEN: "127.0.0.1:0" })).toMatchObject({ EPHEMERA_POD_JOBS: "" });
+    expect(stackEnv({ EPHEMERA_POD_JOBS: "host.kube-sim.internal:7779" })).toMatchObject({ EPHEMERA_JOBS_LISTEN: "127.0.0.1:7779", EPHEMERA_POD_JOBS: "host.kube-sim.internal:7779" });
     const mine = stackEnv({ EPHEMERA_IOCONTEXT_LISTEN: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
     expect(mine).toMatchObject({ EPHEMERA_IOCONTEXT_ADDR: "127.0.0.1:7501", EPHEMERA_PREFIX: "other" });
   });

@@ -59,7 +59,7 @@ async function fakeStack(entries: Partial<Record<ServiceName, string>>, options:
   const lines: Line[] = [];
   const api = `127.0.0.1:${await freePort()}`;
   const stack = await startStack({
-    env: { ...process.env, EPHEMERA_API_LISTEN: api, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${await freePort()}`, EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0" },
+    env: { ...process.env, EPHEMERA_API_LISTEN: api, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${await freePort()}`, EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0" },
     entry: (s) => entries[s] ?? DEFAULT_ENTRIES[s],
     output: (service, line) => lines.push({ service, line }),
     backoff: { initialMs: 20, maxMs: 160 },
@@ -173,7 +173,7 @@ describe("stack supervision with the built services", () => {
         EPHEMERA_PREFIX: prefix,
         EPHEMERA_API_LISTEN: api,
         EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${await freePort()}`,
-        EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0",
+        EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0",
         EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:0",
         EPHEMERA_RUNNER_WORKDIR: join(scratch, "runs"),
       },
