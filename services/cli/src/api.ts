@@ -30,6 +30,7 @@ export class Api {
   private readonly jobRunnerGroups: pb.JobRunnerGroupServiceClient;
   private readonly jobs: pb.JobServiceClient;
   private readonly logs: pb.LogServiceClient;
+  private readonly artifacts: pb.ArtifactServiceClient;
   private readonly events: pb.EventServiceClient;
 
   private readonly timeoutMs: number;
@@ -48,6 +49,7 @@ export class Api {
     this.jobRunnerGroups = new pb.JobRunnerGroupServiceClient(address, credentials, shared);
     this.jobs = new pb.JobServiceClient(address, credentials, shared);
     this.logs = new pb.LogServiceClient(address, credentials, shared);
+    this.artifacts = new pb.ArtifactServiceClient(address, credentials, shared);
     this.events = new pb.EventServiceClient(address, credentials, shared);
   }
 
@@ -164,6 +166,11 @@ export class Api {
     return consume(stream, onView, opts.signal);
   }
 
+  /** A job's artifact (a path of its uploadArtifact, `@stdout` or `@stderr`), chunk by chunk. */
+  downloadArtifact(job: string, path: string, onChunk: (chunk: pb.ArtifactData) => void, opts: StreamOptions): Promise<StreamEnd> {
+    return consume(this.artifacts.download({ job, path }, this.metadata(), callOptions(opts)), onChunk, opts.signal);
+  }
+
   streamLogs(request: pb.GetLogsRequest, onChunk: (chunk: pb.LogChunk) => void, opts: StreamOptions): Promise<StreamEnd> {
     return consume(this.logs.get(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
   }
@@ -173,7 +180,7 @@ export class Api {
   }
 
   close(): void {
-    for (const client of [this.sandboxes, this.routeGroups, this.jobRunnerGroups, this.jobs, this.logs, this.events, this.plugins]) client.close();
+    for (const client of [this.sandboxes, this.routeGroups, this.jobRunnerGroups, this.jobs, this.logs, this.artifacts, this.events, this.plugins]) client.close();
   }
 }
 

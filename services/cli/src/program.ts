@@ -15,6 +15,7 @@ import { registerPlugin } from "./plugin.js";
 import { registerRouteGroup } from "./routegroup.js";
 import { registerJobRunnerGroup } from "./jobrunnergroup.js";
 import { registerJob } from "./job.js";
+import { registerArtifact } from "./artifact.js";
 import { registerSandbox } from "./sandbox.js";
 import { readableArgs } from "./options.js";
 import { registerSchema } from "./schema.js";
@@ -75,6 +76,7 @@ progress and diagnostics go to stderr.`,
   registerRouteGroup(program, ctx);
   registerJobRunnerGroup(program, ctx);
   registerJob(program, ctx);
+  registerArtifact(program, ctx);
   registerLogs(program, ctx);
   registerEvents(program, ctx);
   registerLocal(program, ctx, async () => (await import("./workstation/open.js")).openTunnel);

@@ -135,6 +135,8 @@ export function jobDoc(v: pb.JobView): Record<string, unknown> {
     status: {
       state: s?.state ?? "", pod: s?.pod ?? "", ...(s?.exitCode !== undefined ? { exitCode: s.exitCode } : {}),
       reason: s?.reason ?? "", message: s?.message ?? "", queuedAt: s?.queuedAt ?? "", startedAt: s?.startedAt ?? "", endedAt: s?.endedAt ?? "",
+      // The artifacts stored so far (`eph artifact download`), when there are any.
+      ...(s?.artifacts.length ? { artifacts: s.artifacts.map((a) => ({ path: a.path, size: a.size, sha256: a.sha256, meta: { ...a.meta } })) } : {}),
     },
   };
 }

@@ -59,6 +59,7 @@ export interface EventPayloads {
   "ephemera.job.failed.v1": pb.JobFailed;
   "ephemera.job.cancel_requested.v1": pb.JobCancelRequested;
   "ephemera.job.cancelled.v1": pb.JobCancelled;
+  "ephemera.job.artifact_stored.v1": pb.JobArtifactStored;
   "ephemera.forks.applied.v1": pb.ForksApplied;
   "ephemera.forks.available.v1": pb.ForksAvailable;
   "ephemera.forks.failed.v1": pb.ForksFailed;
@@ -120,6 +121,7 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.job.failed.v1": pb.JobFailed,
   "ephemera.job.cancel_requested.v1": pb.JobCancelRequested,
   "ephemera.job.cancelled.v1": pb.JobCancelled,
+  "ephemera.job.artifact_stored.v1": pb.JobArtifactStored,
   "ephemera.forks.applied.v1": pb.ForksApplied,
   "ephemera.forks.available.v1": pb.ForksAvailable,
   "ephemera.forks.failed.v1": pb.ForksFailed,

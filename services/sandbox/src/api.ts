@@ -6,6 +6,7 @@ import type { ApiAccess } from "./auth/access.js";
 import { guard, principalOf } from "./auth/guard.js";
 import { serveLocals } from "./locals/serve.js";
 import { logService } from "./logs/api.js";
+import { downloadArtifact } from "./job/artifacts.js";
 import type { CallContext, SandboxCore } from "./service.js";
 
 /**
@@ -82,6 +83,15 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
       return core.jobs.delete(req.name, who.actor ?? "anonymous", core.meta(who, "delete"));
     }, logger),
   };
+  const artifacts: pb.ArtifactServiceServer = {
+    download: (call) => {
+      const { job, path } = call.request;
+      Promise.resolve().then(() => downloadArtifact(core.jobs.record(job), path, core.deps.values, core.deps.logs)).then((chunks) => {
+        for (const data of chunks) call.write({ data });
+        call.end();
+      }, (err: unknown) => call.emit("error", toServiceError(err)));
+    },
+  };
   const locals: pb.LocalServiceServer = {
     serve: unary(async (req: pb.ServeLocalsRequest, call) => {
       const served = serveLocals({
@@ -140,6 +150,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     { definition: pb.RouteGroupServiceService, implementation: routeGroups as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.JobRunnerGroupServiceService, implementation: jobRunnerGroups as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.JobServiceService, implementation: jobs as unknown as grpc.UntypedServiceImplementation },
+    { definition: pb.ArtifactServiceService, implementation: artifacts as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LocalServiceService, implementation: locals as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.LogServiceService, implementation: logs as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.EventServiceService, implementation: events as unknown as grpc.UntypedServiceImplementation },

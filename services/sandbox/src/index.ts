@@ -15,6 +15,7 @@ import { DEFAULT_TUNNEL_CHECK, TunnelCheck, type TunnelCheckOptions } from "./lo
 import { JobAgentServer } from "./job/agent.js";
 
 export { SandboxCore } from "./service.js";
+export { JobAgentServer } from "./job/agent.js";
 export { decidePlugin, type PluginCommand } from "./plugin/decide.js";
 export { decideSandbox, type SandboxCommand } from "./sandbox/decide.js";
 export { sandboxStatus } from "./sandbox/status.js";
@@ -44,7 +45,7 @@ export interface SandboxConfig extends CommonConfig {
    * The JobAgent server the job runner groups' pods call (EPHEMERA_JOBS_LISTEN), with the keys
    * that check their tokens (the runner's signing keys, EPHEMERA_SIGNING_KEY…); absent: not served.
    */
-  jobs?: { listen: string; keys: SigningKey[]; podLostGraceMs?: number };
+  jobs?: { listen: string; keys: SigningKey[]; podLostGraceMs?: number; artifactMaxBytes?: number };
   /** The tunnel health check of connected locals (EPHEMERA_LOCALS_CHECK); absent: every 5 s, 2 s to answer. */
   localsCheck?: TunnelCheckOptions;
 }
@@ -124,7 +125,8 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
 /** The JobAgent server on its own listener: the pods reach it, not the API's clients. */
 async function startJobAgent(core: SandboxCore, config: NonNullable<SandboxConfig["jobs"]>, tls: ServerTls | undefined, logger: Logger) {
   const agent = new JobAgentServer({
-    jobs: core.jobs, logs: core.deps.logs, keys: config.keys, logger: logger.child({ component: "jobagent" }),
+    jobs: core.jobs, logs: core.deps.logs, values: core.deps.values, keys: config.keys,
+    ...(config.artifactMaxBytes !== undefined ? { artifactMaxBytes: config.artifactMaxBytes } : {}), logger: logger.child({ component: "jobagent" }),
     groupTimeout: (group) => {
       const state = core.jobRunnerGroupStates.get(group)?.state;
       return state && state.status !== "none" ? state.spec.jobTimeout : undefined;

@@ -2,7 +2,7 @@
 import { tmpdir } from "node:os";
 import {
   DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_JOBS_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, commonConfig, configured, createLogger,
-  defaultSigningKeyFile, envBool, envDuration, envString, onShutdown, serverTlsFromEnv, signingKeys,
+  defaultSigningKeyFile, envBool, envDuration, envInt, envString, onShutdown, serverTlsFromEnv, signingKeys,
 } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { DEFAULT_TUNNEL_CHECK, apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
@@ -37,6 +37,8 @@ const config = configured(logger, "sandbox service", () => {
     jobs: {
       listen: envString(process.env, "EPHEMERA_JOBS_LISTEN", DEFAULT_JOBS_LISTEN),
       keys: signingKeys(process.env, defaultSigningKeyFile(tmpdir(), common.prefix)),
+      // One artifact's size bound, in bytes (docs/jobs.md, Artifacts).
+      artifactMaxBytes: envInt(process.env, "EPHEMERA_JOB_ARTIFACT_MAX", 64 * 1024 * 1024),
     },
   };
 });

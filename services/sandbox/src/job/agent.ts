@@ -1,5 +1,5 @@
 // The JobAgent server: the pods of job runner groups take their group's jobs here, one at a
-// time, send their output (into the log store, under `job.<name>`) and say how each ended.
+// time, send their output (into the log store, under `job.<name>`) and artifacts (artifacts.ts) and say how each ended.
 // Every call carries the pod's token (minted by the runner, services/kit/src/capability.ts);
 // the pod is held to the group and name it names. The order jobs are given out is the
 // group's fair queue (queue.ts). A pod whose Take stream ends while it runs a job, and that
@@ -14,6 +14,8 @@ import {
 import type { Jobs } from "./commands.js";
 import type { JobOutcome } from "./decide.js";
 import { nextJob } from "./queue.js";
+import { DEFAULT_ARTIFACT_MAX, artifactStatus, jobStreamLogId, putArtifact } from "./artifacts.js";
+import type { ValueJournal } from "@ephemera/events";
 import { isEnded, type JobRecord } from "./state.js";
 
 /** How long a pod that lost its Take stream while running a job has to take again. */
@@ -32,6 +34,10 @@ export interface JobAgentDeps {
   /** The keys that check the pods' tokens (the runner's signing keys). */
   keys: SigningKey[];
   logs: LogStore;
+  /** Where artifacts are stored (the output journal); without it PutArtifact answers UNIMPLEMENTED. */
+  values?: ValueJournal;
+  /** The bound on one artifact's size (EPHEMERA_JOB_ARTIFACT_MAX). */
+  artifactMaxBytes?: number;
   logger: Logger;
   podLostGraceMs?: number;
 }
@@ -61,8 +67,16 @@ export class JobAgentServer {
         this.output(call).then(() => callback(null, {}), (err: unknown) => callback(toServiceError(err)));
       },
       putArtifact: (call, callback) => {
-        call.resume();
-        callback({ code: 12 /* UNIMPLEMENTED */, details: PUT_ARTIFACT_UNIMPLEMENTED });
+        const values = this.deps.values;
+        if (!values) {
+          call.resume();
+          callback({ code: 12 /* UNIMPLEMENTED */, details: PUT_ARTIFACT_UNIMPLEMENTED });
+          return;
+        }
+        putArtifact(call as AsyncIterable<pb.ArtifactChunk>, {
+          jobs: this.deps.jobs, values, maxBytes: this.deps.artifactMaxBytes ?? DEFAULT_ARTIFACT_MAX,
+          runningJob: (job, token) => this.runningJob(job, token),
+        }).then((res) => callback(null, res), (err: unknown) => callback(artifactStatus(err, toServiceError)));
       },
       finish: (call, callback) => {
         this.finish(call.request).then(() => callback(null, {}), (err: unknown) => callback(toServiceError(err)));
@@ -174,7 +188,11 @@ export class JobAgentServer {
         await this.runningJob(chunk.job, chunk.token);
         checked = `${chunk.job}\n${chunk.token}`;
       }
-      if (chunk.data.length) await this.deps.logs.append(jobLogId(chunk.job), chunk.data);
+      if (chunk.data.length) {
+        await this.deps.logs.append(jobLogId(chunk.job), chunk.data);
+        // Each stream on its own too: the @stdout and @stderr artifacts (artifacts.ts).
+        if (chunk.stream === "stdout" || chunk.stream === "stderr") await this.deps.logs.append(jobStreamLogId(chunk.job, chunk.stream), chunk.data);
+      }
     }
   }
 

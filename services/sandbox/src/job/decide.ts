@@ -12,6 +12,8 @@ export type JobCommand =
   | { kind: "assign"; name: string; pod: string }
   | { kind: "finish"; name: string; pod: string; outcome: JobOutcome; exitCode: number; reason: string; message: string }
   | { kind: "delete"; name: string; by: string }
+  /** An artifact its pod stored (artifacts.ts): recorded while the job runs on that pod. */
+  | { kind: "artifact"; name: string; pod: string; path: string; size: number; sha256: string; meta: Record<string, string> }
   /** The server's own word: the pod did not report within the grace after a cancel, or was lost. */
   | { kind: "expire"; name: string; outcome: "failed" | "cancelled"; reason: string; message: string };
 
@@ -42,6 +44,11 @@ export function decideJob(command: JobCommand, state: JobState): DomainEvent[] {
       if (state.phase === "Queued") return [ev("ephemera.job.cancelled.v1", { reason: `deleted by ${command.by} while queued` })];
       if (state.cancelRequestedBy !== undefined) return [];
       return [ev("ephemera.job.cancel_requested.v1", { by: command.by })];
+    case "artifact": {
+      if (state.phase !== "Running" || state.pod !== command.pod) throw new ConflictError(`job ${command.name} is not running on pod ${command.pod}`);
+      const { path, size, sha256, meta } = command;
+      return [ev("ephemera.job.artifact_stored.v1", { path, size, sha256, meta })];
+    }
     case "expire":
       if (isEnded(state)) return [];
       if (command.outcome === "cancelled") return [ev("ephemera.job.cancelled.v1", { reason: command.message })];

@@ -27,6 +27,15 @@ export interface JobRecord {
   queuedAt: string;
   startedAt: string;
   endedAt: string;
+  /** The artifacts stored, in order; a path stored again replaces its entry. */
+  artifacts?: JobArtifact[];
+}
+
+export interface JobArtifact {
+  path: string;
+  size: number;
+  sha256: string;
+  meta: Record<string, string>;
 }
 
 export type JobState = { status: "none" } | JobRecord;
@@ -60,6 +69,11 @@ export function evolveJob(state: JobState, event: DomainEvent, time: string, pos
     }
     case "ephemera.job.cancel_requested.v1":
       return { ...state, cancelRequestedBy: event.data.by, cancelRequestedAt: time };
+    case "ephemera.job.artifact_stored.v1": {
+      const { path, size, sha256, meta } = event.data;
+      const artifact: JobArtifact = { path, size: Number(size), sha256, meta: { ...meta } };
+      return { ...state, artifacts: [...(state.artifacts ?? []).filter((a) => a.path !== path), artifact] };
+    }
     case "ephemera.job.cancelled.v1":
       return { ...state, phase: "Cancelled", reason: "cancelled", message: event.data.reason, endedAt: time };
     default:

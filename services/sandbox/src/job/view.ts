@@ -11,6 +11,7 @@ export function jobView(job: JobRecord): pb.JobView {
       reason: cancelling ? "cancel-requested" : job.reason,
       message: cancelling ? `deleted by ${job.cancelRequestedBy}; pod ${job.pod} is stopping it` : job.message,
       queuedAt: job.queuedAt, startedAt: job.startedAt, endedAt: job.endedAt,
+      artifacts: job.artifacts ?? [],
     },
   });
 }
