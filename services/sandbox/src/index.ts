@@ -122,7 +122,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
 }
 
 /** The JobAgent server on its own listener: the pods reach it, not the API's clients. */
-async function startJobAgent(core: SandboxCore, config: NonNullable<SandboxConfig["jobs"]>, tls: ServerTls | undefined, logger: Logger) {
+export async function startJobAgent(core: SandboxCore, config: NonNullable<SandboxConfig["jobs"]>, tls: ServerTls | undefined, logger: Logger) {
   const agent = new JobAgentServer({
     jobs: core.jobs, logs: core.deps.logs, keys: config.keys, logger: logger.child({ component: "jobagent" }),
     groupTimeout: (group) => {
