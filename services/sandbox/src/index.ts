@@ -40,6 +40,8 @@ export interface SandboxConfig extends CommonConfig {
   gateway?: { listen: string; dns?: string[] };
   /** How long a pod has to report a job it was told to cancel (default 10 s; tests shorten it). */
   jobCancelGraceMs?: number;
+  /** How long past a group's jobTimeout a running job's pod has to report it (default 60 s; tests shorten it). */
+  jobTimeoutGraceMs?: number;
   /**
    * The JobAgent server the job runner groups' pods call (EPHEMERA_JOBS_LISTEN), with the keys
    * that check their tokens (the runner's signing keys, EPHEMERA_SIGNING_KEY…); absent: not served.
@@ -78,6 +80,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
     ...(config.jobCancelGraceMs !== undefined ? { jobCancelGraceMs: config.jobCancelGraceMs } : {}),
+    ...(config.jobTimeoutGraceMs !== undefined ? { jobTimeoutGraceMs: config.jobTimeoutGraceMs } : {}),
   });
   await core.start();
   const tunnelCheck = new TunnelCheck({ store, locals: core.locals, logger, sandboxes: () => liveSandboxes(core) }, config.localsCheck ?? DEFAULT_TUNNEL_CHECK);
