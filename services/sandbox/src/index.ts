@@ -7,6 +7,7 @@ import {
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
+import { jobMetrics } from "./job/metrics.js";
 import { sandboxMetrics } from "./metrics.js";
 import { SandboxCore } from "./service.js";
 import { startRoutes } from "./routes/server.js";
@@ -86,6 +87,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const tunnelCheck = new TunnelCheck({ store, locals: core.locals, logger, sandboxes: () => liveSandboxes(core) }, config.localsCheck ?? DEFAULT_TUNNEL_CHECK);
   tunnelCheck.start();
   if (registry) sandboxMetrics(registry, core);
+  if (registry) jobMetrics(registry, core);
   const routes = config.routes
     ? await startRoutes({
       sandboxes: () => core.placedSandboxes(), routeGroups: () => core.routeGroups.records(), onSandboxChange: (l) => core.onSandboxChange(l),
