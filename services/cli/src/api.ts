@@ -175,6 +175,11 @@ export class Api {
     return consume(this.logs.get(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
   }
 
+  /** A job's output, stream by stream; with `follow`, until the job has ended. */
+  streamJobLogs(request: pb.GetJobLogsRequest, onChunk: (chunk: pb.JobLogChunk) => void, opts: StreamOptions): Promise<StreamEnd> {
+    return consume(this.jobs.logs(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
+  }
+
   watchEvents(request: pb.WatchEventsRequest, onRecord: (record: pb.EventRecord) => void, opts: StreamOptions): Promise<StreamEnd> {
     return consume(this.events.watch(request, this.metadata(), callOptions(opts)), onRecord, opts.signal);
   }

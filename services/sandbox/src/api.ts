@@ -1,9 +1,11 @@
 // The public gRPC API: thin handlers over SandboxCore.
 import * as pb from "@ephemera/proto";
-import { redact } from "@ephemera/events";
+import { Aggregates, redact } from "@ephemera/events";
 import { toServiceError, unary, type grpc, type Logger, type ServiceBinding } from "@ephemera/kit";
 import type { ApiAccess } from "./auth/access.js";
 import { guard, principalOf } from "./auth/guard.js";
+import { jobLogs } from "./job/logs.js";
+import type { JobRecord } from "./job/state.js";
 import { serveLocals } from "./locals/serve.js";
 import { logService } from "./logs/api.js";
 import { downloadArtifact } from "./job/artifacts.js";
@@ -71,7 +73,26 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     list: unary(async () => ({ jobRunnerGroups: core.jobRunnerGroups.list() }), logger),
     delete: unary(async (req: pb.DeleteJobRunnerGroupRequest, call) => core.jobRunnerGroups.delete(req.name, core.meta(caller(call), "delete")), logger),
   };
+  // Each job change, for the follows of JobService.Logs (listening from the first follow on: the feed's listeners stay).
+  const jobListeners = new Set<(job: JobRecord) => void>();
+  let listening = false;
+  const onJobChange = (listener: (job: JobRecord) => void) => {
+    if (!listening) {
+      listening = true;
+      core.feed.onCommit((c) => {
+        if (c.aggregate !== Aggregates.job || !jobListeners.size) return;
+        const state = core.jobStates.get(c.aggregateId)?.state;
+        if (state?.status === "job") for (const l of jobListeners) l(state);
+      });
+    }
+    jobListeners.add(listener);
+    return () => { jobListeners.delete(listener); };
+  };
   const jobs: pb.JobServiceServer = {
+    logs: jobLogs({
+      record: (name) => core.jobs.record(name), logs: () => core.deps.logs,
+      onJobChange,
+    }),
     submit: unary(async (req: pb.SubmitJobRequest, call) => {
       const who = caller(call);
       return core.jobs.submit(req.job, who.actor ?? "anonymous", core.meta(who, "submit"));

@@ -7,6 +7,7 @@ import {
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
+import { jobMetrics } from "./job/metrics.js";
 import { sandboxMetrics } from "./metrics.js";
 import { SandboxCore } from "./service.js";
 import { startRoutes } from "./routes/server.js";
@@ -41,6 +42,8 @@ export interface SandboxConfig extends CommonConfig {
   gateway?: { listen: string; dns?: string[] };
   /** How long a pod has to report a job it was told to cancel (default 10 s; tests shorten it). */
   jobCancelGraceMs?: number;
+  /** How long past a group's jobTimeout a running job's pod has to report it (default 60 s; tests shorten it). */
+  jobTimeoutGraceMs?: number;
   /**
    * The JobAgent server the job runner groups' pods call (EPHEMERA_JOBS_LISTEN), with the keys
    * that check their tokens (the runner's signing keys, EPHEMERA_SIGNING_KEY…); absent: not served.
@@ -79,11 +82,13 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
     ...(config.jobCancelGraceMs !== undefined ? { jobCancelGraceMs: config.jobCancelGraceMs } : {}),
+    ...(config.jobTimeoutGraceMs !== undefined ? { jobTimeoutGraceMs: config.jobTimeoutGraceMs } : {}),
   });
   await core.start();
   const tunnelCheck = new TunnelCheck({ store, locals: core.locals, logger, sandboxes: () => liveSandboxes(core) }, config.localsCheck ?? DEFAULT_TUNNEL_CHECK);
   tunnelCheck.start();
   if (registry) sandboxMetrics(registry, core);
+  if (registry) jobMetrics(registry, core);
   const routes = config.routes
     ? await startRoutes({
       sandboxes: () => core.placedSandboxes(), routeGroups: () => core.routeGroups.records(), onSandboxChange: (l) => core.onSandboxChange(l),
@@ -123,7 +128,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
 }
 
 /** The JobAgent server on its own listener: the pods reach it, not the API's clients. */
-async function startJobAgent(core: SandboxCore, config: NonNullable<SandboxConfig["jobs"]>, tls: ServerTls | undefined, logger: Logger) {
+export async function startJobAgent(core: SandboxCore, config: NonNullable<SandboxConfig["jobs"]>, tls: ServerTls | undefined, logger: Logger) {
   const agent = new JobAgentServer({
     jobs: core.jobs, logs: core.deps.logs, values: core.deps.values, keys: config.keys,
     ...(config.artifactMaxBytes !== undefined ? { artifactMaxBytes: config.artifactMaxBytes } : {}), logger: logger.child({ component: "jobagent" }),

@@ -44,6 +44,8 @@ export interface SandboxServiceDeps {
   jobSuffix?: () => string;
   /** How long a pod has to report a cancelled job before the server ends it (default 10 s). */
   jobCancelGraceMs?: number;
+  /** How long past its group's jobTimeout a running job's pod has to report it before the server fails it (default 60 s). */
+  jobTimeoutGraceMs?: number;
   /** Base domain of endpoint URLs. */
   previewDomain: string;
   now?: () => number;
@@ -104,6 +106,11 @@ export class SandboxCore {
       },
       ...(deps.now ? { now: deps.now } : {}),
       ...(deps.jobCancelGraceMs !== undefined ? { cancelGraceMs: deps.jobCancelGraceMs } : {}),
+      groupTimeout: (group) => {
+        const state = this.jobRunnerGroupStates.get(group)?.state;
+        return state && state.status !== "none" ? state.spec.jobTimeout : undefined;
+      },
+      ...(deps.jobTimeoutGraceMs !== undefined ? { timeoutGraceMs: deps.jobTimeoutGraceMs } : {}),
     });
     this.routeGroups = new RouteGroups({
       store: deps.store, projection: this.routeGroupStates, sandboxes: () => this.placedSandboxes(),
@@ -362,10 +369,12 @@ export class SandboxCore {
     await execute(this.deps.store, this.sandboxes, name, (state) => decideSandbox(command, state).map(encode), this.meta(call, key));
   }
 
-  /** A job that changed, or the queued jobs of a group that went away, meet the server's own rules. */
+  /** A job that changed, or the queued and running jobs of a group that went away, meet the server's own rules. */
   private reconcileJobs(c: Commit): void {
     const names = c.aggregate === Aggregates.job ? [c.aggregateId]
-      : c.aggregate === Aggregates.jobrunnergroup ? [...this.jobs.queued(c.aggregateId)].map((j) => j.name) : [];
+      : c.aggregate === Aggregates.jobrunnergroup
+        ? [...this.jobs.records()].filter((j) => j.spec.runnerGroup === c.aggregateId && (j.phase === "Queued" || j.phase === "Running")).map((j) => j.name)
+        : [];
     for (const name of names) void this.jobs.reconcile(name);
   }
 

@@ -44,6 +44,7 @@ export const API_POLICY: Readonly<Record<string, MethodRule>> = {
   "JobService/Get": { role: "viewer" },
   "JobService/List": { role: "viewer" },
   "JobService/Delete": { role: "editor" },
+  "JobService/Logs": { role: "viewer" },
   "ArtifactService/Download": { role: "viewer" },
   // Serving a sandbox's local workload receives its traffic on a workstation: an editor's, like the sandbox.
   "LocalService/Serve": { role: "editor" },

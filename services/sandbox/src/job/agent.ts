@@ -1,5 +1,6 @@
 // The JobAgent server: the pods of job runner groups take their group's jobs here, one at a
-// time, send their output (into the log store, under `job.<name>`) and artifacts (artifacts.ts) and say how each ended.
+// time, send their output (into the log store, under `job.<name>`, and each stream apart under
+// `job.<name>.stdout|stderr`) and artifacts (artifacts.ts) and say how each ended.
 // Every call carries the pod's token (minted by the runner, services/kit/src/capability.ts);
 // the pod is held to the group and name it names. The order jobs are given out is the
 // group's fair queue (queue.ts). A pod whose Take stream ends while it runs a job, and that
@@ -24,7 +25,12 @@ const DEFAULT_JOB_TIMEOUT = "30m";
 
 /** Where a job's output is kept in the log store. */
 export const jobLogId = (job: string) => `job.${job}`;
+/** The output streams a job's log is also kept apart by (JobService.Logs reads these). */
+export const JOB_STREAMS = ["stdout", "stderr"] as const;
+export type JobStream = (typeof JOB_STREAMS)[number];
+export { jobStreamLogId };
 
+/** A server without a store for artifacts (one started without `values`) says so. */
 export const PUT_ARTIFACT_UNIMPLEMENTED = "artifacts are not stored yet: PutArtifact is unimplemented (docs/jobs.md)";
 
 export interface JobAgentDeps {
@@ -95,7 +101,7 @@ export class JobAgentServer {
     if (this.stopped) return;
     if (job.phase === "Running" && job.cancelRequestedBy !== undefined) this.sendCancel(job);
     if (isEnded(job)) {
-      this.deps.logs.end(jobLogId(job.name)).catch((err: unknown) => this.deps.logger.warn({ job: job.name, err: errorMessage(err) }, "could not end a job's log"));
+      Promise.all([jobLogId(job.name), ...JOB_STREAMS.map((st) => jobStreamLogId(job.name, st))].map((id) => this.deps.logs.end(id))).catch((err: unknown) => this.deps.logger.warn({ job: job.name, err: errorMessage(err) }, "could not end a job's log"));
     }
     if (job.phase !== "Running") void this.dispatch(job.spec.runnerGroup);
   }
@@ -188,11 +194,9 @@ export class JobAgentServer {
         await this.runningJob(chunk.job, chunk.token);
         checked = `${chunk.job}\n${chunk.token}`;
       }
-      if (chunk.data.length) {
-        await this.deps.logs.append(jobLogId(chunk.job), chunk.data);
-        // Each stream on its own too: the @stdout and @stderr artifacts (artifacts.ts).
-        if (chunk.stream === "stdout" || chunk.stream === "stderr") await this.deps.logs.append(jobStreamLogId(chunk.job, chunk.stream), chunk.data);
-      }
+      if (!chunk.data.length) continue;
+      await this.deps.logs.append(jobLogId(chunk.job), chunk.data);
+      await this.deps.logs.append(jobStreamLogId(chunk.job, chunk.stream), chunk.data);
     }
   }
 

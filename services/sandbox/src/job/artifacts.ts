@@ -15,7 +15,8 @@ export const DEFAULT_ARTIFACT_MAX = 64 * 1024 * 1024;
 /** The pseudo-paths of a job's output streams. */
 export const OUTPUT_ARTIFACTS = ["@stdout", "@stderr"] as const;
 /** Where one of a job's output streams is kept in the log store (besides `job.<name>`, both together). */
-export const jobStreamLogId = (job: string, stream: "stdout" | "stderr") => `job.${job}.${stream}`;
+/** Where one of a job's streams is kept apart (anything but stderr is stdout): @stdout, @stderr and JobService.Logs read these. */
+export const jobStreamLogId = (job: string, stream: string) => `job.${job}.${stream === "stderr" ? "stderr" : "stdout"}`;
 export const artifactKey = (job: string, path: string) => `artifact/${job}${path}`;
 
 const invalid = (description: string) => new ValidationError([{ field: "path", description, rule: "upload-artifact" }], "PutArtifact");

@@ -1,10 +1,12 @@
 // The job commands behind the API (submit, get, list, delete) over the job projection, and
 // what the server does by itself: a running job whose pod was told to stop it and did not
-// report within the grace ends Cancelled; a group's deletion cancels its queued jobs.
+// report within the grace ends Cancelled; a group's deletion cancels its queued jobs and asks
+// the pods of its running ones to stop them; a running job whose pod has not reported its end
+// by the group's jobTimeout and a grace ends Failed, reason timeout.
 import * as pb from "@ephemera/proto";
 import { encode } from "@ephemera/events";
 import { execute, type CommandMeta, type EventStore, type Projection } from "@ephemera/eventstore";
-import { NotFoundError, errorMessage, type Logger } from "@ephemera/kit";
+import { NotFoundError, errorMessage, parseDuration, type Logger } from "@ephemera/kit";
 import { jobToDoc, validateJob } from "@ephemera/spec";
 import { decideJob, type JobCommand } from "./decide.js";
 import { isEnded, type JobRecord, type JobState } from "./state.js";
@@ -12,6 +14,9 @@ import { jobView } from "./view.js";
 
 /** How long a pod has to report a job it was told to cancel before the server ends it. */
 export const CANCEL_GRACE_MS = 10_000;
+/** How long past the group's jobTimeout a pod has to report a job (its own kill and Finish) before the server fails it. */
+export const TIMEOUT_GRACE_MS = 60_000;
+const DEFAULT_JOB_TIMEOUT = "30m";
 
 export interface JobDeps {
   store: EventStore;
@@ -25,10 +30,15 @@ export interface JobDeps {
   logger: Logger;
   now?: () => number;
   cancelGraceMs?: number;
+  /** The job runner group's jobTimeout text, when the group exists (default 30m). */
+  groupTimeout?: (group: string) => string | undefined;
+  timeoutGraceMs?: number;
 }
 
 export class Jobs {
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** The jobTimeout deadline of each running job. */
+  private readonly deadlines = new Map<string, NodeJS.Timeout>();
   private readonly now: () => number;
   private stopped = false;
 
@@ -84,6 +94,11 @@ export class Jobs {
     if (job.phase === "Queued" && !this.deps.groupExists(job.spec.runnerGroup)) {
       return this.expire({ kind: "expire", name, outcome: "cancelled", reason: "cancelled", message: `job runner group ${job.spec.runnerGroup} was deleted` });
     }
+    if (job.phase === "Running") this.armDeadline(job);
+    if (job.phase === "Running" && !job.cancelRequestedAt && !this.deps.groupExists(job.spec.runnerGroup)) {
+      // Its pod is told to stop it (the JobAgent server sends the cancel); the cancel grace below follows.
+      return this.expire({ kind: "delete", name, by: `the deletion of job runner group ${job.spec.runnerGroup}` });
+    }
     if (job.phase === "Running" && job.cancelRequestedAt && !this.timers.has(name)) {
       const grace = this.deps.cancelGraceMs ?? CANCEL_GRACE_MS;
       const wait = Math.max(0, Date.parse(job.cancelRequestedAt) + grace - this.now());
@@ -104,8 +119,29 @@ export class Jobs {
 
   stop(): void {
     this.stopped = true;
-    for (const timer of this.timers.values()) clearTimeout(timer);
+    for (const timer of [...this.timers.values(), ...this.deadlines.values()]) clearTimeout(timer);
     this.timers.clear();
+    this.deadlines.clear();
+  }
+
+  /**
+   * A running job fails, reason timeout, when its pod has not reported it by the group's
+   * jobTimeout (as it was when the timer was armed) and the grace, counted from its start:
+   * so the timer is the same when re-armed after a restart.
+   */
+  private armDeadline(job: JobRecord): void {
+    if (this.deadlines.has(job.name)) return;
+    const text = this.deps.groupTimeout?.(job.spec.runnerGroup) || DEFAULT_JOB_TIMEOUT;
+    const timeoutMs = parseDuration(text) ?? 30 * 60_000;
+    const grace = this.deps.timeoutGraceMs ?? TIMEOUT_GRACE_MS;
+    const wait = Math.max(0, Date.parse(job.startedAt) + timeoutMs + grace - this.now());
+    const message = `ran past the group's jobTimeout (${text}): pod ${job.pod} did not report the job's end within ${grace / 1000}s after it`;
+    const timer = setTimeout(() => {
+      this.deadlines.delete(job.name);
+      void this.expire({ kind: "expire", name: job.name, outcome: "failed", reason: "timeout", message });
+    }, wait);
+    timer.unref();
+    this.deadlines.set(job.name, timer);
   }
 
   async run(command: JobCommand, meta: CommandMeta): Promise<void> {
@@ -121,9 +157,10 @@ export class Jobs {
   }
 
   private clearTimer(name: string): void {
-    const timer = this.timers.get(name);
-    if (timer) clearTimeout(timer);
-    this.timers.delete(name);
+    for (const timers of [this.timers, this.deadlines]) {
+      clearTimeout(timers.get(name));
+      timers.delete(name);
+    }
   }
 
   private resolveRoutingKey(context: pb.JobRoutingContext | undefined): string {

@@ -64,7 +64,8 @@ export function evolveJob(state: JobState, event: DomainEvent, time: string, pos
     case "ephemera.job.succeeded.v1":
       return { ...state, phase: "Succeeded", exitCode: event.data.exitCode, reason: event.data.reason, message: event.data.message, endedAt: time };
     case "ephemera.job.failed.v1": {
-      const exited = event.data.reason === "exited" || event.data.reason === "timeout";
+      // A timeout has an exit code when the pod killed the process; the server's own timeout (no report) has none.
+      const exited = event.data.reason === "exited" || (event.data.reason === "timeout" && event.data.exitCode !== 0);
       return { ...state, phase: "Failed", ...(exited ? { exitCode: event.data.exitCode } : {}), reason: event.data.reason, message: event.data.message, endedAt: time };
     }
     case "ephemera.job.cancel_requested.v1":
