@@ -26,7 +26,7 @@ spec:
 
 type GroupDoc = {
   name: string; spec: { image: string; podTemplate: { metadata: unknown; spec: unknown }; scaling: unknown };
-  status: { ready: boolean; reason: string; desiredPods: number };
+  status: { ready: boolean; reason: string; desiredPods: number; readyPods: number; pods: string[] };
 };
 
 describe("eph jobrunnergroup", () => {
@@ -38,7 +38,7 @@ describe("eph jobrunnergroup", () => {
 
     const got = JSON.parse((await eph(api(), ["jobrunnergroup", "get", "e2e-runners", "-o", "json"])).stdout) as GroupDoc;
     expect(got.spec.podTemplate).toEqual({ metadata: { creationTimestamp: null }, spec: { containers: [{ name: "main", image: "ubuntu:24.04", resources: {} }] } });
-    expect(got.status).toEqual({ ready: false, reason: "Pending", message: expect.stringContaining("2 ready pods"), desiredPods: 2 });
+    expect(got.status).toEqual({ ready: false, reason: "Pending", message: expect.stringContaining("2 ready pods"), desiredPods: 2, readyPods: 0, pods: [] });
 
     expect((await eph(api(), ["jrg", "apply", "-f", file, "--set", "image=ubuntu:24.04"])).stdout)
       .toMatch(/^job runner group e2e-runners unchanged/);

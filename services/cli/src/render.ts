@@ -118,7 +118,8 @@ export function jobRunnerGroupDoc(v: pb.JobRunnerGroupView): Record<string, unkn
   return {
     name: v.name,
     spec,
-    status: { ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "", desiredPods: v.status?.desiredPods ?? 0 },
+    status: { ready: v.status?.ready ?? false, reason: v.status?.reason ?? "", message: v.status?.message ?? "", desiredPods: v.status?.desiredPods ?? 0,
+      readyPods: v.status?.readyPods ?? 0, pods: v.status?.pods ?? [] },
     createdAt: v.createdAt,
     updatedAt: v.updatedAt,
   };

@@ -53,6 +53,7 @@ export interface EventPayloads {
   "ephemera.jobrunnergroup.created.v1": pb.JobRunnerGroupCreated;
   "ephemera.jobrunnergroup.updated.v1": pb.JobRunnerGroupUpdated;
   "ephemera.jobrunnergroup.deleted.v1": pb.JobRunnerGroupDeleted;
+  "ephemera.jobrunnergroup.pods_reported.v1": pb.JobRunnerGroupPodsReported;
   "ephemera.job.submitted.v1": pb.JobSubmitted;
   "ephemera.job.assigned.v1": pb.JobAssigned;
   "ephemera.job.succeeded.v1": pb.JobSucceeded;
@@ -115,6 +116,7 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.jobrunnergroup.created.v1": pb.JobRunnerGroupCreated,
   "ephemera.jobrunnergroup.updated.v1": pb.JobRunnerGroupUpdated,
   "ephemera.jobrunnergroup.deleted.v1": pb.JobRunnerGroupDeleted,
+  "ephemera.jobrunnergroup.pods_reported.v1": pb.JobRunnerGroupPodsReported,
   "ephemera.job.submitted.v1": pb.JobSubmitted,
   "ephemera.job.assigned.v1": pb.JobAssigned,
   "ephemera.job.succeeded.v1": pb.JobSucceeded,
@@ -199,6 +201,8 @@ export const Aggregates = {
   locals: "locals",
   /** A job runner group, by name: pods kept ready to run jobs. */
   jobrunnergroup: "jobrunnergroup",
+  /** The runner's report of a job runner group's ready pods, by group name. */
+  jobpods: "jobpods",
   /** A job, by its generated name. */
   job: "job",
 } as const;

@@ -24,6 +24,7 @@ import { baselineUrl, endpointUrls } from "./sandbox/endpoints.js";
 import { RouteGroups } from "./routegroup/commands.js";
 import { JobRunnerGroups } from "./jobrunnergroup/commands.js";
 import { evolveJobRunnerGroup, initialJobRunnerGroup, type JobRunnerGroupState } from "./jobrunnergroup/state.js";
+import { foldGroupPods, type GroupPodsReport } from "./jobrunnergroup/view.js";
 import { Jobs } from "./job/commands.js";
 import { evolveJobRecorded, initialJob, type JobState } from "./job/state.js";
 import type { PlacedSandbox } from "./routes/forks.js";
@@ -73,6 +74,8 @@ export class SandboxCore {
   /** Route groups: routing contexts of the sandboxes whose labels match. */
   readonly routeGroups: RouteGroups;
   readonly jobRunnerGroupStates = new Projection<JobRunnerGroupState>(Aggregates.jobrunnergroup, initialJobRunnerGroup, folding(evolveJobRunnerGroup));
+  /** The runners' reports of the job runner groups' ready pods, by group. */
+  readonly jobRunnerGroupPods = new Projection<GroupPodsReport>(Aggregates.jobpods, () => undefined, folding(foldGroupPods));
   /** Job runner groups: pods kept ready to run jobs. */
   readonly jobRunnerGroups: JobRunnerGroups;
   readonly jobStates = new Projection<JobState>(Aggregates.job, initialJob, evolveJobRecorded);
@@ -95,8 +98,8 @@ export class SandboxCore {
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
-    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals, this.jobRunnerGroupStates, this.jobStates]);
-    this.jobRunnerGroups = new JobRunnerGroups({ store: deps.store, projection: this.jobRunnerGroupStates });
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals, this.jobRunnerGroupStates, this.jobRunnerGroupPods, this.jobStates]);
+    this.jobRunnerGroups = new JobRunnerGroups({ store: deps.store, projection: this.jobRunnerGroupStates, pods: this.jobRunnerGroupPods });
     this.jobs = new Jobs({
       store: deps.store, projection: this.jobStates, logger: deps.logger, random: deps.jobSuffix ?? (() => randomToken(8)),
       groupExists: (name) => this.jobRunnerGroupStates.get(name)?.state.status === "active",

@@ -2,12 +2,13 @@
 // in-memory event store: desiredPods pods built from the group's template and image with
 // the job agent, each with its token Secret; a pod deleted by hand is replaced; the count
 // follows an update; a new spec replaces the pods; the group's deletion removes them all.
+// The group's ready pods are reported on jobpods.<group> as they change, and only then.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import * as pb from "@ephemera/proto";
-import { Aggregates, encode, ev, type DomainEvent } from "@ephemera/events";
+import { Aggregates, decode, encode, ev, type DomainEvent } from "@ephemera/events";
 import { InMemoryEventStore } from "@ephemera/eventstore";
 import { startKubeSim, type KubeSim } from "@ephemera/kube-sim";
 import { createLogger, signingKey, verifyPodCapability, waitFor } from "@ephemera/kit";
@@ -30,7 +31,7 @@ describe("job runner groups' pods on a Kubernetes cluster", () => {
   let pods: GroupPods | undefined;
   const namespace = `jobs-${process.pid}`;
   beforeAll(async () => {
-    sim = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(mkdtempSync(join(tmpdir(), "jobpods-int-")), "kubeconfig") });
+    sim = await startKubeSim({ listen: "127.0.0.1:0", runtime: "process", kubeconfigPath: join(mkdtempSync(join(tmpdir(), "jobpods-int-")), "kubeconfig") });
     kc = new k8s.KubeConfig();
     kc.loadFromFile(sim.kubeconfigPath);
     core = kc.makeApiClient(k8s.CoreV1Api);
@@ -50,6 +51,10 @@ describe("job runner groups' pods on a Kubernetes cluster", () => {
   const groupPods = async (group: string) =>
     (await core.listNamespacedPod({ namespace, labelSelector: `${GROUP_LABEL}=${group}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
   const names = async (group: string) => (await groupPods(group)).map((p) => p.metadata!.name!).sort();
+  const reports = async (store: InMemoryEventStore, group: string) => (await store.read(Aggregates.jobpods, group)).events.map((e) => decode(e)!)
+    .flatMap((e) => e.type === "ephemera.jobrunnergroup.pods_reported.v1" ? [e.data] : []);
+  const reported = (store: InMemoryEventStore, group: string, ready: (pods: string[]) => boolean, what: string) =>
+    waitFor(async () => { const last = (await reports(store, group)).at(-1); return !!last && ready(last.pods); }, { timeoutMs: 15_000, what });
   const count = (group: string, n: number) =>
     waitFor(async () => (await groupPods(group)).length === n, { timeoutMs: 15_000, what: `${n} pod(s) of ${group}` });
 
@@ -85,12 +90,28 @@ describe("job runner groups' pods on a Kubernetes cluster", () => {
     }
     expect(await groupPods("elsewhere")).toEqual([]);
 
+    // Both Running and ready: reported, by name, and each change once (never the same twice in a row).
+    const both = [first!.metadata!.name!, second!.metadata!.name!].sort();
+    await reported(store, "builders", (p) => p.join() === both.join(), "2 ready pods reported");
+    expect((await reports(store, "builders")).at(-1)).toEqual({ ready: 2, pods: both });
+    expect((await store.read(Aggregates.jobpods, "elsewhere")).events).toEqual([]);
+    const before = (await reports(store, "builders")).length;
+
     // Deleted by hand: another takes its place.
     await core.deleteNamespacedPod({ name: first!.metadata!.name!, namespace });
     await waitFor(async () => {
       const now = await names("builders");
       return now.length === 2 && !now.includes(first!.metadata!.name!) && now.includes(second!.metadata!.name!);
     }, { timeoutMs: 15_000, what: "the deleted pod to be replaced" });
+    // The count dips (the deleted one no longer ready) and comes back with its replacement.
+    const replaced = await names("builders");
+    await reported(store, "builders", (p) => p.join() === replaced.join(), "the replacement reported ready");
+    const since = (await reports(store, "builders")).slice(before);
+    expect(since.some((r) => r.ready < 2 && !r.pods.includes(first!.metadata!.name!))).toBe(true);
+    expect(since.at(-1)).toEqual({ ready: 2, pods: replaced });
+    const all = await reports(store, "builders");
+    for (let i = 1; i < all.length; i++) expect(all[i]!.pods).not.toEqual(all[i - 1]!.pods);
+    for (const r of all) expect(r.ready).toBe(r.pods.length);
 
     // The count follows the group's updates, up and down.
     await append(store, "builders", [ev("ephemera.jobrunnergroup.updated.v1", { spec: spec(3), changes: [] })]);
@@ -112,5 +133,6 @@ describe("job runner groups' pods on a Kubernetes cluster", () => {
     await count("builders", 0);
     await waitFor(async () => (await core.listNamespacedSecret({ namespace, labelSelector: `${GROUP_LABEL}=builders` })).items.length === 0,
       { timeoutMs: 15_000, what: "the token Secrets to be gone" });
+    await reported(store, "builders", (p) => p.length === 0, "no ready pod reported once the group is deleted");
   });
 });

@@ -3,11 +3,14 @@
 // pods (no polling), creates what is missing (a pod deleted by hand is replaced), deletes
 // what is too many, replaces at once the pods of an earlier spec, and removes them all with
 // the group. Each pod gets a capability token (scope job-agent, claims group and pod) in a
-// Secret it owns. docs/jobs.md, "Pods".
+// Secret it owns. When the group's Running and ready pods change (their number or names) it
+// reports them on its own aggregate `jobpods.<group>` (pods_reported), once per change.
+// docs/jobs.md, "Pods".
+import { createHash } from "node:crypto";
 import * as k8s from "@kubernetes/client-node";
 import type * as pb from "@ephemera/proto";
-import { Aggregates, folding, type DomainEvent } from "@ephemera/events";
-import { Feed, Projection, type EventStore, type Subscription } from "@ephemera/eventstore";
+import { Aggregates, encode, ev, folding, type DomainEvent } from "@ephemera/events";
+import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
 import { KeyedLock, errorMessage, signPodCapability, type Logger, type SigningKey } from "@ephemera/kit";
 import { statusOf, type ApiCalls } from "../driver/kube/calls.js";
 import { ObjectWatch } from "../driver/kube/watch.js";
@@ -27,6 +30,23 @@ export function foldGroup(state: GroupState, event: DomainEvent): GroupState {
       return state;
   }
 }
+
+/** The last report of a group's ready pods (none yet: undefined). */
+export type PodsReport = { ready: number; pods: string[] } | undefined;
+
+export function foldPodsReport(state: PodsReport, event: DomainEvent): PodsReport {
+  return event.type === "ephemera.jobrunnergroup.pods_reported.v1" ? { ready: event.data.ready, pods: [...event.data.pods] } : state;
+}
+
+/** Pure: the report of `pods` (sorted names), none when the last one says the same. */
+export function decidePodsReport(state: PodsReport, pods: string[]): DomainEvent[] {
+  const same = state !== undefined && state.pods.length === pods.length && state.pods.every((p, i) => p === pods[i]);
+  return same ? [] : [ev("ephemera.jobrunnergroup.pods_reported.v1", { ready: pods.length, pods })];
+}
+
+/** Running, not going away, and its Ready condition true. */
+export const podReady = (p: k8s.V1Pod) => p.status?.phase === "Running" && !p.metadata?.deletionTimestamp
+  && !!p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True");
 
 export interface GroupPodsOptions {
   store: EventStore;
@@ -60,6 +80,8 @@ interface Watched {
 
 export class GroupPods {
   readonly groups = new Projection<GroupState>(Aggregates.jobrunnergroup, () => undefined, folding(foldGroup));
+  /** What was reported of each group's ready pods (by this runner or another of the cluster). */
+  readonly reports = new Projection<PodsReport>(Aggregates.jobpods, () => undefined, folding(foldPodsReport));
   private readonly feed: Feed;
   private readonly core: k8s.CoreV1Api;
   private readonly watched = new Map<string, Watched>();
@@ -69,7 +91,7 @@ export class GroupPods {
   private stopped = false;
 
   constructor(private readonly o: GroupPodsOptions) {
-    this.feed = new Feed(o.store, [this.groups]);
+    this.feed = new Feed(o.store, [this.groups, this.reports]);
     this.core = o.kubeconfig.makeApiClient(k8s.CoreV1Api);
   }
 
@@ -126,7 +148,24 @@ export class GroupPods {
       if (!spec) return;
       w ??= await this.watch(name, spec.namespace);
       await this.bringToCount(name, spec, w);
+      this.reportSoon(name);
     });
+  }
+
+  /** Reports the group's ready pods as the watch sees them now (none once it is not watched); failures are logged, the next change reports again. */
+  private reportSoon(group: string): void {
+    if (this.stopped) return;
+    this.locks.run([`report:${group}`], async () => {
+      if (this.stopped) return;
+      const w = this.watched.get(group);
+      const pods = (w?.watch.all() ?? []).filter((p) => podReady(p) && !w!.gone.has(p.metadata!.name!)).map((p) => p.metadata!.name!).sort();
+      // Deterministic: two runners of the cluster reporting the same pods on the same version make one commit.
+      const digest = createHash("sha256").update(pods.join(",")).digest("hex").slice(0, 16);
+      const { appended } = await execute(this.o.store, this.reports, group, (state) => decidePodsReport(state, pods).map(encode), {
+        source: "runner", command: `pods-reported:${digest}`,
+      });
+      if (appended) this.o.logger.info({ group, ready: pods.length }, "job runner group's ready pods reported");
+    }).catch((err: unknown) => this.o.logger.warn({ group, err: errorMessage(err) }, "the group's ready pods not reported"));
   }
 
   private async bringToCount(group: string, spec: pb.JobRunnerGroupSpec, w: Watched): Promise<void> {
@@ -187,6 +226,7 @@ export class GroupPods {
     w.stopListening();
     await w.watch.stop();
     this.watched.delete(group);
+    this.reportSoon(group);
     this.o.logger.info({ group, namespace, removed: pods.items.length }, "job runner group's pods removed");
   }
 
@@ -210,6 +250,7 @@ export class GroupPods {
             if (statusOf(err) !== 404) this.o.logger.warn({ group, pod: e.object.metadata?.name, err: errorMessage(err) }, "the token Secret of a deleted pod could not be deleted");
           });
       }
+      this.reportSoon(group);
       const phase = e.object.status?.phase;
       if (e.type === "delete" || e.object.metadata?.deletionTimestamp || phase === "Failed" || phase === "Succeeded") this.schedule(group);
     });

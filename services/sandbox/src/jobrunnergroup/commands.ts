@@ -7,11 +7,13 @@ import { NotFoundError } from "@ephemera/kit";
 import { jobRunnerGroupToDoc, validateJobRunnerGroup } from "@ephemera/spec";
 import { decideJobRunnerGroup, groupSpecChanges } from "./decide.js";
 import { initialJobRunnerGroup, type JobRunnerGroupRecord, type JobRunnerGroupState } from "./state.js";
-import { jobRunnerGroupView } from "./view.js";
+import { jobRunnerGroupView, type GroupPodsReport } from "./view.js";
 
 export interface JobRunnerGroupDeps {
   store: EventStore;
   projection: Projection<JobRunnerGroupState>;
+  /** The runner's reports of the groups' ready pods (aggregate jobpods). */
+  pods: Projection<GroupPodsReport>;
 }
 
 export class JobRunnerGroups {
@@ -29,7 +31,7 @@ export class JobRunnerGroups {
         ? { ...active, spec: group.spec! }
         : { status: "active", name: group.name, spec: group.spec!, createdAt: now, updatedAt: now };
       return {
-        jobRunnerGroup: jobRunnerGroupView(would), created: !active, unchanged: events.length === 0,
+        jobRunnerGroup: jobRunnerGroupView(would, active ? this.report(group.name) : undefined), created: !active, unchanged: events.length === 0,
         changes: active ? groupSpecChanges(active.spec, group.spec!) : [],
       };
     }
@@ -39,7 +41,11 @@ export class JobRunnerGroups {
   }
 
   get(name: string): pb.JobRunnerGroupView {
-    return jobRunnerGroupView(this.record(name));
+    return jobRunnerGroupView(this.record(name), this.report(name));
+  }
+
+  private report(name: string): GroupPodsReport {
+    return this.deps.pods.get(name)?.state;
   }
 
   /** The group that exists now by this name; NOT_FOUND otherwise. */
@@ -50,13 +56,13 @@ export class JobRunnerGroups {
   }
 
   list(): pb.JobRunnerGroupView[] {
-    return [...this.records()].map(jobRunnerGroupView).sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.records()].map((g) => jobRunnerGroupView(g, this.report(g.name))).sort((a, b) => a.name.localeCompare(b.name));
   }
 
   async delete(name: string, meta: CommandMeta): Promise<pb.JobRunnerGroupView> {
     const before = this.record(name);
     await execute(this.deps.store, this.deps.projection, name, (state) => decideJobRunnerGroup({ kind: "delete", name }, state).map(encode), meta);
-    return jobRunnerGroupView({ ...before, status: "deleted" });
+    return jobRunnerGroupView({ ...before, status: "deleted" }, this.report(name));
   }
 
   *records(): Iterable<JobRunnerGroupRecord> {

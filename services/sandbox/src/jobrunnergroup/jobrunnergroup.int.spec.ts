@@ -1,9 +1,10 @@
 // Job runner groups on the real sandbox service and NATS, behind bearer tokens: only an
 // admin applies or deletes one, a viewer reads them; an apply is validated, creates, then
-// updates what may change and refuses what may not; the events carry the spec.
-import { createLogger, grpc } from "@ephemera/kit";
+// updates what may change and refuses what may not; the events carry the spec. Its status
+// follows the runner's reports of its ready pods (jobpods.<group>).
+import { createLogger, grpc, waitFor } from "@ephemera/kit";
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode } from "@ephemera/events";
+import { Aggregates, decode, encode, ev } from "@ephemera/events";
 import { JetStreamEventStore, connectNats, type EventStore } from "@ephemera/eventstore";
 import { TOKENS, tokensAccess } from "../../../../test/support/api-tokens.js";
 import { testNats } from "../../../../test/support/servers.js";
@@ -100,6 +101,29 @@ describe("a job runner group", () => {
     expect(res.changes.map((c) => c.field)).toEqual(["spec.image", "spec.scaling"]);
     expect((await get("viewer", "e2e-runners")).status?.desiredPods).toBe(3);
     expect(await types()).toEqual(["ephemera.jobrunnergroup.created.v1", "ephemera.jobrunnergroup.updated.v1"]);
+  });
+
+  it("is Ready once the runner reports desiredPods ready pods, Pending again when one goes", async () => {
+    // As the runner of the cluster writes them, on its own aggregate.
+    const report = async (pods: string[]) => {
+      const current = await store.read(Aggregates.jobpods, "e2e-runners");
+      await store.append(Aggregates.jobpods, "e2e-runners", current, [encode(ev("ephemera.jobrunnergroup.pods_reported.v1", { ready: pods.length, pods }))], { source: "runner" });
+    };
+    const status = async (message: string) => {
+      await waitFor(async () => (await get("viewer", "e2e-runners")).status?.message === message, { timeoutMs: 5000, what: `status "${message}"` });
+      return (await get("viewer", "e2e-runners")).status;
+    };
+    expect((await get("viewer", "e2e-runners")).status).toMatchObject({ reason: "Pending", message: "waiting for the runner of cluster local to report 3 ready pods" });
+    await report(["p-a", "p-b"]);
+    expect(await status("2/3 pods ready")).toEqual({ ready: false, reason: "Pending", message: "2/3 pods ready", desiredPods: 3, readyPods: 2, pods: ["p-a", "p-b"] });
+    await report(["p-a", "p-b", "p-c"]);
+    expect(await status("3/3 pods ready")).toEqual({ ready: true, reason: "Ready", message: "3/3 pods ready", desiredPods: 3, readyPods: 3, pods: ["p-a", "p-b", "p-c"] });
+    expect((await list("viewer"))[0]?.status).toMatchObject({ ready: true, reason: "Ready", pods: ["p-a", "p-b", "p-c"] });
+    await report(["p-b", "p-c"]);
+    expect(await status("2/3 pods ready")).toMatchObject({ ready: false, reason: "Pending", pods: ["p-b", "p-c"] });
+    // Fewer pods wanted: the same two are enough.
+    const res = await apply("admin", group((s) => { s.image = "ubuntu:25.04"; s.scaling = { manual: { desiredPods: 2 } }; }));
+    expect(res.jobRunnerGroup?.status).toMatchObject({ ready: true, reason: "Ready", message: "2/2 pods ready", pods: ["p-b", "p-c"] });
   });
 
   it("is an admin's to delete; then it is gone", async () => {
