@@ -3,8 +3,8 @@
 // token itself never is printed.
 import { readFileSync } from "node:fs";
 import type { ClientTls, Env } from "@ephemera/kit";
-import { clientTlsFromEnv, envInt, errorMessage } from "@ephemera/kit";
-import { ConfigError } from "../pod/config.js";
+import { clientTlsFromEnv, envInt } from "@ephemera/kit";
+import { ConfigError, readToken, settingsOf } from "../pod/config.js";
 
 export interface JobAgentConfig {
   /** host:port of the JobAgent service (EPHEMERA_POD_JOBS). */
@@ -27,24 +27,11 @@ export interface JobAgentConfig {
 export const AGENT_ONLY_ENV = ["EPHEMERA_POD_TOKEN", "EPHEMERA_POD_TOKEN_FILE"];
 
 export function jobAgentConfig(env: Env, readText: (path: string) => string = (p) => readFileSync(p, "utf8")): JobAgentConfig {
-  const problems: string[] = [];
-  const required = (name: string) => {
-    const v = env[name] ?? "";
-    if (!v) problems.push(`${name} is not set`);
-    return v;
-  };
-  const guarded = <T>(read: () => T, fallback: T): T => {
-    try {
-      return read();
-    } catch (err) {
-      problems.push(errorMessage(err));
-      return fallback;
-    }
-  };
+  const { problems, required, guarded } = settingsOf(env);
   const jobs = required("EPHEMERA_POD_JOBS");
   const group = required("EPHEMERA_JOB_GROUP");
   const pod = required("EPHEMERA_POD_NAME");
-  const token = guarded(() => readToken(env, readText), "");
+  const token = guarded(() => readToken(env, readText, "EPHEMERA_POD_TOKEN"), "");
   const tls = guarded(() => clientTlsFromEnv(env), undefined);
   const killGraceMs = guarded(() => envInt(env, "EPHEMERA_JOB_KILL_GRACE_MS", 5000), 5000);
   const initialDelayMs = guarded(() => envInt(env, "EPHEMERA_JOB_RECONNECT_MS", 500), 500);
@@ -56,22 +43,4 @@ export function jobAgentConfig(env: Env, readText: (path: string) => string = (p
     jobs, token, group, pod, ...(tls ? { tls } : {}), killGraceMs,
     reconnect: { initialDelayMs: Math.max(1, initialDelayMs), maxDelayMs: Math.max(initialDelayMs, maxDelayMs) }, retryMs,
   };
-}
-
-/** EPHEMERA_POD_TOKEN, or the file EPHEMERA_POD_TOKEN_FILE names (one trailing newline dropped). */
-function readToken(env: Env, readText: (path: string) => string): string {
-  const inline = env["EPHEMERA_POD_TOKEN"] ?? "";
-  const file = env["EPHEMERA_POD_TOKEN_FILE"] ?? "";
-  if (inline && file) throw new Error("EPHEMERA_POD_TOKEN and EPHEMERA_POD_TOKEN_FILE are both set; set one");
-  if (inline) return inline;
-  if (!file) throw new Error("EPHEMERA_POD_TOKEN or EPHEMERA_POD_TOKEN_FILE is not set");
-  let text: string;
-  try {
-    text = readText(file);
-  } catch (err) {
-    throw new Error(`EPHEMERA_POD_TOKEN_FILE: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, { cause: err });
-  }
-  const token = text.replace(/\r?\n$/, "");
-  if (!token) throw new Error(`EPHEMERA_POD_TOKEN_FILE: ${file} is empty`);
-  return token;
 }

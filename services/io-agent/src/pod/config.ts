@@ -34,20 +34,7 @@ export const isConfigError = (e: unknown): e is ConfigError => e instanceof Conf
 const SIX_HOURS_MS = 6 * 3600_000;
 
 export function agentConfig(env: Env, readText: (path: string) => string = (p) => readFileSync(p, "utf8")): AgentConfig {
-  const problems: string[] = [];
-  const required = (name: string) => {
-    const v = env[name] ?? "";
-    if (!v) problems.push(`${name} is not set`);
-    return v;
-  };
-  const guarded = <T>(read: () => T, fallback: T): T => {
-    try {
-      return read();
-    } catch (err) {
-      problems.push(errorMessage(err));
-      return fallback;
-    }
-  };
+  const { problems, required, guarded } = settingsOf(env);
   const runId = required("EPHEMERA_RUN_ID");
   const iocontext = required("EPHEMERA_IOCONTEXT");
   const token = guarded(() => readToken(env, readText), "");
@@ -68,20 +55,43 @@ export function agentConfig(env: Env, readText: (path: string) => string = (p) =
   };
 }
 
-/** EPHEMERA_TOKEN, or the file EPHEMERA_TOKEN_FILE names (a mounted Secret; one trailing newline dropped). */
-function readToken(env: Env, readText: (path: string) => string): string {
-  const inline = env["EPHEMERA_TOKEN"] ?? "";
-  const file = env["EPHEMERA_TOKEN_FILE"] ?? "";
-  if (inline && file) throw new Error("EPHEMERA_TOKEN and EPHEMERA_TOKEN_FILE are both set; set one");
+/**
+ * Reading an agent's settings, every problem gathered before one ConfigError says them all:
+ * `required` notes an unset variable, `guarded` a reader that threw (and gives its fallback).
+ */
+export function settingsOf(env: Env) {
+  const problems: string[] = [];
+  const required = (name: string) => {
+    const v = env[name] ?? "";
+    if (!v) problems.push(`${name} is not set`);
+    return v;
+  };
+  const guarded = <T>(read: () => T, fallback: T): T => {
+    try {
+      return read();
+    } catch (err) {
+      problems.push(errorMessage(err));
+      return fallback;
+    }
+  };
+  return { problems, required, guarded };
+}
+
+/** The token in `name`, or in the file `<name>_FILE` names (a mounted Secret; one trailing newline dropped). */
+export function readToken(env: Env, readText: (path: string) => string, name = "EPHEMERA_TOKEN"): string {
+  const fileVar = `${name}_FILE`;
+  const inline = env[name] ?? "";
+  const file = env[fileVar] ?? "";
+  if (inline && file) throw new Error(`${name} and ${fileVar} are both set; set one`);
   if (inline) return inline;
-  if (!file) throw new Error("EPHEMERA_TOKEN or EPHEMERA_TOKEN_FILE is not set");
+  if (!file) throw new Error(`${name} or ${fileVar} is not set`);
   let text: string;
   try {
     text = readText(file);
   } catch (err) {
-    throw new Error(`EPHEMERA_TOKEN_FILE: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, { cause: err });
+    throw new Error(`${fileVar}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, { cause: err });
   }
   const token = text.replace(/\r?\n$/, "");
-  if (!token) throw new Error(`EPHEMERA_TOKEN_FILE: ${file} is empty`);
+  if (!token) throw new Error(`${fileVar}: ${file} is empty`);
   return token;
 }
