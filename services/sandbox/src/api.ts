@@ -165,7 +165,15 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
       }, (err: unknown) => call.emit("error", toServiceError(err)));
     },
   };
+  const access_: pb.AccessServiceServer = {
+    whoAmI: unary(async (_req: pb.WhoAmIRequest, call) => {
+      const verified = principalOf(call);
+      if (verified) return { name: verified.name, role: verified.role, open: false };
+      return { name: caller(call).actor ?? "", role: "admin", open: true };
+    }, logger),
+  };
   const bindings: ServiceBinding[] = [
+    { definition: pb.AccessServiceService, implementation: access_ as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.ResourcePluginServiceService, implementation: plugins as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.SandboxServiceService, implementation: sandboxes as unknown as grpc.UntypedServiceImplementation },
     { definition: pb.RouteGroupServiceService, implementation: routeGroups as unknown as grpc.UntypedServiceImplementation },

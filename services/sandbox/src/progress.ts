@@ -10,6 +10,10 @@ export interface AttemptState {
   runId: string;
   status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
   failure?: pb.StepFailure;
+  /** Event times (RFC 3339) of its dispatch, its start and its end. */
+  queuedAt?: string;
+  startedAt?: string;
+  endedAt?: string;
 }
 
 export interface StepState {
@@ -62,45 +66,45 @@ export function evolveWorkflow(state: WorkflowState, event: DomainEvent, time = 
       return {
         ...state,
         steps: steps.map((s) => (s.name === name
-          ? { ...s, status: "queued", attempt: n, runId, unclaimed: undefined, retryAt: undefined, attempts: [...s.attempts, { attempt: n, runId, status: "queued" }] }
+          ? { ...s, status: "queued", attempt: n, runId, unclaimed: undefined, retryAt: undefined, attempts: [...s.attempts, { attempt: n, runId, status: "queued", queuedAt: time }] }
           : s)),
       };
     }
     case "ephemera.workflow.step_started.v1":
       return { ...state, steps: step(event.data.step, (s) => ({
         ...s, status: s.runId === event.data.runId ? "running" : s.status, unclaimed: undefined,
-        attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "running" })),
+        attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "running", startedAt: time })),
       })) };
     case "ephemera.workflow.step_unclaimed.v1":
       return { ...state, steps: step(event.data.step, (s) => ({ ...s, unclaimed: { cluster: event.data.cluster, since: time } })) };
     case "ephemera.workflow.step_retry_scheduled.v1":
       return { ...state, steps: step(event.data.step, (s) => ({
         ...s, status: "retrying", retryAt: event.data.retryAt, unclaimed: undefined,
-        attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "failed", failure: event.data.failure })),
+        attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "failed", failure: event.data.failure, endedAt: time })),
       })) };
     case "ephemera.workflow.step_succeeded.v1":
       return { ...state, steps: step(event.data.step, (s) => ({
-        ...s, status: "succeeded", outputs: event.data.outputs, attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "succeeded" })),
+        ...s, status: "succeeded", outputs: event.data.outputs, attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "succeeded", endedAt: time })),
       })) };
     case "ephemera.workflow.step_failed.v1":
       return {
         ...state,
         steps: step(event.data.step, (s) => ({
-          ...s, status: "failed", attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "failed", failure: event.data.failure })),
+          ...s, status: "failed", attempts: attempt(s, event.data.runId, (a) => ({ ...a, status: "failed", failure: event.data.failure, endedAt: a.endedAt ?? time })),
         })),
         failure: state.failure ?? event.data.failure,
       };
     case "ephemera.workflow.run_stop_requested.v1": {
       const stopped = new Set(event.data.runIds);
       return { ...state, steps: state.steps.map((s) => (s.status === "queued" && stopped.has(s.runId!) ? {
-        ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" && stopped.has(a.runId) ? { ...a, status: "cancelled" } : a)),
+        ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" && stopped.has(a.runId) ? { ...a, status: "cancelled", endedAt: time } : a)),
       } : s)) };
     }
     case "ephemera.workflow.cancel_requested.v1":
       return {
         ...state, status: "cancelling",
         steps: state.steps.map((s) => (["running", "succeeded", "failed"].includes(s.status) ? s : {
-          ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" ? { ...a, status: "cancelled" } : a)),
+          ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" ? { ...a, status: "cancelled", endedAt: time } : a)),
         })),
       };
     case "ephemera.workflow.retried.v1": {
@@ -117,7 +121,7 @@ export function evolveWorkflow(state: WorkflowState, event: DomainEvent, time = 
       return {
         ...state, status: "failed", failure: event.data.failure ?? state.failure,
         steps: state.steps.map((s) => (s.status === "succeeded" || s.status === "failed" ? s : {
-          ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" || a.status === "running" ? { ...a, status: "cancelled" } : a)),
+          ...s, status: "cancelled", attempts: s.attempts.map((a) => (a.status === "queued" || a.status === "running" ? { ...a, status: "cancelled", endedAt: time } : a)),
         })),
       };
     case "ephemera.workflow.cancelled.v1":

@@ -48,6 +48,15 @@ describe("workflow fold", () => {
     expect(failed.failure).toMatchObject({ runId: run("a", 2), reason: "RunnerLost" });
   });
 
+  it("times each attempt by its events: dispatched, started, ended", () => {
+    const at = (n: number) => `2026-01-01T00:00:0${n}.000Z`;
+    const s = [started, dispatched("a"), running("a"), retryScheduled("a", 1, at(5)), dispatched("a", 2), running("a", 2),
+      ev("ephemera.workflow.step_succeeded.v1", { step: "a", runId: run("a", 2), outputs: [] })]
+      .reduce((st, e, i) => evolveWorkflow(st, e, at(i)), initialWorkflow());
+    expect(stepOf(s, "a").attempts.map((a) => [a.attempt, a.queuedAt, a.startedAt, a.endedAt]))
+      .toEqual([[1, at(1), at(2), at(3)], [2, at(4), at(5), at(6)]]);
+  });
+
   it("a stale run's start does not move the step", () => {
     const s = given(started, dispatched("a"), retryScheduled("a", 1, T), dispatched("a", 2), running("a", 1));
     expect(stepOf(s, "a")).toMatchObject({ status: "queued", attempt: 2, runId: run("a", 2) });

@@ -18,7 +18,7 @@ import { parseTokensFile } from "./tokens.js";
 
 const ISSUER = "https://login.example.com";
 const AUDIENCE = "ephemera";
-const SERVICES = [pb.ResourcePluginServiceService, pb.SandboxServiceService, pb.LogServiceService, pb.EventServiceService];
+const SERVICES = [pb.ResourcePluginServiceService, pb.SandboxServiceService, pb.LogServiceService, pb.EventServiceService, pb.AccessServiceService];
 const METHODS = SERVICES.flatMap((s) => Object.values(s) as grpc.MethodDefinition<unknown, unknown>[]);
 
 const PLUGIN = pb.ResourcePlugin.fromJSON({
@@ -134,6 +134,21 @@ describe("the API with bearer tokens", () => {
       .toEqual({ code: grpc.status.PERMISSION_DENIED, details: "role editor may not call SandboxService/Delete with force (it needs admin)" });
     expect(await invoke(method("SandboxService/Delete"), bearer("admin"), { name: "feature-x", force: true })).toEqual(OK);
     expect((await core.waitForEvent("ephemera.sandbox.deleted.v1", "feature-x")).actor).toBe("test-admin");
+  });
+
+  it("tells a caller who its token stands for and its role (WhoAmI), and refuses one without a valid token", async () => {
+    const whoAmI = (header?: string) => new Promise<{ err: grpc.ServiceError | null; res?: pb.WhoAmIResponse }>((resolve) => {
+      const metadata = new grpc.Metadata();
+      if (header) metadata.set("authorization", header);
+      const m = method("AccessService/WhoAmI");
+      client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, {}, metadata, { deadline: Date.now() + 5_000 },
+        (err, res) => resolve({ err, res: res as pb.WhoAmIResponse | undefined }));
+    });
+    expect((await whoAmI(bearer("viewer"))).res).toEqual({ name: "test-viewer", role: "viewer", open: false });
+    expect((await whoAmI(bearer("admin"))).res).toEqual({ name: "test-admin", role: "admin", open: false });
+    expect((await whoAmI(`Bearer ${await jwt({ sub: "bob@example.com" })}`)).res).toEqual({ name: "bob@example.com", role: "editor", open: false });
+    expect((await whoAmI()).err?.code).toBe(grpc.status.UNAUTHENTICATED);
+    expect((await whoAmI("Bearer not-a-token")).err?.code).toBe(grpc.status.UNAUTHENTICATED);
   });
 
   it("keeps health and reflection open", async () => {

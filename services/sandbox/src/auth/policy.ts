@@ -50,6 +50,8 @@ export const API_POLICY: Readonly<Record<string, MethodRule>> = {
   "LocalService/Serve": { role: "editor" },
   "LogService/Get": { role: "viewer" },
   "EventService/Watch": { role: "viewer" },
+  // Anyone with a valid token may ask who it stands for.
+  "AccessService/WhoAmI": { role: "viewer" },
 };
 
 /**

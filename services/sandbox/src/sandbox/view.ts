@@ -51,7 +51,9 @@ export function buildView(
             exitCode: failure?.exitCode, reason: failure?.reason ?? "", message,
             attempts: st.attempts.map((a) => ({
               attempt: a.attempt, runId: a.runId, status: title(a.status), reason: a.failure?.reason ?? "", exitCode: a.failure?.exitCode,
+              queuedAt: a.queuedAt ?? "", startedAt: a.startedAt ?? "", endedAt: a.endedAt ?? "",
             })),
+            dependsOn: st.dependsOn,
           });
         });
       });
