@@ -1,0 +1,2 @@
+// The web console: the HTTP facade over the public API and the single-page app's files.
+export {};
