@@ -27,6 +27,9 @@ module.exports = {
     // *.images.spec.ts: ephemera's images built with Docker and run as containers (`pnpm test:images`, a few
     // minutes the first time); part of `pnpm test`. Where Docker cannot run it says so in one line.
     { ...common, displayName: "images", testMatch: ["<rootDir>/test/images/**/*.images.spec.ts"] },
+    // *.browser.spec.ts: the web console in Debian's chromium (scripts/ensure-chromium.sh installs it); part of
+    // `pnpm test`. Where chromium cannot run it says so in one line.
+    { ...common, displayName: "browser", testMatch: ["<rootDir>/test/browser/**/*.browser.spec.ts"] },
     // *.measure.ts: bounded measurements whose figures go to docs/performance.md (`pnpm test:outputs`);
     // listed only when asked for, so `pnpm test` never runs them.
     ...(process.env.EPHEMERA_MEASURE === "1" ? [{ ...common, displayName: "measure", testMatch: ["<rootDir>/test/load/**/*.measure.ts"] }] : []),
