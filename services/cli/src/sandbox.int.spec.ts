@@ -362,10 +362,15 @@ spec:
     await core().waitForEvent("ephemera.steprun.succeeded.v1", `${rk()}.db.create.provision.2`);
     const doc = JSON.parse((await eph(api(), ["sandbox", "get", "feature-x", "-o", "json"])).stdout);
     expect(doc.status).toMatchObject({ ready: true, reason: "Ready" });
-    expect(doc.resources[0].steps[0].attempts).toEqual([
-      { attempt: 1, runId: `${rk()}.db.create.provision.1`, status: "Failed", reason: "Error", exitCode: 3 },
-      { attempt: 2, runId: `${rk()}.db.create.provision.2`, status: "Succeeded" },
+    const times = { queuedAt: expect.any(String), startedAt: expect.any(String), endedAt: expect.any(String) };
+    const attempts = doc.resources[0].steps[0].attempts as Array<{ queuedAt: string; startedAt: string; endedAt: string }>;
+    expect(attempts).toEqual([
+      { attempt: 1, runId: `${rk()}.db.create.provision.1`, status: "Failed", reason: "Error", exitCode: 3, ...times },
+      { attempt: 2, runId: `${rk()}.db.create.provision.2`, status: "Succeeded", ...times },
     ]);
+    // Each attempt timed by its events, the second after the first.
+    const ms = attempts.flatMap((a) => [a.queuedAt, a.startedAt, a.endedAt].map(Date.parse));
+    expect(ms).toEqual([...ms].sort((a, b) => a - b));
   });
 
   it("with --wait=false returns once the retry is asked for (the step, its marker gone again, fails again meanwhile)", async () => {

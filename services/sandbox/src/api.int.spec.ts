@@ -608,4 +608,16 @@ describe("time, retries and who asked", () => {
     expect(new Set(events.map((e) => e.correlationId)).size).toBe(1);
     expect(events.every((e) => e.actor === "alice")).toBe(true);
   });
+
+  it("tells a caller of an open API that it is open, with the actor it sent and every role's rights", async () => {
+    const access = new pb.AccessServiceClient(api.address, grpc.credentials.createInsecure());
+    try {
+      const md = new grpc.Metadata();
+      md.set("x-ephemera-actor", "alice");
+      const who = await new Promise<pb.WhoAmIResponse>((resolve, reject) => access.whoAmI({}, md, (err, res) => (err ? reject(err) : resolve(res))));
+      expect(who).toEqual({ name: "alice", role: "admin", open: true });
+    } finally {
+      access.close();
+    }
+  });
 });
