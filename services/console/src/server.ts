@@ -230,6 +230,9 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
   };
 
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    const started = Date.now();
+    // The path only: a token travels in a header, a cookie or the login's body, never in a URL.
+    res.on("finish", () => logger.debug({ method: req.method, path: pathOf(req), status: res.statusCode, ms: Date.now() - started }, "console: request"));
     let url: URL;
     try {
       url = new URL(req.url ?? "/", "http://console");
