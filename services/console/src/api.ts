@@ -23,7 +23,12 @@ type Unary<Req, Res> = (
   request: Req, metadata: grpc.Metadata, options: Partial<grpc.CallOptions>, callback: (err: grpc.ServiceError | null, res: Res) => void,
 ) => grpc.ClientUnaryCall;
 
-const apiError = (err: grpc.ServiceError) => new ApiCallError(err.code, err.details || err.message, { cause: err });
+/** The API's refusal as it said it; a transport failure says which API could not be reached. */
+function apiError(address: string, err: grpc.ServiceError): ApiCallError {
+  const details = err.details || err.message;
+  const unreachable = err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED;
+  return new ApiCallError(err.code, unreachable ? `the API at ${address} cannot be reached now: ${details}` : details, { cause: err });
+}
 
 export class ConsoleApi {
   private readonly access: pb.AccessServiceClient;
@@ -125,7 +130,7 @@ export class ConsoleApi {
 
   private unary<Req, Res>(method: Unary<Req, Res>, request: Req, token: string | undefined, actor?: string): Promise<Res> {
     return new Promise((resolve, reject) => {
-      method(request, metadata(token, actor), { deadline: Date.now() + this.timeoutMs }, (err, res) => (err ? reject(apiError(err)) : resolve(res)));
+      method(request, metadata(token, actor), { deadline: Date.now() + this.timeoutMs }, (err, res) => (err ? reject(apiError(this.address, err)) : resolve(res)));
     });
   }
 
@@ -134,7 +139,7 @@ export class ConsoleApi {
     const done = new Promise<"end" | "cancelled">((resolve, reject) => {
       call.on("data", (item: T) => { if (!cancelled) onItem(item); });
       call.on("end", () => resolve(cancelled ? "cancelled" : "end"));
-      call.on("error", (err: grpc.ServiceError) => (cancelled && err.code === grpc.status.CANCELLED ? resolve("cancelled") : reject(apiError(err))));
+      call.on("error", (err: grpc.ServiceError) => (cancelled && err.code === grpc.status.CANCELLED ? resolve("cancelled") : reject(apiError(this.address, err))));
     });
     return { done, cancel: () => { if (!cancelled) { cancelled = true; call.cancel(); } } };
   }
