@@ -3,7 +3,7 @@
 // every other path. Served over TLS when given a certificate, as the preview gateway is.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import { errorMessage, isLoopback, openApiNotice, type GuardedServer, type Logger, type ServerTls } from "@ephemera/kit";
+import { CONSOLE_SERVER, errorMessage, isLoopback, openApiNotice, type Logger, type ServerTls } from "@ephemera/kit";
 import { grpc, type ClientTls } from "@ephemera/kit/client";
 import { TextDecoder } from "node:util";
 import * as pb from "@ephemera/proto";
@@ -17,7 +17,6 @@ import { openSse } from "./sse.js";
 import { staticFiles } from "./static.js";
 import { eventStream, logStream, sandboxListStream, sandboxStream, type StreamContext } from "./streams.js";
 
-export const CONSOLE_SERVER: GuardedServer = { name: "the console", may: "read every sandbox, and delete and retry them" };
 
 /** Every answer's headers: the page may load its own scripts and styles only. */
 export const SECURITY_HEADERS: Record<string, string> = {
