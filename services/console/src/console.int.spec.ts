@@ -101,6 +101,9 @@ describe("signing in", () => {
     const cookie = login.headers["set-cookie"]![0]!;
     expect(cookie).toBe(`ephemera_console=${TOKENS.viewer}; HttpOnly; SameSite=Strict; Path=/`);
     const session = { Cookie: cookie.split(";")[0]! };
+    // Behind an ingress that ended TLS the cookie is for HTTPS only.
+    const proxied = await http(console_.address, "POST", "/api/login", { body: { token: TOKENS.viewer }, headers: { "X-Forwarded-Proto": "https" } });
+    expect(proxied.headers["set-cookie"]).toEqual([`${cookie}; Secure`]);
     expect(await get("/api/whoami", session)).toMatchObject({ status: 200, json: { name: "test-viewer", role: "viewer" } });
     expect((await get("/api/whoami", as("admin"))).json).toEqual({ name: "test-admin", role: "admin" });
 

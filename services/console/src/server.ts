@@ -89,6 +89,8 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
   const api = new ConsoleApi(options.api, { ...(options.apiTls ? { tls: options.apiTls } : {}), ...(options.apiTimeoutMs ? { timeoutMs: options.apiTimeoutMs } : {}) });
   const files = staticFiles(options.webRoot ?? (await import("./web-root.js")).defaultWebRoot());
   const secure = !!options.tls;
+  /** Over TLS, or behind a proxy that ended TLS (an ingress): the cookie goes over HTTPS only. */
+  const secureFor = (req: IncomingMessage) => secure || req.headers["x-forwarded-proto"] === "https";
   const pollMs = options.listPollMs ?? 1_000;
   const counts = { upstream: 0, poller: 0 };
   const track = (kind: "upstream" | "poller") => {
@@ -128,10 +130,10 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       const token = body.token.trim() || undefined;
       const who = await api.whoAmI(token);
       guardOpen(who);
-      json(res, 200, pb.WhoAmIResponse.toJSON(who), { "Set-Cookie": token ? sessionCookie(token, secure) : clearedCookie(secure) });
+      json(res, 200, pb.WhoAmIResponse.toJSON(who), { "Set-Cookie": token ? sessionCookie(token, secureFor(req)) : clearedCookie(secureFor(req)) });
     }],
-    ["POST", /^\/api\/logout$/, (_req, res) => {
-      res.writeHead(204, { ...SECURITY_HEADERS, "Set-Cookie": clearedCookie(secure), "Cache-Control": "no-store" });
+    ["POST", /^\/api\/logout$/, (req, res) => {
+      res.writeHead(204, { ...SECURITY_HEADERS, "Set-Cookie": clearedCookie(secureFor(req)), "Cache-Control": "no-store" });
       res.end();
     }],
     ["GET", /^\/api\/whoami$/, async (_req, res, _p, _q, token) => {
