@@ -119,8 +119,8 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     if (res.headersSent) return void res.destroy();
     json(res, status, body);
   };
-  const sse = (req: IncomingMessage, res: ServerResponse, token: string | undefined): StreamContext =>
-    ({ api, token, sse: openSse(req, res, SECURITY_HEADERS), logger, track });
+  const sse = (res: ServerResponse, token: string | undefined): StreamContext =>
+    ({ api, token, sse: openSse(res, SECURITY_HEADERS), logger, track });
 
   type Handler = (req: IncomingMessage, res: ServerResponse, params: string[], query: URLSearchParams, token: string | undefined) => Promise<void> | void;
   const routes: Array<[method: string, pattern: RegExp, handler: Handler]> = [
@@ -145,14 +145,14 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       const filter = parseFilter(query);
       json(res, 200, sandboxList(await api.listSandboxes(token), filter));
     }],
-    ["GET", /^\/api\/sandboxes\/stream$/, (req, res, _p, query, token) => {
+    ["GET", /^\/api\/sandboxes\/stream$/, (_req, res, _p, query, token) => {
       const filter = parseFilter(query);
-      sandboxListStream(sse(req, res, token), filter, pollMs);
+      sandboxListStream(sse(res, token), filter, pollMs);
     }],
     ["GET", /^\/api\/sandboxes\/([^/]+)$/, async (_req, res, [name], _q, token) => {
       json(res, 200, pb.SandboxView.toJSON(await api.getSandbox(token, name!)));
     }],
-    ["GET", /^\/api\/sandboxes\/([^/]+)\/stream$/, (req, res, [name], _q, token) => sandboxStream(sse(req, res, token), name!)],
+    ["GET", /^\/api\/sandboxes\/([^/]+)\/stream$/, (_req, res, [name], _q, token) => sandboxStream(sse(res, token), name!)],
     ["GET", /^\/api\/sandboxes\/([^/]+)\/outputs$/, async (_req, res, [name], _q, token) => {
       const view = await api.getSandbox(token, name!, true);
       const outputs = view.resources.flatMap((r) => r.outputs.map((o) => ({
@@ -166,12 +166,12 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     ["POST", /^\/api\/sandboxes\/([^/]+)\/retry$/, async (_req, res, [name], _q, token) => {
       json(res, 200, pb.RetrySandboxResponse.toJSON(await api.retrySandbox(token, name!)));
     }],
-    ["GET", /^\/api\/sandboxes\/([^/]+)\/logs$/, (req, res, [name], query, token) => {
+    ["GET", /^\/api\/sandboxes\/([^/]+)\/logs$/, (_req, res, [name], query, token) => {
       const attempt = Number(query.get("attempt") ?? "0");
       if (!Number.isInteger(attempt) || attempt < 0) throw new ConsoleRequestError(400, "INVALID_ARGUMENT", `attempt: "${query.get("attempt")}" is not a whole number`);
       const resource = query.get("resource") ?? "";
       if (!resource) throw new ConsoleRequestError(400, "INVALID_ARGUMENT", "resource: the resource whose logs to show is required");
-      logStream(sse(req, res, token), pb.GetLogsRequest.fromPartial({
+      logStream(sse(res, token), pb.GetLogsRequest.fromPartial({
         sandbox: name!, resource, phase: query.get("phase") ?? "", step: query.get("step") ?? "", attempt,
         follow: ["1", "true"].includes(query.get("follow") ?? ""),
       }));
@@ -199,10 +199,12 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         const event = eventOf(record);
         if (event && inWindow(event, q)) last.push(event);
       });
-      await upstream.done;
+      // A browser that leaves before the replay ends stops it.
+      res.on("close", () => upstream.cancel());
+      if ((await upstream.done) === "cancelled") return;
       json(res, 200, { events: last.list() });
     }],
-    ["GET", /^\/api\/events\/stream$/, (req, res, _p, query, token) => eventStream(sse(req, res, token), parseEventQuery(query))],
+    ["GET", /^\/api\/events\/stream$/, (_req, res, _p, query, token) => eventStream(sse(res, token), parseEventQuery(query))],
     ["GET", /^\/api\/routegroups$/, async (_req, res, _p, _q, token) => json(res, 200, pb.ListRouteGroupsResponse.toJSON(await api.listRouteGroups(token)))],
     ["GET", /^\/api\/routegroups\/([^/]+)$/, async (_req, res, [name], _q, token) => json(res, 200, pb.RouteGroupView.toJSON(await api.getRouteGroup(token, name!)))],
     ["GET", /^\/api\/jobs$/, async (_req, res, _p, query, token) =>

@@ -1,6 +1,6 @@
 // Server-Sent Events: the framing (pure) and a stream on an HTTP response that keeps the
 // connection alive with a comment every 15 s and tells its owner when the browser has gone.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
 
 /** Pure: one event, `event:` name and one `data:` line of JSON (JSON.stringify never emits a newline). */
 export function sseFrame(event: string, data: unknown): string {
@@ -21,7 +21,7 @@ export interface SseStream {
   onClose(cleanup: () => void): void;
 }
 
-export function openSse(req: IncomingMessage, res: ServerResponse, headers: Record<string, string>, pingMs = 15_000): SseStream {
+export function openSse(res: ServerResponse, headers: Record<string, string>, pingMs = 15_000): SseStream {
   res.writeHead(200, {
     ...headers,
     "Content-Type": "text/event-stream; charset=utf-8",
@@ -40,7 +40,7 @@ export function openSse(req: IncomingMessage, res: ServerResponse, headers: Reco
     clearInterval(ping);
     for (const cleanup of cleanups.splice(0)) cleanup();
   };
-  req.on("close", finish);
+  // The response closes when it ends or when the browser goes away, whichever comes first.
   res.on("close", finish);
   const stream: SseStream = {
     send: (event, data) => { if (!closed) res.write(sseFrame(event, data)); },
