@@ -74,7 +74,7 @@ beforeAll(async () => {
   core = await startCore({ api: { access: tokensAccess() } });
   plugins = new pb.ResourcePluginServiceClient(core.address, grpc.credentials.createInsecure());
   sandboxes = new pb.SandboxServiceClient(core.address, grpc.credentials.createInsecure());
-  console_ = await startConsole({ listen: "127.0.0.1:0", api: core.address, webRoot: web.root, logger: captured.logger, listPollMs: 200 });
+  console_ = await startConsole({ listen: "127.0.0.1:0", api: core.address, webRoot: web.root, logger: captured.logger, listPollMs: 200, pingMs: 100 });
   await applyPlugin(QUICK);
   await applyPlugin(GATED);
   await applyPlugin(FLAKY);
@@ -208,6 +208,7 @@ describe("the sandbox list", () => {
     await stream.next((e) => e.event === "remove", "the deleted sandbox's removal", 20_000);
     expect(stream.events.filter((e) => e.event === "remove").map((e) => e.data)).toEqual([{ name: "list-live-1" }]);
     expect(stream.events.filter((e) => e.event === "upsert").every((e) => (e.data as { row: { name: string } }).row.name === "list-live-1")).toBe(true);
+    await waitFor(() => stream.raw().includes("\n: ping\n\n"), { what: "a ping comment" });
     stream.close();
     await waitFor(() => console_.open().poller === 0, { what: "the list poller to stop" });
   });

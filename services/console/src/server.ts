@@ -43,6 +43,8 @@ export interface ConsoleOptions {
   listPollMs?: number;
   /** Deadline of each unary API call; default 15 s. */
   apiTimeoutMs?: number;
+  /** How often an open stream sends its `: ping` comment (proxies close idle connections); default 15 s. */
+  pingMs?: number;
 }
 
 export interface RunningConsole {
@@ -120,7 +122,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     json(res, status, body);
   };
   const sse = (res: ServerResponse, token: string | undefined): StreamContext =>
-    ({ api, token, sse: openSse(res, SECURITY_HEADERS), logger, track });
+    ({ api, token, sse: openSse(res, SECURITY_HEADERS, options.pingMs), logger, track });
 
   type Handler = (req: IncomingMessage, res: ServerResponse, params: string[], query: URLSearchParams, token: string | undefined) => Promise<void> | void;
   const routes: Array<[method: string, pattern: RegExp, handler: Handler]> = [
