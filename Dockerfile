@@ -1,7 +1,7 @@
 # ephemera's images, one per role, from the files `pnpm images` (scripts/images.sh) stages on
 # the host in .ephemera/images/<role>: nothing here needs the network but the router stage's
 # iptables, installed from Debian's mirrors (once: Docker keeps the layer).
-#   bash scripts/images.sh      builds all eight: ephemera/{agent,sandbox,scheduler,runner,iocontext,webhook,tunnel,router}:<version>
+#   bash scripts/images.sh      builds all nine: ephemera/{agent,sandbox,scheduler,runner,iocontext,webhook,tunnel,console,router}:<version>
 #   docker build --target runner --build-arg NODE_IMAGE=... -t ephemera/runner:0.1.0 .   (after --stage)
 # Each service image holds its package's built output and production dependencies only
 # (pnpm deploy --prod, without type declarations or source maps), runs as user 10001, and
@@ -58,6 +58,12 @@ FROM service AS tunnel
 ARG APP_OWNER=0
 COPY --chown=${APP_OWNER}:${APP_OWNER} .ephemera/images/tunnel /app
 EXPOSE 7785 9090
+
+# The web console (docs/console.md): its server and the built page (dist/web, with its .gz and .br).
+FROM service AS console
+ARG APP_OWNER=0
+COPY --chown=${APP_OWNER}:${APP_OWNER} .ephemera/images/console /app
+EXPOSE 7790 9090
 
 # ephemera-router, the routing sidecar injected into baseline pods (`node /router/router.cjs`,
 # user 10001, no capabilities), and its init container `ephemera-router-init` (run as root

@@ -49,7 +49,7 @@ EPHEMERA_RUNNER_DRIVER=kubernetes EPHEMERA_KUBE_NAMESPACE=default EPHEMERA_AGENT
   EPHEMERA_API_LISTEN="$api" EPHEMERA_IOCONTEXT_LISTEN="$bridge:$io_port" EPHEMERA_POD_IOCONTEXT="host.kube-sim.internal:$io_port" \
   EPHEMERA_JOBS_LISTEN="$bridge:$jobs_port" EPHEMERA_POD_JOBS="host.kube-sim.internal:$jobs_port" \
   EPHEMERA_ROUTES_LISTEN="127.0.0.1:$routes_port" EPHEMERA_ROUTES_HTTP_LISTEN=127.0.0.1:0 \
-  EPHEMERA_GATEWAY_LISTEN=127.0.0.1:0 EPHEMERA_WEBHOOK_LISTEN=127.0.0.1:0 \
+  EPHEMERA_GATEWAY_LISTEN=127.0.0.1:0 EPHEMERA_WEBHOOK_LISTEN=127.0.0.1:0 EPHEMERA_CONSOLE_LISTEN=127.0.0.1:0 \
   EPHEMERA_METRICS_LISTEN=127.0.0.1:0 EPHEMERA_LOG_FORMAT=pretty node services/stack/dist/main.js >"$work/stack.log" 2>&1 &
 pids+=($!)
 wait_for "$work/stack.log" "ephemera is up" "${pids[-1]}"

@@ -59,7 +59,7 @@ export KUBECONFIG="$work/kubeconfig"
 EPHEMERA_RUNNER_DRIVER=kubernetes EPHEMERA_KUBE_NAMESPACE=default EPHEMERA_AGENT_IMAGE=ephemera/agent:0.1.0 \
   EPHEMERA_API_LISTEN="$api" EPHEMERA_IOCONTEXT_LISTEN="$bridge:$io_port" EPHEMERA_POD_IOCONTEXT="host.kube-sim.internal:$io_port" \
   EPHEMERA_ROUTES_LISTEN="$bridge:$routes_port" EPHEMERA_ROUTES_HTTP_LISTEN=127.0.0.1:0 EPHEMERA_API_ALLOW_OPEN=true \
-  EPHEMERA_GATEWAY_LISTEN="$gateway" EPHEMERA_GATEWAY_DNS="$dns" EPHEMERA_PREVIEW_DOMAIN="$domain" \
+  EPHEMERA_GATEWAY_LISTEN="$gateway" EPHEMERA_GATEWAY_DNS="$dns" EPHEMERA_PREVIEW_DOMAIN="$domain" EPHEMERA_CONSOLE_LISTEN=127.0.0.1:0 \
   EPHEMERA_WEBHOOK_LISTEN="$webhook" EPHEMERA_ROUTES="host.kube-sim.internal:$routes_port" \
   EPHEMERA_METRICS_LISTEN=127.0.0.1:0 EPHEMERA_LOG_FORMAT=pretty node services/stack/dist/main.js >"$work/stack.log" 2>&1 &
 pids+=($!)

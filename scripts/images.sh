@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `pnpm images`: builds ephemera's images with Docker, tagged with the workspace's version:
-# ephemera/sandbox, scheduler, runner, iocontext, webhook, tunnel, agent and router (or the ROLEs named).
+# ephemera/sandbox, scheduler, runner, iocontext, webhook, tunnel, console, agent and router (or the ROLEs named).
 # The workspace is built and each image's files are staged on the host (.ephemera/images/<role>),
 # and the Dockerfile copies them onto the Node image scripts/base-images.sh gives (the
 # official node:*-bookworm-slim when a registry serves it, else one made from Debian's
@@ -17,7 +17,7 @@ say() { echo "images: $*" >&2; }
 mkdir -p .ephemera
 exec 9>.ephemera/images.lock
 flock 9
-SERVICES=(sandbox scheduler runner iocontext webhook tunnel)
+SERVICES=(sandbox scheduler runner iocontext webhook tunnel console)
 stage_only=false
 build=true
 roles=()
@@ -50,7 +50,7 @@ stage() {
     # The router is one bundle, and its init container one shell script.
     router) install -m 0644 services/router/dist/router.cjs "$dir/"
       install -m 0755 services/router/bin/ephemera-router-init "$dir/" ;;
-    sandbox | scheduler | runner | iocontext | webhook | tunnel)
+    sandbox | scheduler | runner | iocontext | webhook | tunnel | console)
       # --legacy: the workspace does not inject its packages, and the injected layout would name
       # them by this checkout's absolute path (the Tiltfile syncs into node_modules/.pnpm/@ephemera+kit@file+services+kit).
       # It resolves the dependencies' ranges again: from the store's metadata, the registry only for what it lacks.

@@ -44,7 +44,7 @@ function stats(samples) {
 /** The sandbox service (the public API) alone: `sandbox get` needs nothing else. */
 async function startApi(prefix) {
   const api = `127.0.0.1:${await freePort()}`;
-  const env = cleanEnv({ NATS_URL, REDIS_URL, EPHEMERA_PREFIX: prefix, EPHEMERA_API_LISTEN: api, EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", LOG_LEVEL: "warn" });
+  const env = cleanEnv({ NATS_URL, REDIS_URL, EPHEMERA_PREFIX: prefix, EPHEMERA_API_LISTEN: api, EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_CONSOLE_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", LOG_LEVEL: "warn" });
   const child = spawn(process.execPath, [join(ROOT, "services/sandbox/dist/main.js")], { env, stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => { stderr += d; });

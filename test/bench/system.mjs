@@ -101,7 +101,7 @@ export async function startRedis(dir) {
 export function serviceEnv(extra) {
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("EPHEMERA_")));
   // Metrics on free ports: run alone, each service would take its fixed one (9400–9403).
-  return { ...inherited, EPHEMERA_CLUSTER: "local", LOG_LEVEL: "warn", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", ...extra };
+  return { ...inherited, EPHEMERA_CLUSTER: "local", LOG_LEVEL: "warn", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_CONSOLE_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", ...extra };
 }
 
 /** Starts one service and waits until its gRPC health says SERVING; resolves to the process and how long that took. */

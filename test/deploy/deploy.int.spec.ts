@@ -32,7 +32,12 @@ describe("deploy/ rendered", () => {
   it.each(OVERLAYS)("%s renders every service, NATS, Redis and the runner's RBAC, in their namespaces", (overlay) => {
     const objs = objects(rendered[overlay]);
     const names = objs.map((o) => `${o["kind"]}/${o["metadata"].namespace ?? ""}/${o["metadata"].name}`);
-    for (const s of ["sandbox", "scheduler", "runner", "iocontext", "webhook", "tunnel", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
+    for (const s of ["sandbox", "scheduler", "runner", "iocontext", "webhook", "tunnel", "console", "redis"]) expect(names).toContain(`Deployment/ephemera-system/${s}`);
+    // The console calls only the API, with each browser's token: no RBAC, no token of its own in the pod.
+    expect(names.filter((n) => /Role.*console/.test(n))).toEqual([]);
+    const consolePod = objs.find((o) => o["kind"] === "Deployment" && o["metadata"].name === "console")!["spec"].template.spec;
+    expect(consolePod.automountServiceAccountToken).toBe(false);
+    expect(objs.find((o) => o["kind"] === "Service" && o["metadata"].name === "console")!["spec"].ports).toEqual([{ name: "http", port: 80, targetPort: "console" }]);
     expect(names).toContain("StatefulSet/ephemera-system/nats");
     expect(names).toContain("Role/ephemera-runs/ephemera-runner");
     // Forks: the ClusterRole is granted per namespace by a RoleBinding, never cluster-wide.
@@ -75,6 +80,7 @@ describe("deploy/ rendered", () => {
       if (d["metadata"].name === "webhook") expect(c.readinessProbe.httpGet).toEqual({ path: "/healthz", port: "webhook", scheme: "HTTPS" });
       // HTTP/2 only (h2c in the cluster): the kubelet's HTTP/1.1 probes cannot ask /healthz.
       else if (d["metadata"].name === "tunnel") expect(c.readinessProbe.tcpSocket).toEqual({ port: "tunnel" });
+      else if (d["metadata"].name === "console") expect(c.readinessProbe.httpGet).toEqual({ path: "/healthz", port: "console" });
       else expect(c.readinessProbe.grpc.port).toBe(c.ports[0].containerPort);
       expect(d["spec"].template.metadata.annotations).toMatchObject({ "prometheus.io/scrape": "true", "prometheus.io/port": "9090" });
     }
@@ -245,7 +251,7 @@ describe("the Dockerfile and the Tiltfile", () => {
     const config = prod.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"];
     const images = [...new Set(prod.flatMap((o) => (o["spec"]?.template?.spec?.containers ?? []).map((c: Obj) => c["image"] as string))), config.EPHEMERA_AGENT_IMAGE as string];
     const ours = images.map((i) => /^ephemera\/([a-z-]+):/.exec(i)?.[1]).filter((s): s is string => s !== undefined);
-    expect(ours.sort()).toEqual(["agent", "iocontext", "runner", "sandbox", "scheduler", "tunnel", "webhook"]);
+    expect(ours.sort()).toEqual(["agent", "console", "iocontext", "runner", "sandbox", "scheduler", "tunnel", "webhook"]);
     for (const stage of ours) expect(stages).toContain(stage);
     for (const stage of ours) expect(dockerfile).toContain(` .ephemera/images/${stage} /`);
   });

@@ -23,7 +23,7 @@ const api = `127.0.0.1:${apiPort}`;
 const scratch = mkdtempSync(join(tmpdir(), `${prefix}-`));
 
 const stack = spawn(process.execPath, ["services/stack/dist/main.js"], {
-  env: { ...process.env, EPHEMERA_PREFIX: prefix, EPHEMERA_API_LISTEN: api, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${ioPort}`, EPHEMERA_LOG_FORMAT: "json", LOG_LEVEL: "warn", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0" },
+  env: { ...process.env, EPHEMERA_PREFIX: prefix, EPHEMERA_API_LISTEN: api, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${ioPort}`, EPHEMERA_LOG_FORMAT: "json", LOG_LEVEL: "warn", EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", EPHEMERA_CONSOLE_LISTEN: "127.0.0.1:0" },
   stdio: ["ignore", "ignore", "inherit"],
 });
 const stop = async () => { stack.kill("SIGTERM"); await new Promise((r) => stack.once("exit", r)); rmSync(scratch, { recursive: true, force: true }); };

@@ -61,6 +61,7 @@ export async function startTestStack(tag = "e2e", more: Record<string, string> =
     EPHEMERA_LOG_FORMAT: "json",
     // The Routes API on free ports: stacks run side by side.
     EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:0",
+    EPHEMERA_CONSOLE_LISTEN: "127.0.0.1:0",
     // The webhook (Kubernetes driver) too.
     EPHEMERA_WEBHOOK_LISTEN: "127.0.0.1:0",
     ...more,

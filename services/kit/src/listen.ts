@@ -20,12 +20,13 @@ export interface GuardedServer {
 export const API_SERVER: GuardedServer = { name: "the API", may: "apply and delete" };
 export const ROUTES_SERVER: GuardedServer = { name: "the Routes API", may: "read every sandbox's routes" };
 export const GATEWAY_SERVER: GuardedServer = { name: "the preview gateway", may: "open every sandbox's endpoints" };
+export const CONSOLE_SERVER: GuardedServer = { name: "the console", may: "read every sandbox, and delete and retry them" };
 export const TUNNEL_SERVER: GuardedServer = { name: "the tunnel", may: "receive every sandbox's traffic for its local workloads and reach every cluster Service" };
 
 /**
  * A server without bearer tokens lets anyone who reaches it do what it serves: fine on
  * loopback (a laptop's `pnpm start`), refused elsewhere unless `allowOpen`
- * (EPHEMERA_API_ALLOW_OPEN). The public API, the Routes API, the preview gateway and the tunnel follow this one rule.
+ * (EPHEMERA_API_ALLOW_OPEN). The public API, the Routes API, the preview gateway, the tunnel and the console follow this one rule.
  * Returns the line to say at start when the server is open, undefined when it asks for tokens.
  */
 export function openApiNotice(

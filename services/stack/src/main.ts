@@ -35,7 +35,8 @@ async function main(): Promise<void> {
   const ca = process.env["EPHEMERA_TLS_CA"] ? ` EPHEMERA_TLS_CA=${process.env["EPHEMERA_TLS_CA"]}` : "";
   process.stderr.write(
     `ephemera is up: API ${stack.api}, IO context ${stack.iocontext}, prefix ${process.env["EPHEMERA_PREFIX"] ?? "eph"}. ` +
-    `Try: EPHEMERA_API=${stack.api}${ca} pnpm -s eph plugin apply -f examples/hello-db/plugin.yaml\n${stack.access}\n`,
+    `Try: EPHEMERA_API=${stack.api}${ca} pnpm -s eph plugin apply -f examples/hello-db/plugin.yaml\n` +
+    `${stack.console ? `The console: ${stack.console}\n` : ""}${stack.access}\n`,
   );
 }
 

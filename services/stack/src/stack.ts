@@ -1,24 +1,28 @@
-// Runs the whole of ephemera locally: the five services as child processes with the
+// Runs the whole of ephemera locally: the six services as child processes with the
 // process driver for cluster `local`, ready once the API and the IO context answer
-// health checks. A service that dies is restarted with backoff until stop().
+// health checks (and the console its /healthz, on a port fixed in advance). A service that dies is restarted with backoff until stop().
 import { spawn } from "node:child_process";
+import { get as httpGet } from "node:http";
+import { get as httpsGet } from "node:https";
 import { createInterface } from "node:readline";
 import {
-  DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_JOBS_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, TUNNEL_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
+  CONSOLE_SERVER, DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_JOBS_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, TUNNEL_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
   openApiNotice, waitFor, type ClientTls, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
 
 /** Where the tunnel service listens by default (as @ephemera/tunnel's DEFAULT_TUNNEL_LISTEN; the stack does not load the service). */
 export const DEFAULT_TUNNEL_LISTEN = "127.0.0.1:7785";
+/** Where the console listens by default (as @ephemera/console's DEFAULT_CONSOLE_LISTEN). */
+export const DEFAULT_CONSOLE_LISTEN = "127.0.0.1:7790";
 import { Supervisor, type Death, type Exit } from "./supervise.js";
 
-export const SERVICES = ["iocontext", "scheduler", "runner", "sandbox", "tunnel"] as const;
+export const SERVICES = ["iocontext", "scheduler", "runner", "sandbox", "tunnel", "console"] as const;
 /** The webhook runs too with the Kubernetes driver (stackServices). */
 export type ServiceName = (typeof SERVICES)[number] | "webhook";
 
 /**
- * The services a stack runs: the five, and with the Kubernetes driver the webhook that
+ * The services a stack runs: the six, and with the Kubernetes driver the webhook that
  * injects the routing sidecar, registered with that cluster (EPHEMERA_STACK_WEBHOOK=false
  * leaves it out).
  */
@@ -46,6 +50,8 @@ export interface StackOptions {
 export interface RunningStack {
   api: string;
   iocontext: string;
+  /** The console's URL (http, or https with the API's certificate); undefined when it listens on a port picked at start. */
+  console: string | undefined;
   /** Who may call the API, in a line to say at start: open on loopback, or asking for tokens. */
   access: string;
   /** The service's current process; undefined while it waits to be restarted and after stop(). */
@@ -104,6 +110,8 @@ export function stackEnv(env: Env): Env {
     EPHEMERA_RUNNER_LISTEN: envString(env, "EPHEMERA_RUNNER_LISTEN", "127.0.0.1:0"),
     // Workstations' `eph local connect` (docs/tunnel.md); it asks the API who may serve what.
     EPHEMERA_TUNNEL_LISTEN: envString(env, "EPHEMERA_TUNNEL_LISTEN", DEFAULT_TUNNEL_LISTEN),
+    // The web console (docs/console.md); it calls the API with each browser's token.
+    EPHEMERA_CONSOLE_LISTEN: envString(env, "EPHEMERA_CONSOLE_LISTEN", DEFAULT_CONSOLE_LISTEN),
     EPHEMERA_API: envString(env, "EPHEMERA_API", api),
     // The webhook (Kubernetes driver) registers itself with the cluster the runner uses.
     EPHEMERA_WEBHOOK_REGISTER: envString(env, "EPHEMERA_WEBHOOK_REGISTER", "true"),
@@ -113,7 +121,7 @@ export function stackEnv(env: Env): Env {
 }
 
 /** Where each service serves /metrics under the stack, as an offset from EPHEMERA_METRICS_LISTEN's port. */
-const METRICS_PORT_OFFSET: Record<ServiceName, number> = { sandbox: 0, scheduler: 1, runner: 2, iocontext: 3, webhook: 4, tunnel: 5 };
+const METRICS_PORT_OFFSET: Record<ServiceName, number> = { sandbox: 0, scheduler: 1, runner: 2, iocontext: 3, webhook: 4, tunnel: 5, console: 6 };
 
 /**
  * The services share one EPHEMERA_METRICS_LISTEN: it names the first of their ports
@@ -143,6 +151,7 @@ export function accessNotice(env: Env): string {
   for (const listen of routes) openApiNotice(listen, { secured, allowOpen, server: ROUTES_SERVER });
   openApiNotice(envString(env, "EPHEMERA_GATEWAY_LISTEN", DEFAULT_GATEWAY_LISTEN), { secured, allowOpen, server: GATEWAY_SERVER });
   openApiNotice(envString(env, "EPHEMERA_TUNNEL_LISTEN", DEFAULT_TUNNEL_LISTEN), { secured, allowOpen, server: TUNNEL_SERVER });
+  openApiNotice(envString(env, "EPHEMERA_CONSOLE_LISTEN", DEFAULT_CONSOLE_LISTEN), { secured, allowOpen, server: CONSOLE_SERVER });
   const open = openApiNotice(api, { secured, allowOpen });
   const transport = envString(env, "EPHEMERA_TLS_CERT", "") ? "over TLS" : "in plaintext";
   if (open) return `Note: ${open}; ${transport}. To ask for tokens, see docs/security.md.`;
@@ -183,13 +192,17 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
 
   const api = env["EPHEMERA_API_LISTEN"]!;
   const iocontext = env["EPHEMERA_IOCONTEXT_LISTEN"]!;
+  const consoleUrl = consoleUrlOf(env);
   // Ends both health waits as soon as one fails or the caller aborts.
   const waiting = new AbortController();
   const interrupt = () => waiting.abort();
   if (options.signal?.aborted) interrupt();
   options.signal?.addEventListener("abort", interrupt, { once: true });
   try {
-    await Promise.all([healthy(api, readyTimeoutMs, waiting.signal, healthTls), healthy(iocontext, readyTimeoutMs, waiting.signal, healthTls)]);
+    await Promise.all([
+      healthy(api, readyTimeoutMs, waiting.signal, healthTls), healthy(iocontext, readyTimeoutMs, waiting.signal, healthTls),
+      ...(consoleUrl ? [httpHealthy(`${consoleUrl}/healthz`, readyTimeoutMs, waiting.signal, healthTls)] : []),
+    ]);
   } catch (err) {
     waiting.abort();
     await stop();
@@ -203,6 +216,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   return {
     api,
     iocontext,
+    console: consoleUrl,
     access,
     pid: (service) => supervisors.get(service)?.pid,
     restarts: (service) => supervisors.get(service)?.restarts ?? 0,
@@ -231,4 +245,33 @@ function describeExit({ code, signal }: Exit): string {
 export async function healthy(address: string, timeoutMs = 30_000, signal?: AbortSignal, tls?: ClientTls): Promise<void> {
   await waitFor(async () => signal?.aborted || checkHealth(address, 1000, tls), { timeoutMs, intervalMs: 100, what: `gRPC health of ${address}` });
   if (signal?.aborted) throw new Error(`stopped waiting for gRPC health of ${address}`, { cause: signal.reason });
+}
+
+/**
+ * The console's URL as a browser on this machine opens it: https when the stack serves TLS
+ * (the console uses the API's certificate); undefined when its port is picked at start.
+ */
+export function consoleUrlOf(env: Env): string | undefined {
+  const listen = envString(env, "EPHEMERA_CONSOLE_LISTEN", DEFAULT_CONSOLE_LISTEN);
+  const i = listen.lastIndexOf(":");
+  const port = listen.slice(i + 1);
+  if (i < 0 || port === "0") return undefined;
+  const host = listen.slice(0, i);
+  const local = host === "" || host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host;
+  return `${envString(env, "EPHEMERA_TLS_CERT", "") ? "https" : "http"}://${local}:${port}`;
+}
+
+/** Waits until `url` answers 200, trusting `tls`'s CA for https. Rejects once `signal` is aborted. */
+export async function httpHealthy(url: string, timeoutMs = 30_000, signal?: AbortSignal, tls?: ClientTls): Promise<void> {
+  const once = () => new Promise<boolean>((resolve) => {
+    const get = url.startsWith("https:") ? httpsGet : httpGet;
+    const req = get(url, { timeout: 1000, ...(tls?.ca ? { ca: tls.ca } : {}), ...(tls?.serverName ? { servername: tls.serverName } : {}) }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on("timeout", () => req.destroy());
+    req.on("error", () => resolve(false));
+  });
+  await waitFor(async () => signal?.aborted || once(), { timeoutMs, intervalMs: 100, what: `${url} to answer` });
+  if (signal?.aborted) throw new Error(`stopped waiting for ${url}`, { cause: signal.reason });
 }

@@ -31,12 +31,20 @@ const fake = {
   api: script("api", serving("EPHEMERA_API_LISTEN")),
   iocontext: script("iocontext", serving("EPHEMERA_IOCONTEXT_LISTEN")),
   idle: script("idle", "setInterval(() => {}, 1 << 30);"),
+  /** Answers /healthz once it has counted to EPHEMERA_FAKE_HEALTH_AFTER requests (a console still starting). */
+  console: script("console", `
+import { createServer } from "node:http";
+const listen = process.env.EPHEMERA_CONSOLE_LISTEN;
+let asked = 0;
+createServer((req, res) => { res.writeHead(req.url === "/healthz" && ++asked > 3 ? 200 : 503); res.end(); })
+  .listen(Number(listen.slice(listen.lastIndexOf(":") + 1)), "127.0.0.1");
+process.on("SIGTERM", () => process.exit(0));`),
   exit0: script("exit0", "process.exit(0);"),
   exit3: script("exit3", "process.exit(3);"),
   ignoresTerm: script("ignores-term", `process.on("SIGTERM", () => console.log("ignoring SIGTERM")); setInterval(() => {}, 1 << 30); console.log("ready");`),
   failsOnTerm: script("fails-on-term", `process.on("SIGTERM", () => process.exit(1)); setInterval(() => {}, 1 << 30);`),
 };
-const DEFAULT_ENTRIES: Record<ServiceName, string> = { sandbox: fake.api, iocontext: fake.iocontext, scheduler: fake.idle, runner: fake.idle, webhook: fake.idle, tunnel: fake.idle };
+const DEFAULT_ENTRIES: Record<ServiceName, string> = { sandbox: fake.api, iocontext: fake.iocontext, scheduler: fake.idle, runner: fake.idle, webhook: fake.idle, tunnel: fake.idle, console: fake.idle };
 
 /** The stack's own lines about deaths of `service`. */
 const deaths = (lines: Line[], service: ServiceName): StackLine[] =>
@@ -55,11 +63,11 @@ const stacks: RunningStack[] = [];
 afterEach(async () => { await Promise.all(stacks.splice(0).map((s) => s.stop())); });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function fakeStack(entries: Partial<Record<ServiceName, string>>, options: Partial<StackOptions> = {}) {
+async function fakeStack(entries: Partial<Record<ServiceName, string>>, { env: more, ...options }: Partial<StackOptions> = {}) {
   const lines: Line[] = [];
   const api = `127.0.0.1:${await freePort()}`;
   const stack = await startStack({
-    env: { ...process.env, EPHEMERA_API_LISTEN: api, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${await freePort()}`, EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0" },
+    env: { ...process.env, EPHEMERA_API_LISTEN: api, EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${await freePort()}`, EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0", EPHEMERA_CONSOLE_LISTEN: "127.0.0.1:0", ...more },
     entry: (s) => entries[s] ?? DEFAULT_ENTRIES[s],
     output: (service, line) => lines.push({ service, line }),
     backoff: { initialMs: 20, maxMs: 160 },
@@ -72,6 +80,15 @@ async function fakeStack(entries: Partial<Record<ServiceName, string>>, options:
 }
 
 describe("stack supervision with fake services", () => {
+  it("is ready only once the console answers /healthz on its port, and says where it is", async () => {
+    const port = await freePort();
+    const { stack, lines } = await fakeStack({ console: fake.console }, { env: { EPHEMERA_CONSOLE_LISTEN: `127.0.0.1:${port}` } });
+    expect(stack.console).toBe(`http://127.0.0.1:${port}`);
+    expect(lines.filter((l) => l.service === "console").map((l) => l.line)).toEqual([`up ${stack.pid("console")}`]);
+    const res = await fetch(`${stack.console}/healthz`);
+    expect(res.status).toBe(200);
+  });
+
   it("restarts a service killed by SIGKILL, logs the restart, and serves the API again", async () => {
     const { stack, lines, api } = await fakeStack({});
     const runner = stack.pid("runner")!;
@@ -174,7 +191,7 @@ describe("stack supervision with the built services", () => {
         EPHEMERA_API_LISTEN: api,
         EPHEMERA_IOCONTEXT_LISTEN: `127.0.0.1:${await freePort()}`,
         EPHEMERA_ROUTES_LISTEN: "127.0.0.1:0", EPHEMERA_ROUTES_HTTP_LISTEN: "127.0.0.1:0", EPHEMERA_GATEWAY_LISTEN: "127.0.0.1:0", EPHEMERA_JOBS_LISTEN: "127.0.0.1:0", EPHEMERA_METRICS_LISTEN: "127.0.0.1:0",
-        EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:0",
+        EPHEMERA_TUNNEL_LISTEN: "127.0.0.1:0", EPHEMERA_CONSOLE_LISTEN: "127.0.0.1:0",
         EPHEMERA_RUNNER_WORKDIR: join(scratch, "runs"),
       },
       entry: (service) => join(__dirname, "..", "..", service, "dist", "main.js"),
@@ -194,7 +211,7 @@ describe("stack supervision with the built services", () => {
     await stack.stop();
     expect(pids.filter(alive)).toEqual([]);
     expect(SERVICES.map((s) => stack.pid(s))).toEqual(SERVICES.map(() => undefined));
-    expect(SERVICES.map((s) => stack.restarts(s))).toEqual([0, 0, 0, 1, 0]);
+    expect(SERVICES.map((s) => stack.restarts(s))).toEqual([0, 0, 0, 1, 0, 0]);
     expect(lines.filter((l) => l.service === "tunnel" && /"level":(50|60)/.test(l.line))).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@ import { envString, type Env } from "../config.js";
 
 export { Counter, Gauge, Histogram, Registry };
 
-export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext" | "webhook" | "tunnel";
+export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext" | "webhook" | "tunnel" | "console";
 
 /**
  * Where each service serves /metrics when run alone: one port each, so the services of one
@@ -13,7 +13,7 @@ export type MetricsService = "sandbox" | "scheduler" | "runner" | "iocontext" | 
  */
 export const DEFAULT_METRICS_LISTEN: Record<MetricsService, string> = {
   sandbox: "127.0.0.1:9400", scheduler: "127.0.0.1:9401", runner: "127.0.0.1:9402", iocontext: "127.0.0.1:9403",
-  webhook: "127.0.0.1:9404", tunnel: "127.0.0.1:9405",
+  webhook: "127.0.0.1:9404", tunnel: "127.0.0.1:9405", console: "127.0.0.1:9406",
 };
 
 export function metricsListen(env: Env, service: MetricsService): string {
