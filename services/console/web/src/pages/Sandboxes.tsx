@@ -1,0 +1,129 @@
+// The sandboxes: filters kept in the URL (?status=&label=&q=), the rows live from the facade's
+// stream (a snapshot, then upserts and removals) and virtualized so thousands stay smooth.
+import { useEffect, useMemo, useRef, useState, type FormEvent } from "react";
+import { useSearch } from "wouter";
+import { navigate } from "wouter/use-browser-location";
+import { api, query } from "../api";
+import { ErrorBox } from "../components/common";
+import { SandboxTable } from "../components/SandboxTable";
+import { useEventStream } from "../hooks";
+import type { SandboxList, SandboxRow } from "../types";
+
+interface Filters { status: string; labels: string[]; q: string }
+
+function readFilters(search: string): Filters {
+  const params = new URLSearchParams(search);
+  return { status: params.get("status") ?? "", labels: params.getAll("label"), q: params.get("q") ?? "" };
+}
+
+function filterQuery(f: Filters): string {
+  return query({ status: f.status, label: f.labels, q: f.q });
+}
+
+/** Rows kept by name; changes arriving together are drawn once, at the next frame. */
+function useLiveRows(streamUrl: string) {
+  const rows = useRef(new Map<string, SandboxRow>());
+  const [version, setVersion] = useState(0);
+  const [loaded, setLoaded] = useState(false);
+  const frame = useRef(0);
+  const changed = () => {
+    if (frame.current) return;
+    frame.current = requestAnimationFrame(() => { frame.current = 0; setVersion((v) => v + 1); });
+  };
+  useEffect(() => () => cancelAnimationFrame(frame.current), []);
+  useEffect(() => { rows.current = new Map(); setLoaded(false); changed(); }, [streamUrl]);
+  const stream = useEventStream(streamUrl, {
+    snapshot: (data) => {
+      rows.current = new Map(((data as SandboxList).sandboxes ?? []).map((r) => [r.name, r]));
+      setLoaded(true);
+      changed();
+    },
+    upsert: (data) => { const row = (data as { row: SandboxRow }).row; rows.current.set(row.name, row); changed(); },
+    remove: (data) => { rows.current.delete((data as { name: string }).name); changed(); },
+  });
+  const sorted = useMemo(
+    () => [...rows.current.values()].sort((a, b) => a.name.localeCompare(b.name)),
+    [version],
+  );
+  return { rows: sorted, loaded, version, ...stream };
+}
+
+/** Counts per status over every sandbox, fetched again a moment after the live rows change. */
+function useStatusCounts(listUrl: string, version: number) {
+  const [counts, setCounts] = useState<Record<string, number>>({});
+  const [total, setTotal] = useState<number>();
+  useEffect(() => {
+    const timer = setTimeout(() => {
+      api<SandboxList>(listUrl).then((list) => { setCounts(list.statuses ?? {}); setTotal(list.total); }, () => undefined);
+    }, version === 0 ? 0 : 1000);
+    return () => clearTimeout(timer);
+  }, [listUrl, version]);
+  return { counts, total };
+}
+
+export function SandboxesPage() {
+  const search = useSearch();
+  const filters = useMemo(() => readFilters(search), [search]);
+  const qs = filterQuery(filters);
+  const live = useLiveRows(`/api/sandboxes/stream${qs}`);
+  const { counts } = useStatusCounts(`/api/sandboxes${qs}`, live.version);
+  const setFilters = (f: Filters) => navigate(`/sandboxes${filterQuery(f)}`, { replace: true });
+
+  const [q, setQ] = useState(filters.q);
+  useEffect(() => setQ(filters.q), [filters.q]);
+  useEffect(() => {
+    if (q === filters.q) return;
+    const timer = setTimeout(() => setFilters({ ...filters, q }), 250);
+    return () => clearTimeout(timer);
+  }, [q]);
+
+  const [labelText, setLabelText] = useState(filters.labels.join(", "));
+  useEffect(() => setLabelText(filters.labels.join(", ")), [filters.labels]);
+  const applyLabels = (event: FormEvent) => {
+    event.preventDefault();
+    const labels = labelText.split(/[,\s]+/).map((s) => s.trim()).filter(Boolean);
+    setFilters({ ...filters, labels });
+  };
+
+  const statusNames = Object.keys(counts).sort();
+  if (filters.status && !statusNames.includes(filters.status)) statusNames.push(filters.status);
+  const all = Object.values(counts).reduce((a, b) => a + b, 0);
+  return (
+    <>
+      <div className="page-title">
+        <h1>Sandboxes</h1>
+        <span className="muted" aria-live="polite">{live.loaded ? `${live.rows.length} shown` : "loading…"}</span>
+      </div>
+      <div className="filters">
+        <div className="chips" role="group" aria-label="Status">
+          <button type="button" className="chip" aria-pressed={!filters.status} onClick={() => setFilters({ ...filters, status: "" })}>
+            All <span className="count">{all}</span>
+          </button>
+          {statusNames.map((s) => (
+            <button key={s} type="button" className="chip" aria-pressed={filters.status === s}
+              onClick={() => setFilters({ ...filters, status: filters.status === s ? "" : s })}>
+              {s} <span className="count">{counts[s] ?? 0}</span>
+            </button>
+          ))}
+        </div>
+        <div className="filter-inputs">
+          <label>
+            <span>Name</span>
+            <input type="search" value={q} placeholder="part of a name" onChange={(e) => setQ(e.target.value)} />
+          </label>
+          <form onSubmit={applyLabels} className="label-filter">
+            <label>
+              <span>Labels</span>
+              <input type="text" value={labelText} placeholder="team=pay, env=dev*" onChange={(e) => setLabelText(e.target.value)}
+                onBlur={applyLabels} />
+            </label>
+            <button type="submit">Filter</button>
+          </form>
+        </div>
+      </div>
+      {live.error && <ErrorBox>{live.error}</ErrorBox>}
+      <SandboxTable rows={live.rows} />
+      {live.loaded && !live.rows.length && <p className="muted">No sandbox matches.</p>}
+    </>
+  );
+}
