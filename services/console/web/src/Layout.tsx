@@ -18,8 +18,8 @@ export function Layout({ children }: { children: ReactNode }) {
   const { user, setUser } = useSession();
   const signOut = async () => {
     await api("/api/logout", { method: "POST", redirectOn401: false }).catch(() => undefined);
-    setUser(null);
     navigate("/login", { replace: true });
+    setUser(null);
   };
   return (
     <>

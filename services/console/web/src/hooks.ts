@@ -25,6 +25,10 @@ export function useFetch<T>(path: string | undefined): Fetched<T> {
   return { ...state, reload };
 }
 
+/**
+ * One function per event name, given the event's JSON; `open` (no data) is called at every
+ * connection, a reconnection included, where the facade starts the stream over.
+ */
 export type StreamHandlers = Record<string, (data: unknown) => void>;
 
 /** Codes after which reconnecting cannot help: the stream is closed and the error shown. */
@@ -46,8 +50,8 @@ export function useEventStream(url: string | undefined, handlers: StreamHandlers
     if (!url) return;
     setError(undefined);
     const source = new EventSource(url);
-    source.onopen = () => { setConnected(true); setError(undefined); };
-    for (const name of names.split(",").filter(Boolean)) {
+    source.onopen = () => { setConnected(true); setError(undefined); current.current.open?.(undefined); };
+    for (const name of names.split(",").filter((n) => n && n !== "open")) {
       source.addEventListener(name, (event) => {
         try {
           current.current[name]?.(JSON.parse((event as MessageEvent<string>).data));

@@ -80,25 +80,30 @@ function layout(steps: GraphStep[], edges: GraphEdge[], phase: string, withStatu
   for (const e of known) g.setEdge(e.from, e.to);
   dagre.layout(g);
   let height = 0;
+  let width = 0;
   const nodes: Node<StepData>[] = steps.map((step) => {
     const at = g.node(step.name) as { x: number; y: number };
     height = Math.max(height, at.y + HEIGHT / 2);
+    width = Math.max(width, at.x + WIDTH / 2);
     return {
       id: step.name, type: "step", position: { x: at.x - WIDTH / 2, y: at.y - HEIGHT / 2 },
       data: { step, phase, withStatus }, width: WIDTH, height: HEIGHT,
       draggable: false, selectable: false, connectable: false, focusable: false,
     };
   });
-  const seen = new Set<string>();
-  const flowEdges: Edge[] = [];
+  // One edge per pair of steps, labelled with every output the later one reads.
+  const pairs = new Map<string, { source: string; target: string; names: string[] }>();
   for (const e of known) {
     const id = `${e.from}->${e.to}`;
-    if (seen.has(id)) continue;
-    seen.add(id);
-    const running = withStatus && steps.find((s) => s.name === e.to)?.status === "Running";
-    flowEdges.push({ id, source: e.from, target: e.to, label: e.label, animated: running, focusable: false, selectable: false });
+    const pair = pairs.get(id) ?? { source: e.from, target: e.to, names: [] };
+    if (e.label && !pair.names.includes(e.label)) pair.names.push(e.label);
+    pairs.set(id, pair);
   }
-  return { nodes, edges: flowEdges, height: height + 16 };
+  const flowEdges: Edge[] = [...pairs].map(([id, { source, target, names }]) => {
+    const running = withStatus && steps.find((s) => s.name === target)?.status === "Running";
+    return { id, source, target, label: names.join(", ") || undefined, animated: running, focusable: false, selectable: false };
+  });
+  return { nodes, edges: flowEdges, height: height + 16, width: width + 16 };
 }
 
 export function WorkflowGraph({ phase, steps, edges, withStatus = true }:
@@ -106,13 +111,15 @@ export function WorkflowGraph({ phase, steps, edges, withStatus = true }:
   const graph = useMemo(() => layout(steps, edges, phase, withStatus), [steps, edges, phase, withStatus]);
   if (!steps.length) return <p className="muted">No {phase} steps.</p>;
   return (
-    <div className="workflow-graph" style={{ height: Math.min(Math.max(graph.height + 24, 110), 520) }}
-      role="group" aria-label={`${phase} workflow`}>
+    // At its natural size, scrolled sideways where the screen is narrower than the graph.
+    <div className="workflow-graph" role="group" aria-label={`${phase} workflow`}>
+      <div style={{ height: Math.min(Math.max(graph.height + 24, 110), 520), width: graph.width + 32, minWidth: "100%" }}>
       <ReactFlow nodes={graph.nodes} edges={graph.edges} nodeTypes={nodeTypes} colorMode="system"
-        fitView fitViewOptions={{ padding: 0.08, maxZoom: 1 }} minZoom={0.25} maxZoom={1.5}
+        fitView fitViewOptions={{ padding: 0.08, maxZoom: 1 }} minZoom={0.5} maxZoom={1.5}
         nodesDraggable={false} nodesConnectable={false} nodesFocusable={false} edgesFocusable={false}
         elementsSelectable={false} zoomOnScroll={false} preventScrolling={false} zoomOnDoubleClick={false}
         proOptions={{ hideAttribution: true }} />
+      </div>
     </div>
   );
 }

@@ -70,7 +70,7 @@ export function EventsPage() {
         <h1>Events</h1>
         <span className="muted" role="status">{loaded ? `${events.length} events${stream.connected ? " · live" : ""}` : "loading…"}</span>
       </div>
-      <form ref={form} className="filters filter-inputs" onSubmit={apply} key={qs}>
+      <form ref={form} className="filter-inputs filter-bar" onSubmit={apply} key={qs}>
         <label><span>Sandbox</span><input name="sandbox" defaultValue={filters.sandbox} placeholder="name" /></label>
         <label><span>Type</span><input name="type" defaultValue={filters.type} placeholder="ephemera.sandbox.*" /></label>
         <label><span>Since</span><input name="since" defaultValue={filters.since} placeholder="2026-11-27T00:00:00Z" /></label>

@@ -1,6 +1,7 @@
 // Sign in with an API token: the facade checks it with the API (WhoAmI) and keeps it in an
 // HttpOnly cookie. An open API needs none, so the page goes straight back.
 import { useEffect, useState, type FormEvent } from "react";
+import { flushSync } from "react-dom";
 import { useSearch } from "wouter";
 import { navigate } from "wouter/use-browser-location";
 import { api, ApiError, messageOf } from "../api";
@@ -27,7 +28,9 @@ export function LoginPage() {
     setError(undefined);
     try {
       const who = await api<WhoAmI>("/api/login", { method: "POST", body: { token }, redirectOn401: false });
-      setUser(who);
+      // The router re-renders at once on navigation: the user must be known by then, or the
+      // page it goes to would send back here.
+      flushSync(() => setUser(who));
       navigate(next, { replace: true });
     } catch (err) {
       setError(err instanceof ApiError && err.status === 401 ? `Not signed in: ${err.message}` : messageOf(err));

@@ -106,14 +106,14 @@ export function SandboxPage() {
         <section>
           <h2>Endpoints</h2>
           <TableScroll label="Endpoints">
-            <table>
+            <table className="cards-narrow">
               <thead><tr><th>Name</th><th>Target</th><th>URL</th><th>Baseline</th></tr></thead>
               <tbody>
                 {sandbox.endpoints.map((e) => (
                   <tr key={e.name}>
-                    <td>{e.name}</td><td><code>{e.target}</code></td>
-                    <td>{e.url && <a href={e.url} target="_blank" rel="noreferrer">{e.url}</a>}</td>
-                    <td>{e.baselineUrl && <a href={e.baselineUrl} target="_blank" rel="noreferrer">{e.baselineUrl}</a>}</td>
+                    <td data-label="Name">{e.name}</td><td data-label="Target"><code>{e.target}</code></td>
+                    <td data-label="URL">{e.url && <a href={e.url} target="_blank" rel="noreferrer">{e.url}</a>}</td>
+                    <td data-label="Baseline">{e.baselineUrl && <a href={e.baselineUrl} target="_blank" rel="noreferrer">{e.baselineUrl}</a>}</td>
                   </tr>
                 ))}
               </tbody>
@@ -125,13 +125,14 @@ export function SandboxPage() {
         <section>
           <h2>Workloads</h2>
           <TableScroll label="Workloads">
-            <table>
+            <table className="cards-narrow">
               <thead><tr><th>Kind</th><th>Name</th><th>Status</th><th>Workload</th><th>Hosts</th><th>Message</th></tr></thead>
               <tbody>
                 {sandbox.workloads.map((w) => (
                   <tr key={`${w.kind}/${w.name}`}>
-                    <td>{w.kind}</td><td>{w.name}</td><td><StatusBadge status={w.status} /></td>
-                    <td><code>{w.workload}</code></td><td>{(w.hosts ?? []).join(", ")}</td><td>{w.message}</td>
+                    <td data-label="Kind">{w.kind}</td><td data-label="Name">{w.name}</td><td data-label="Status"><StatusBadge status={w.status} /></td>
+                    <td data-label="Workload">{w.workload && <code>{w.workload}</code>}</td><td data-label="Hosts">{(w.hosts ?? []).join(", ")}</td>
+                    <td data-label="Message">{w.message}</td>
                   </tr>
                 ))}
               </tbody>

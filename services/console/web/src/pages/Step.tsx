@@ -29,6 +29,8 @@ function StepLog({ url }: { url: string }) {
   useEffect(() => { setText(""); setEnded(false); setRuns(0); runCount.current = 0; atBottom.current = true; }, [url]);
   const append = (more: string) => setText((t) => { const all = t + more; return all.length > MAX_LOG ? all.slice(all.length - MAX_LOG) : all; });
   const stream = useEventStream(ended ? undefined : url, {
+    // A reconnection replays the log from its start.
+    open: () => { setText(""); runCount.current = 0; setRuns(0); },
     run: (data) => {
       const run = data as { attempt?: number; runId?: string };
       if (runCount.current > 0) append(`\n── attempt ${run.attempt ?? "?"} (${run.runId ?? ""}) ──\n`);
