@@ -1,6 +1,6 @@
 // The console's routes (each a real URL) behind the session check: a page needs a signed-in user
 // unless the API is open; /login is reachable always.
-import { useEffect } from "react";
+import { useEffect, useRef } from "react";
 import { Redirect, Route, Switch, useLocation } from "wouter";
 import { loginPath } from "./api";
 import { ErrorBox, Loading } from "./components/common";
@@ -38,7 +38,10 @@ function Pages() {
 function Gate() {
   const { user, error } = useSession();
   const [location] = useLocation();
+  // After a move to another page (not on the first), the focus goes to its content, as a page load's would start there.
+  const first = useRef(true);
   useEffect(() => {
+    if (first.current) { first.current = false; return; }
     document.getElementById("main")?.focus({ preventScroll: true });
   }, [location]);
   if (location === "/login") return <LoginPage />;

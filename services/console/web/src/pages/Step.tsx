@@ -27,7 +27,12 @@ function StepLog({ url }: { url: string }) {
   const pre = useRef<HTMLPreElement>(null);
   const atBottom = useRef(true);
   useEffect(() => { setText(""); setEnded(false); setRuns(0); runCount.current = 0; atBottom.current = true; }, [url]);
-  const append = (more: string) => setText((t) => { const all = t + more; return all.length > MAX_LOG ? all.slice(all.length - MAX_LOG) : all; });
+  const append = (more: string) => {
+    // Whether the reader is at the end, read before the text grows.
+    const el = pre.current;
+    if (el) atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
+    setText((t) => { const all = t + more; return all.length > MAX_LOG ? all.slice(all.length - MAX_LOG) : all; });
+  };
   const stream = useEventStream(ended ? undefined : url, {
     // A reconnection replays the log from its start.
     open: () => { setText(""); runCount.current = 0; setRuns(0); },
@@ -44,10 +49,6 @@ function StepLog({ url }: { url: string }) {
     const el = pre.current;
     if (el && atBottom.current) el.scrollTop = el.scrollHeight;
   }, [text]);
-  const onScroll = () => {
-    const el = pre.current;
-    if (el) atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
-  };
   return (
     <section>
       <div className="section-title">
@@ -55,7 +56,7 @@ function StepLog({ url }: { url: string }) {
         <span className="muted" role="status">{ended ? "ended" : stream.connected ? "following…" : "connecting…"}{runs > 1 ? ` · ${runs} runs` : ""}</span>
       </div>
       {stream.error && !ended && <ErrorBox>{stream.error}</ErrorBox>}
-      <pre className="log" data-testid="step-log" ref={pre} onScroll={onScroll} tabIndex={0} aria-label="Step log">{text}</pre>
+      <pre className="log" data-testid="step-log" ref={pre} tabIndex={0} aria-label="Step log">{text}</pre>
     </section>
   );
 }
