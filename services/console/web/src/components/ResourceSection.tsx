@@ -5,29 +5,10 @@ import { useMemo } from "react";
 import { Link } from "wouter";
 import { bytes } from "../format";
 import { useFetch } from "../hooks";
-import type { Graph, OutputValue, PluginDetail, ResourceView } from "../types";
+import type { OutputValue, PluginDetail, ResourceView } from "../types";
+import { workflow } from "../workflow";
 import { StatusBadge, TableScroll } from "./common";
-import { WorkflowGraph, type GraphEdge, type GraphStep } from "./WorkflowGraph";
-
-function workflow(sandbox: string, resource: ResourceView, phase: string, spec: Graph | undefined) {
-  const views = (resource.steps ?? []).filter((s) => (s.phase || "create") === phase);
-  const byName = new Map(views.map((s) => [s.name, s]));
-  const names = [...(spec?.nodes ?? []).map((n) => n.name), ...views.map((s) => s.name)];
-  const steps: GraphStep[] = [...new Set(names)].map((name) => {
-    const view = byName.get(name);
-    return {
-      name,
-      status: view?.status || "Pending",
-      attempts: view?.attempts,
-      href: `/sandboxes/${encodeURIComponent(sandbox)}/resources/${encodeURIComponent(resource.name)}/${phase}/${encodeURIComponent(name)}`,
-    };
-  });
-  const edges: GraphEdge[] = [
-    ...views.flatMap((s) => (s.dependsOn ?? []).map((from) => ({ from, to: s.name }))),
-    ...(spec?.edges ?? []),
-  ];
-  return { steps, edges };
-}
+import { WorkflowGraph } from "./WorkflowGraph";
 
 export function ResourceSection({ sandbox, resource, values }: { sandbox: string; resource: ResourceView; values?: OutputValue[] }) {
   const plugin = resource.plugin && resource.version

@@ -9,17 +9,8 @@ import { Link } from "wouter";
 import { duration, parseTime } from "../format";
 import { useNow } from "../hooks";
 import type { StepAttempt } from "../types";
+import { mergeEdges, type GraphEdge, type GraphStep } from "../workflow";
 import { tone } from "./common";
-
-export interface GraphStep {
-  name: string;
-  status?: string;
-  attempts?: StepAttempt[];
-  detail?: string;
-  href?: string;
-}
-
-export interface GraphEdge { from: string; to: string; label?: string }
 
 interface StepData extends Record<string, unknown> { step: GraphStep; phase: string; withStatus: boolean }
 
@@ -74,10 +65,9 @@ function layout(steps: GraphStep[], edges: GraphEdge[], phase: string, withStatu
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "LR", nodesep: 20, ranksep: 56, marginx: 8, marginy: 8 });
   g.setDefaultEdgeLabel(() => ({}));
-  const names = new Set(steps.map((s) => s.name));
+  const merged = mergeEdges(edges, steps);
   for (const s of steps) g.setNode(s.name, { width: WIDTH, height: HEIGHT });
-  const known = edges.filter((e) => names.has(e.from) && names.has(e.to) && e.from !== e.to);
-  for (const e of known) g.setEdge(e.from, e.to);
+  for (const e of merged) g.setEdge(e.source, e.target);
   dagre.layout(g);
   let height = 0;
   let width = 0;
@@ -91,17 +81,9 @@ function layout(steps: GraphStep[], edges: GraphEdge[], phase: string, withStatu
       draggable: false, selectable: false, connectable: false, focusable: false,
     };
   });
-  // One edge per pair of steps, labelled with every output the later one reads.
-  const pairs = new Map<string, { source: string; target: string; names: string[] }>();
-  for (const e of known) {
-    const id = `${e.from}->${e.to}`;
-    const pair = pairs.get(id) ?? { source: e.from, target: e.to, names: [] };
-    if (e.label && !pair.names.includes(e.label)) pair.names.push(e.label);
-    pairs.set(id, pair);
-  }
-  const flowEdges: Edge[] = [...pairs].map(([id, { source, target, names }]) => {
-    const running = withStatus && steps.find((s) => s.name === target)?.status === "Running";
-    return { id, source, target, label: names.join(", ") || undefined, animated: running, focusable: false, selectable: false };
+  const flowEdges: Edge[] = merged.map((e) => {
+    const running = withStatus && steps.find((s) => s.name === e.target)?.status === "Running";
+    return { ...e, animated: running, focusable: false, selectable: false };
   });
   return { nodes, edges: flowEdges, height: height + 16, width: width + 16 };
 }

@@ -48,17 +48,27 @@ function useLiveRows(streamUrl: string) {
   return { rows: sorted, loaded, version, ...stream };
 }
 
-/** Counts per status over every sandbox, fetched again a moment after the live rows change. */
+/** How often at most the counts are fetched again while the rows change. */
+const COUNTS_EVERY_MS = 5000;
+
+/**
+ * Counts per status over every sandbox (the list's `statuses`), for the chips: fetched with the
+ * filters, then again at most every few seconds while the live rows change.
+ */
 function useStatusCounts(listUrl: string, version: number) {
   const [counts, setCounts] = useState<Record<string, number>>({});
-  const [total, setTotal] = useState<number>();
+  const changed = useRef(false);
+  useEffect(() => { changed.current = true; }, [version]);
   useEffect(() => {
-    const timer = setTimeout(() => {
-      api<SandboxList>(listUrl).then((list) => { setCounts(list.statuses ?? {}); setTotal(list.total); }, () => undefined);
-    }, version === 0 ? 0 : 1000);
-    return () => clearTimeout(timer);
-  }, [listUrl, version]);
-  return { counts, total };
+    const load = () => {
+      changed.current = false;
+      api<SandboxList>(listUrl).then((list) => setCounts(list.statuses ?? {}), () => undefined);
+    };
+    load();
+    const timer = setInterval(() => { if (changed.current) load(); }, COUNTS_EVERY_MS);
+    return () => clearInterval(timer);
+  }, [listUrl]);
+  return counts;
 }
 
 export function SandboxesPage() {
@@ -66,7 +76,7 @@ export function SandboxesPage() {
   const filters = useMemo(() => readFilters(search), [search]);
   const qs = filterQuery(filters);
   const live = useLiveRows(`/api/sandboxes/stream${qs}`);
-  const { counts } = useStatusCounts(`/api/sandboxes${qs}`, live.version);
+  const counts = useStatusCounts(`/api/sandboxes${qs}`, live.version);
   const setFilters = (f: Filters) => navigate(`/sandboxes${filterQuery(f)}`, { replace: true });
 
   const [q, setQ] = useState(filters.q);
