@@ -25,6 +25,8 @@ function useLiveRows(streamUrl: string) {
   const rows = useRef(new Map<string, SandboxRow>());
   const [version, setVersion] = useState(0);
   const [loaded, setLoaded] = useState(false);
+  // Counts per status over every sandbox, for the chips: in the snapshot, then `counts` events.
+  const [counts, setCounts] = useState<Record<string, number>>();
   const frame = useRef(0);
   const changed = () => {
     if (frame.current) return;
@@ -34,32 +36,36 @@ function useLiveRows(streamUrl: string) {
   useEffect(() => { rows.current = new Map(); setLoaded(false); changed(); }, [streamUrl]);
   const stream = useEventStream(streamUrl, {
     snapshot: (data) => {
-      rows.current = new Map(((data as SandboxList).sandboxes ?? []).map((r) => [r.name, r]));
+      const list = data as SandboxList;
+      rows.current = new Map((list.sandboxes ?? []).map((r) => [r.name, r]));
+      if (list.statuses) setCounts(list.statuses);
       setLoaded(true);
       changed();
     },
     upsert: (data) => { const row = (data as { row: SandboxRow }).row; rows.current.set(row.name, row); changed(); },
     remove: (data) => { rows.current.delete((data as { name: string }).name); changed(); },
+    counts: (data) => setCounts((data as SandboxList).statuses ?? {}),
   });
   const sorted = useMemo(
     () => [...rows.current.values()].sort((a, b) => a.name.localeCompare(b.name)),
     [version],
   );
-  return { rows: sorted, loaded, version, ...stream };
+  return { rows: sorted, loaded, version, counts, ...stream };
 }
 
 /** How often at most the counts are fetched again while the rows change. */
 const COUNTS_EVERY_MS = 5000;
 
 /**
- * Counts per status over every sandbox (the list's `statuses`), for the chips: fetched with the
+ * Counts per status from the list's answer where the stream brings none: fetched with the
  * filters, then again at most every few seconds while the live rows change.
  */
-function useStatusCounts(listUrl: string, version: number) {
+function useStatusCounts(listUrl: string | undefined, version: number) {
   const [counts, setCounts] = useState<Record<string, number>>({});
   const changed = useRef(false);
   useEffect(() => { changed.current = true; }, [version]);
   useEffect(() => {
+    if (!listUrl) return;
     const load = () => {
       changed.current = false;
       api<SandboxList>(listUrl).then((list) => setCounts(list.statuses ?? {}), () => undefined);
@@ -76,7 +82,8 @@ export function SandboxesPage() {
   const filters = useMemo(() => readFilters(search), [search]);
   const qs = filterQuery(filters);
   const live = useLiveRows(`/api/sandboxes/stream${qs}`);
-  const counts = useStatusCounts(`/api/sandboxes${qs}`, live.version);
+  const fetched = useStatusCounts(live.loaded && !live.counts ? `/api/sandboxes${qs}` : undefined, live.version);
+  const counts = live.counts ?? fetched;
   const setFilters = (f: Filters) => navigate(`/sandboxes${filterQuery(f)}`, { replace: true });
 
   const [q, setQ] = useState(filters.q);
