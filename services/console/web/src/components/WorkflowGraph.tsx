@@ -3,7 +3,7 @@
 // each node is coloured by its step's status and links to the step's page; without (a
 // plugin's spec) it shows the spec's shape.
 import dagre from "@dagrejs/dagre";
-import { Handle, Position, ReactFlow, type Edge, type Node, type NodeProps } from "@xyflow/react";
+import { Handle, Position, ReactFlow, type Edge, type Node, type NodeHandle, type NodeProps } from "@xyflow/react";
 import { memo, useMemo } from "react";
 import { Link } from "wouter";
 import { duration, parseTime } from "../format";
@@ -61,6 +61,11 @@ const StepNode = memo(function StepNode({ data }: NodeProps<Node<StepData>>) {
 
 const nodeTypes = { step: StepNode };
 
+const HANDLES: NodeHandle[] = [
+  { type: "target", position: Position.Left, x: 0, y: HEIGHT / 2, width: 1, height: 1 },
+  { type: "source", position: Position.Right, x: WIDTH - 1, y: HEIGHT / 2, width: 1, height: 1 },
+];
+
 function layout(steps: GraphStep[], edges: GraphEdge[], phase: string, withStatus: boolean) {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "LR", nodesep: 20, ranksep: 56, marginx: 8, marginy: 8 });
@@ -78,6 +83,9 @@ function layout(steps: GraphStep[], edges: GraphEdge[], phase: string, withStatu
     return {
       id: step.name, type: "step", position: { x: at.x - WIDTH / 2, y: at.y - HEIGHT / 2 },
       data: { step, phase, withStatus }, width: WIDTH, height: HEIGHT,
+      // Known sizes and handles: a live update gives React Flow new node objects, and without
+      // these it drops the handles' bounds until a resize that never comes, and the edges with them.
+      measured: { width: WIDTH, height: HEIGHT }, handles: HANDLES,
       draggable: false, selectable: false, connectable: false, focusable: false,
     };
   });

@@ -26,7 +26,7 @@ function EventRow({ event }: { event: EphemeraEvent }) {
     <tr>
       <td data-label="Time" className="nowrap" title={event.time}>{localTime(event.time)}</td>
       <td data-label="Type"><code>{event.type?.replace(/^ephemera\./, "")}</code></td>
-      <td data-label="Sandbox">{sandbox ? <Link href={`/sandboxes/${encodeURIComponent(sandbox)}`}>{sandbox}</Link> : <span className="muted">{event.subject}</span>}</td>
+      <td data-label="Subject">{sandbox ? <Link href={`/sandboxes/${encodeURIComponent(sandbox)}`}>{sandbox}</Link> : <span className="muted">{event.subject}</span>}</td>
       <td data-label="Event">
         <details>
           <summary>JSON</summary>
@@ -86,7 +86,7 @@ export function EventsPage() {
       {events.length > 0 && (
         <TableScroll label="Events">
           <table className="events cards-narrow">
-            <thead><tr><th>Time</th><th>Type</th><th>Sandbox</th><th>Event</th></tr></thead>
+            <thead><tr><th>Time</th><th>Type</th><th>Sandbox or subject</th><th>Event</th></tr></thead>
             <tbody>{newestFirst.map((e, i) => <EventRow key={e.id ?? `${e.seq ?? ""}-${i}`} event={e} />)}</tbody>
           </table>
         </TableScroll>

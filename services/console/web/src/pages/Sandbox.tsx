@@ -14,7 +14,9 @@ import { useCanEdit } from "../session";
 import type { OutputValue, SandboxView } from "../types";
 
 function FailureText({ view }: { view: SandboxView }) {
-  const failed = (view.resources ?? []).filter((r) => r.failure);
+  // A resource's failure in its own words, unless the sandbox's message already says it.
+  const said = view.status?.message ?? "";
+  const failed = (view.resources ?? []).filter((r) => r.failure && !said.includes(`resource ${r.name}:`));
   return (
     <div className="failure" data-testid="failure-reason" role="status">
       <p><strong>{view.status?.reason || "Failed"}</strong>{view.status?.message ? `: ${view.status.message}` : ""}</p>
@@ -84,8 +86,8 @@ export function SandboxPage() {
     <>
       <div className="page-title">
         <h1>{sandbox.name}</h1>
-        <StatusBadge status={status.reason} />
-        <Actions view={sandbox} onError={setActionError} />
+        <StatusBadge status={deleted ? "Deleted" : status.reason} />
+        {!deleted && <Actions view={sandbox} onError={setActionError} />}
       </div>
       {deleted && <div className="notice" role="status">This sandbox has been deleted.</div>}
       {actionError && <ErrorBox>{actionError}</ErrorBox>}
