@@ -25,12 +25,10 @@ function StepLog({ url }: { url: string }) {
   const [runs, setRuns] = useState(0);
   const runCount = useRef(0);
   const pre = useRef<HTMLPreElement>(null);
-  const atBottom = useRef(true);
-  useEffect(() => { setText(""); setEnded(false); setRuns(0); runCount.current = 0; atBottom.current = true; }, [url]);
+  // The log's height when last drawn: the reader was at the end if the view reached it.
+  const drawnHeight = useRef(0);
+  useEffect(() => { setText(""); setEnded(false); setRuns(0); runCount.current = 0; drawnHeight.current = 0; }, [url]);
   const append = (more: string) => {
-    // Whether the reader is at the end, read before the text grows.
-    const el = pre.current;
-    if (el) atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
     setText((t) => { const all = t + more; return all.length > MAX_LOG ? all.slice(all.length - MAX_LOG) : all; });
   };
   const stream = useEventStream(ended ? undefined : url, {
@@ -45,9 +43,13 @@ function StepLog({ url }: { url: string }) {
     chunk: (data) => append((data as { text?: string }).text ?? ""),
     end: () => setEnded(true),
   });
+  // Follows the end while the reader is there: decided when the new text is laid out, from
+  // where the reader's view is now against the height before it grew.
   useLayoutEffect(() => {
     const el = pre.current;
-    if (el && atBottom.current) el.scrollTop = el.scrollHeight;
+    if (!el) return;
+    if (el.scrollTop + el.clientHeight >= drawnHeight.current - 24) el.scrollTop = el.scrollHeight;
+    drawnHeight.current = el.scrollHeight;
   }, [text]);
   return (
     <section>
