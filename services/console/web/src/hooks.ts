@@ -104,3 +104,10 @@ export function useMediaQuery(query: string): boolean {
   }, [query]);
   return matches;
 }
+
+/** The window's title while the page is shown: "<what> · ephemera". */
+export function useTitle(what: string): void {
+  useEffect(() => {
+    document.title = what ? `${what} · ephemera` : "ephemera";
+  }, [what]);
+}

@@ -6,7 +6,7 @@ import { navigate } from "wouter/use-browser-location";
 import { query } from "../api";
 import { ErrorBox, TableScroll } from "../components/common";
 import { localTime } from "../format";
-import { useEventStream } from "../hooks";
+import { useEventStream, useTitle } from "../hooks";
 import type { EphemeraEvent } from "../types";
 
 /** The page keeps the newest this many. */
@@ -42,6 +42,7 @@ function hoursAgo(hours: number): string {
 }
 
 export function EventsPage() {
+  useTitle("Events");
   const search = useSearch();
   const params = new URLSearchParams(search);
   const filters = { sandbox: params.get("sandbox") ?? "", type: params.get("type") ?? "", since: params.get("since") ?? "" };

@@ -3,7 +3,7 @@ import { useState } from "react";
 import { Link, useParams } from "wouter";
 import { ErrorBox, Facts, Labels, Loading, StatusBadge, TableScroll } from "../components/common";
 import { bytes, duration, localTime, parseTime } from "../format";
-import { useFetch } from "../hooks";
+import { useFetch, useTitle } from "../hooks";
 import type { JobRunnerGroupView, JobView } from "../types";
 
 function ran(job: JobView): string {
@@ -13,6 +13,7 @@ function ran(job: JobView): string {
 }
 
 export function JobsPage() {
+  useTitle("Jobs");
   const [all, setAll] = useState(true);
   const jobs = useFetch<{ jobs?: JobView[] }>(all ? "/api/jobs?all=1" : "/api/jobs");
   const groups = useFetch<{ jobRunnerGroups?: JobRunnerGroupView[] }>("/api/jobrunnergroups");
@@ -76,6 +77,7 @@ export function JobsPage() {
 
 export function JobPage() {
   const { name = "" } = useParams<{ name: string }>();
+  useTitle(name);
   const got = useFetch<JobView>(`/api/jobs/${encodeURIComponent(name)}`);
   const job = got.data;
   const s = job?.status;

@@ -5,6 +5,7 @@ import { flushSync } from "react-dom";
 import { useSearch } from "wouter";
 import { navigate } from "wouter/use-browser-location";
 import { api, ApiError, messageOf } from "../api";
+import { useTitle } from "../hooks";
 import { useSession } from "../session";
 import type { WhoAmI } from "../types";
 
@@ -14,6 +15,7 @@ function safeNext(next: string | null): string {
 }
 
 export function LoginPage() {
+  useTitle("Sign in");
   const next = safeNext(new URLSearchParams(useSearch()).get("next"));
   const { user, setUser } = useSession();
   const [error, setError] = useState<string>();

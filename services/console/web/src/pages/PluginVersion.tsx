@@ -5,7 +5,7 @@ import { Link, useParams } from "wouter";
 import { ErrorBox, Facts, Loading, TableScroll } from "../components/common";
 import { WorkflowGraph } from "../components/WorkflowGraph";
 import { localTime } from "../format";
-import { useFetch } from "../hooks";
+import { useFetch, useTitle } from "../hooks";
 import type { Graph, PluginDetail, PluginStep } from "../types";
 
 function inputSource(input: NonNullable<PluginStep["inputs"]>[number]): string {
@@ -61,6 +61,7 @@ function SpecGraph({ phase, graph }: { phase: string; graph: Graph | undefined }
 
 export function PluginVersionPage() {
   const { name = "", version = "" } = useParams<{ name: string; version: string }>();
+  useTitle(`${name}@${version}`);
   const detail = useFetch<PluginDetail>(`/api/plugins/${encodeURIComponent(name)}/${encodeURIComponent(version)}`);
   const plugin = detail.data?.plugin;
   return (

@@ -2,10 +2,11 @@
 import { Link } from "wouter";
 import { ErrorBox, Loading, TableScroll } from "../components/common";
 import { localTime } from "../format";
-import { useFetch } from "../hooks";
+import { useFetch, useTitle } from "../hooks";
 import type { PluginVersion } from "../types";
 
 export function PluginsPage() {
+  useTitle("Plugins");
   const list = useFetch<{ plugins?: { name: string; versions?: PluginVersion[] }[] }>("/api/plugins");
   const plugins = list.data?.plugins ?? [];
   return (

@@ -2,10 +2,11 @@
 import { Link, useParams } from "wouter";
 import { ErrorBox, Facts, Loading, StatusBadge, TableScroll } from "../components/common";
 import { localTime } from "../format";
-import { useFetch } from "../hooks";
+import { useFetch, useTitle } from "../hooks";
 import type { RouteGroupView } from "../types";
 
 export function RouteGroupsPage() {
+  useTitle("Route groups");
   const list = useFetch<{ routeGroups?: RouteGroupView[] }>("/api/routegroups");
   const groups = list.data?.routeGroups ?? [];
   return (
@@ -39,6 +40,7 @@ export function RouteGroupsPage() {
 
 export function RouteGroupPage() {
   const { name = "" } = useParams<{ name: string }>();
+  useTitle(name);
   const got = useFetch<RouteGroupView>(`/api/routegroups/${encodeURIComponent(name)}`);
   const g = got.data;
   return (

@@ -8,7 +8,7 @@ import { ErrorBox, Facts, Labels, Loading, StatusBadge, TableScroll } from "../c
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ResourceSection } from "../components/ResourceSection";
 import { localTime, relative } from "../format";
-import { useNow } from "../hooks";
+import { useNow, useTitle } from "../hooks";
 import { isFailure, useLiveSandbox } from "../sandbox";
 import { useCanEdit } from "../session";
 import type { OutputValue, SandboxView } from "../types";
@@ -64,6 +64,7 @@ function Actions({ view, onError }: { view: SandboxView; onError: (message: stri
 
 export function SandboxPage() {
   const { name = "" } = useParams<{ name: string }>();
+  useTitle(name);
   const { sandbox, error, notFound, streamError, deleted } = useLiveSandbox(name);
   const [actionError, setActionError] = useState<string>();
   const [values, setValues] = useState<OutputValue[]>();

@@ -6,7 +6,7 @@ import { navigate } from "wouter/use-browser-location";
 import { api, query } from "../api";
 import { ErrorBox } from "../components/common";
 import { SandboxTable } from "../components/SandboxTable";
-import { useEventStream } from "../hooks";
+import { useEventStream, useTitle } from "../hooks";
 import type { SandboxList, SandboxRow } from "../types";
 
 interface Filters { status: string; labels: string[]; q: string }
@@ -78,6 +78,7 @@ function useStatusCounts(listUrl: string | undefined, version: number) {
 }
 
 export function SandboxesPage() {
+  useTitle("Sandboxes");
   const search = useSearch();
   const filters = useMemo(() => readFilters(search), [search]);
   const qs = filterQuery(filters);

@@ -6,7 +6,7 @@ import { Link, useParams, useSearch } from "wouter";
 import { query } from "../api";
 import { ErrorBox, Facts, Loading, StatusBadge } from "../components/common";
 import { duration, localTime, parseTime } from "../format";
-import { useEventStream, useNow } from "../hooks";
+import { useEventStream, useNow, useTitle } from "../hooks";
 import { useLiveSandbox } from "../sandbox";
 import type { StepAttempt } from "../types";
 
@@ -66,6 +66,7 @@ function StepLog({ url }: { url: string }) {
 export function StepPage() {
   const { name = "", resource = "", phase = "", step = "" } = useParams<{ name: string; resource: string; phase: string; step: string }>();
   const attempt = new URLSearchParams(useSearch()).get("attempt") ?? "";
+  useTitle(`${step} · ${name}`);
   const { sandbox, error, notFound } = useLiveSandbox(name);
   const view = sandbox?.resources?.find((r) => r.name === resource)?.steps?.find((s) => s.name === step && (s.phase || "create") === phase);
   const running = view?.status === "Running";
