@@ -1,7 +1,7 @@
 // The sandbox rows, virtualized: only the rows in view are in the document. A grid on a wide
 // screen, cards on a narrow one (each a fixed height, so the virtualizer needs no measuring).
 import { useVirtualizer } from "@tanstack/react-virtual";
-import { useRef } from "react";
+import { useEffect, useRef } from "react";
 import { Link } from "wouter";
 import { age, localTime, relative } from "../format";
 import { useMediaQuery, useNow } from "../hooks";
@@ -20,8 +20,7 @@ export function SandboxTable({ rows }: { rows: SandboxRow[] }) {
     getItemKey: (i) => rows[i]?.name ?? i,
   });
   // A new row height means every offset changes.
-  const lastNarrow = useRef(narrow);
-  if (lastNarrow.current !== narrow) { lastNarrow.current = narrow; virtualizer.measure(); }
+  useEffect(() => virtualizer.measure(), [narrow, virtualizer]);
   return (
     <div className="sandbox-table" role="table" aria-label="Sandboxes" aria-rowcount={rows.length + 1}>
       {!narrow && (

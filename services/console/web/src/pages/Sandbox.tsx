@@ -1,8 +1,7 @@
 // One sandbox, live: its status in words, endpoints, workloads and resources (each resource's
 // create and delete workflows as graphs), and an editor's actions (delete, retry).
 import { useState } from "react";
-import { useParams } from "wouter";
-import { navigate } from "wouter/use-browser-location";
+import { Link, useParams } from "wouter";
 import { api, messageOf } from "../api";
 import { ErrorBox, Facts, Labels, Loading, StatusBadge, TableScroll } from "../components/common";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -71,7 +70,7 @@ export function SandboxPage() {
   const [valuesError, setValuesError] = useState<string>();
   const canEdit = useCanEdit();
   const now = useNow(5000);
-  if (notFound) return <><h1>{name}</h1><ErrorBox>No sandbox named {name}. <a href="/sandboxes" onClick={(e) => { e.preventDefault(); navigate("/sandboxes"); }}>All sandboxes</a></ErrorBox></>;
+  if (notFound) return <><h1>{name}</h1><ErrorBox>No sandbox named {name}. <Link href="/sandboxes">All sandboxes</Link></ErrorBox></>;
   if (!sandbox) return error ? <ErrorBox>{error}</ErrorBox> : <Loading />;
   const status = sandbox.status ?? {};
   const showValues = async () => {
