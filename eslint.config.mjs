@@ -16,7 +16,8 @@ export default tseslint.config(
     },
   },
   {
-    files: ["**/*.ts"],
+    // The console's single-page app (services/console/web, .tsx) is typed by its own tsconfig, found by the project service.
+    files: ["**/*.ts", "**/*.tsx"],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
       "@typescript-eslint/no-floating-promises": "error",
