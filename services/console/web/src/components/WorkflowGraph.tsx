@@ -50,8 +50,8 @@ const StepNode = memo(function StepNode({ data }: NodeProps<Node<StepData>>) {
     </>
   );
   return (
-    <div className={`step-node tone-${withStatus ? tone(status) : "plain"}`}
-      {...(withStatus ? { "data-testid": `step-${phase}-${step.name}`, "data-status": status } : {})}>
+    <div className={`step-node tone-${withStatus ? tone(status) : "plain"}`} data-testid={`step-${phase}-${step.name}`}
+      {...(withStatus ? { "data-status": status } : {})}>
       <Handle type="target" position={Position.Left} isConnectable={false} />
       {step.href ? <Link href={step.href} className="step-link nodrag nopan">{body}</Link> : <div className="step-link">{body}</div>}
       <Handle type="source" position={Position.Right} isConnectable={false} />
