@@ -25,7 +25,8 @@ type Unary<Req, Res> = (
 
 /** The API's refusal as it said it; a transport failure says which API could not be reached. */
 function apiError(address: string, err: grpc.ServiceError): ApiCallError {
-  const details = err.details || err.message;
+  // grpc-js ends a connection failure with an empty "Resolution note:": not a word for a page.
+  const details = (err.details || err.message).replace(/\s*Resolution note:\s*$/, "");
   const unreachable = err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED;
   return new ApiCallError(err.code, unreachable ? `the API at ${address} cannot be reached now: ${details}` : details, { cause: err });
 }

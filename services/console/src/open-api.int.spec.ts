@@ -72,3 +72,28 @@ describe("a console in front of an open API", () => {
     }
   });
 });
+
+describe("a console whose API cannot be reached", () => {
+  it("answers 502 naming the API's address in one line, and stays up", async () => {
+    const { createServer } = await import("node:net");
+    // A port nothing listens on: taken, then released.
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, "127.0.0.1", () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const api = `127.0.0.1:${port}`;
+    const running = await startConsole({ listen: "127.0.0.1:0", api, webRoot: web.root, logger: capturedLogger("console").logger, apiTimeoutMs: 2_000 });
+    try {
+      const answer = await http(running.address, "GET", "/api/whoami");
+      expect(answer).toMatchObject({ status: 502, json: { code: "UNAVAILABLE" } });
+      const error = (answer.json as { error: string }).error;
+      expect(error).toMatch(new RegExp(`^the API at ${api} cannot be reached now: `));
+      expect(error).not.toMatch(/Resolution note|\n/);
+      expect((await http(running.address, "GET", "/healthz")).status).toBe(200);
+    } finally {
+      await running.close();
+    }
+  });
+});
