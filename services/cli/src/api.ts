@@ -42,15 +42,8 @@ export class Api {
     this.actor = options.actor ?? process.env["EPHEMERA_ACTOR"] ?? process.env["USER"] ?? "";
     this.token = options.token;
     const { credentials, options: tlsOptions } = channelCredentials(options.tls);
-    this.plugins = new pb.ResourcePluginServiceClient(address, credentials, { ...clientOptions, ...tlsOptions });
-    const shared = { channelOverride: this.plugins.getChannel() };
-    this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
-    this.routeGroups = new pb.RouteGroupServiceClient(address, credentials, shared);
-    this.jobRunnerGroups = new pb.JobRunnerGroupServiceClient(address, credentials, shared);
-    this.jobs = new pb.JobServiceClient(address, credentials, shared);
-    this.logs = new pb.LogServiceClient(address, credentials, shared);
-    this.artifacts = new pb.ArtifactServiceClient(address, credentials, shared);
-    this.events = new pb.EventServiceClient(address, credentials, shared);
+    ({ plugins: this.plugins, sandboxes: this.sandboxes, routeGroups: this.routeGroups, jobRunnerGroups: this.jobRunnerGroups,
+      jobs: this.jobs, logs: this.logs, artifacts: this.artifacts, events: this.events } = pb.apiClients(address, credentials, { ...clientOptions, ...tlsOptions }));
   }
 
   applyPlugin(plugin: pb.ResourcePlugin, dryRun = false): Promise<pb.ApplyResourcePluginResponse> {

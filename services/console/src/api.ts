@@ -45,15 +45,8 @@ export class ConsoleApi {
   constructor(readonly address: string, options: ConsoleApiOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? 15_000;
     const { credentials, options: tlsOptions } = channelCredentials(options.tls);
-    this.access = new pb.AccessServiceClient(address, credentials, { ...clientOptions, ...tlsOptions });
-    const shared = { channelOverride: this.access.getChannel() };
-    this.plugins = new pb.ResourcePluginServiceClient(address, credentials, shared);
-    this.sandboxes = new pb.SandboxServiceClient(address, credentials, shared);
-    this.routeGroups = new pb.RouteGroupServiceClient(address, credentials, shared);
-    this.jobRunnerGroups = new pb.JobRunnerGroupServiceClient(address, credentials, shared);
-    this.jobs = new pb.JobServiceClient(address, credentials, shared);
-    this.logs = new pb.LogServiceClient(address, credentials, shared);
-    this.events = new pb.EventServiceClient(address, credentials, shared);
+    ({ access: this.access, plugins: this.plugins, sandboxes: this.sandboxes, routeGroups: this.routeGroups,
+      jobRunnerGroups: this.jobRunnerGroups, jobs: this.jobs, logs: this.logs, events: this.events } = pb.apiClients(address, credentials, { ...clientOptions, ...tlsOptions }));
   }
 
   whoAmI(token: string | undefined): Promise<pb.WhoAmIResponse> {

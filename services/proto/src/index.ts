@@ -8,3 +8,4 @@ export { BadRequest, BadRequest_FieldViolation, Status as RpcStatus } from "./ge
 export { Any } from "./gen/google/protobuf/any.js";
 export { descriptorSetBase64 } from "./gen/descriptors.js";
 export * as routes from "./gen/routes/routes.js";
+export { apiClients, type ApiClients } from "./clients.js";
