@@ -2,7 +2,7 @@
 // dropped before, one drop by key for each deleted while it was down, once, touching only
 // that sandbox's values, and recorded once when two IO contexts start at the same moment.
 import { connectNats, JetStreamEventStore, JetStreamValueStore, type EventStore } from "@ephemera/eventstore";
-import { createLogger, waitFor } from "@ephemera/kit";
+import { waitFor } from "@ephemera/kit";
 import { TEST_KEY } from "../../../test/support/keys.js";
 import { testNats } from "../../../test/support/servers.js";
 import { countingStores, dropCalls, history, sandboxOf, type SandboxOf } from "./drops.testkit.js";
