@@ -11,6 +11,8 @@
 // `outputs.<routingKey>`: a start replays it and drops only sandboxes deleted and not yet
 // dropped. Two IO contexts may drop the same sandbox at once: removing what is gone
 // changes nothing, and the record is appended once (deterministic commit id, expected new).
+// Not covered: a value written after the drop (a run still ending when a forced delete
+// dropped its sandbox) stays, where a restart used to remove it with the listing.
 import { Aggregates, encode, ev, parseRunId, runId, valueKey, type Phase } from "@ephemera/events";
 import { NO_AGGREGATE, commitIdOf, type Commit, type EventStore, type ValueStore } from "@ephemera/eventstore";
 import { ConcurrencyError, UnavailableError, delay, type Logger } from "@ephemera/kit";
