@@ -1,6 +1,7 @@
 // What an IO context start costs in drops, against NATS and Redis: nothing for sandboxes
 // dropped before, one drop by key for each deleted while it was down, once, touching only
 // that sandbox's values, and recorded once when two IO contexts start at the same moment.
+import { Aggregates, ev } from "@ephemera/events";
 import { connectNats, JetStreamEventStore, JetStreamValueStore, type EventStore } from "@ephemera/eventstore";
 import { waitFor } from "@ephemera/kit";
 import { TEST_KEY } from "../../../test/support/keys.js";
@@ -101,6 +102,22 @@ describe("IO context start: drops of deleted sandboxes' outputs", () => {
     await stop(second.service);
     expect(second.calls).toEqual([]);
     expect(await h.dropped(deleted)).toHaveLength(1);
+  });
+
+  it("drops the values a run journals after its sandbox was dropped, once its result arrives", async () => {
+    const forced = sandboxOf("forced", "rkforced");
+    const io = await startCounted();
+    await h.create(forced);
+    await h.delete(forced);
+    await droppedAll([forced]);
+    // A run still ending under a forced delete: the runner journals its value, then its result.
+    const sha256 = await values.put(`${forced.seed1}/marker`, Buffer.from("late"));
+    await h.append(Aggregates.steprun, forced.seed1,
+      ev("ephemera.steprun.succeeded.v1", { runId: forced.seed1, step: "seed", outputs: [{ name: "marker", size: 4, sha256 }] }));
+    const late = [`remove ${forced.seed1}/marker`, `drop cached ${forced.routingKey}`];
+    await waitFor(async () => io.calls.length === 4 && (await values.read(`${forced.seed1}/marker`)) === undefined, { what: "the late value to go" });
+    expect(io.calls).toEqual([...dropCalls(forced), ...late]);
+    expect(await h.dropped(forced)).toHaveLength(1);
   });
 
   it("records the drop once when two IO contexts start at the same moment", async () => {

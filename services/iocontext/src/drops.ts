@@ -11,9 +11,9 @@
 // `outputs.<routingKey>`: a start replays it and drops only sandboxes deleted and not yet
 // dropped. Two IO contexts may drop the same sandbox at once: removing what is gone
 // changes nothing, and the record is appended once (deterministic commit id, expected new).
-// Not covered: a value written after the drop (a run still ending when a forced delete
-// dropped its sandbox) stays, where a restart used to remove it with the listing.
-import { Aggregates, encode, ev, parseRunId, runId, valueKey, type Phase } from "@ephemera/events";
+// A run still ending when a forced delete dropped its sandbox may journal its values after
+// the drop: its result, seen live, is dropped too (not if every IO context was down then).
+import { Aggregates, decode, encode, ev, parseRunId, runId, valueKey, type Phase } from "@ephemera/events";
 import { NO_AGGREGATE, commitIdOf, type Commit, type EventStore, type ValueStore } from "@ephemera/eventstore";
 import { ConcurrencyError, UnavailableError, delay, type Logger } from "@ephemera/kit";
 import { findStep } from "./inputs.js";
@@ -25,6 +25,8 @@ export interface DueDrop {
   sandbox: string;
   /** The journal keys its runs may have written; undefined when a plugin version's spec is unknown here. */
   keys: string[] | undefined;
+  /** Values of a run that ended after its sandbox was dropped: dropped live only, never due at a start. */
+  late?: boolean;
 }
 
 /**
@@ -53,8 +55,22 @@ export class DropLedger {
       return drop;
     } else if (commit.aggregate === Aggregates.outputs && types.includes("ephemera.outputs.dropped.v1")) {
       this.due.delete(commit.aggregateId);
+    } else if (commit.aggregate === Aggregates.steprun) {
+      return this.lateResult(commit);
     }
     return undefined;
+  }
+
+  /** A result of a run whose sandbox is deleted and dropped (no longer live here, not due): a drop of its values. */
+  private lateResult(commit: Commit): DueDrop | undefined {
+    const run = parseRunId(commit.aggregateId);
+    if (!run || this.workflowsOf.has(run.routingKey) || this.due.has(run.routingKey)) return undefined;
+    const names = commit.events.flatMap((recorded) => {
+      const e = decode(recorded);
+      return e?.type === "ephemera.steprun.succeeded.v1" ? e.data.outputs.map((o) => o.name) : [];
+    });
+    if (!names.length) return undefined;
+    return { routingKey: run.routingKey, sandbox: "", keys: names.map((name) => valueKey(commit.aggregateId, name)), late: true };
   }
 
   /** Sandboxes deleted whose drop is not recorded. */
@@ -102,11 +118,13 @@ export class Dropper {
   constructor(private readonly deps: DropperDeps) {}
 
   enqueue(drop: DueDrop): void {
-    if (this.queued.has(drop.routingKey)) return;
-    this.queued.add(drop.routingKey);
+    // A sandbox's drop once in the queue; a late one per run.
+    const id = drop.late ? `${drop.keys?.[0]}` : drop.routingKey;
+    if (this.queued.has(id)) return;
+    this.queued.add(id);
     this.queue = this.queue
       .then(() => (this.stopping.signal.aborted ? undefined : this.attempt(drop)))
-      .finally(() => this.queued.delete(drop.routingKey));
+      .finally(() => this.queued.delete(id));
   }
 
   /** Cuts a backoff short and waits for the drop in hand; those queued behind it stay due. */
@@ -147,6 +165,7 @@ export class Dropper {
       values = await journal.drop(`${drop.routingKey}.`);
     }
     const runs = await outputs.dropSandbox(drop.routingKey);
+    if (drop.late) return { values, runs };
     try {
       await store.append(Aggregates.outputs, drop.routingKey, NO_AGGREGATE,
         [encode(ev("ephemera.outputs.dropped.v1", { sandbox: drop.sandbox, values, runs }))],

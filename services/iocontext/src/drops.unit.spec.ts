@@ -38,6 +38,27 @@ describe("DropLedger", () => {
     await feed.stop();
   });
 
+  it("drops the values of a run that ended after its sandbox was dropped, never making it due at a start", async () => {
+    const { store, h, ledger, made, feed } = setup();
+    const a = sandboxOf("a", "rka");
+    await h.publishPlugin();
+    await h.create(a);
+    await h.delete(a);
+    const late = (run: string) => h.append(Aggregates.steprun, run,
+      ev("ephemera.steprun.succeeded.v1", { runId: run, step: "seed", outputs: [{ name: "marker", size: 1, sha256: "00" }] }));
+    // While its drop is due, the drop to come covers the run.
+    await late(a.seed1);
+    await recordDropped(store, "rka");
+    await late(a.provision2);
+    await feed.start();
+    expect(made).toEqual([
+      { routingKey: "rka", sandbox: "a", keys: a.addressed },
+      { routingKey: "rka", sandbox: "", keys: [`${a.provision2}/marker`], late: true },
+    ]);
+    expect(ledger.pending()).toEqual([]);
+    await feed.stop();
+  });
+
   it("names no keys when the plugin version's spec is unknown (the drop then lists the journal)", async () => {
     const { h, made, feed } = setup();
     const a = sandboxOf("a", "rka");
