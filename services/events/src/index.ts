@@ -82,6 +82,7 @@ export interface EventPayloads {
   "ephemera.steprun.started.v1": pb.StepRunStarted;
   "ephemera.steprun.succeeded.v1": pb.StepRunSucceeded;
   "ephemera.steprun.failed.v1": pb.StepRunFailed;
+  "ephemera.outputs.dropped.v1": pb.OutputsDropped;
   "ephemera.deadletter.recorded.v1": pb.DeadLetterRecorded;
 }
 
@@ -145,6 +146,7 @@ const codecs: { [K in keyof EventPayloads]: Codec<EventPayloads[K]> } = {
   "ephemera.steprun.started.v1": pb.StepRunStarted,
   "ephemera.steprun.succeeded.v1": pb.StepRunSucceeded,
   "ephemera.steprun.failed.v1": pb.StepRunFailed,
+  "ephemera.outputs.dropped.v1": pb.OutputsDropped,
   "ephemera.deadletter.recorded.v1": pb.DeadLetterRecorded,
 };
 
@@ -194,6 +196,8 @@ export const Aggregates = {
   steprun: "steprun",
   /** The runner's record of a sandbox's forks on its cluster, by routing key. */
   forks: "forks",
+  /** A sandbox incarnation's output values, by routing key: recorded once they are dropped. */
+  outputs: "outputs",
   deadletter: "deadletter",
   /** A workstation's session with the tunnel service, by session id: the audit log of local workloads. */
   tunnel: "tunnel",

@@ -60,11 +60,26 @@ export function valueStoreContract(name: string, setup: () => Promise<ValueStore
       expect((await fx.store.get("rkb.db.create.a.1/x", b)).toString()).toBe("3");
     });
 
+    it("removes the values under the keys named (a missing one is no error) and no others", async () => {
+      const a = await fx.store.put("rka.db.create.a.1/x", Buffer.from("1"));
+      await fx.store.put("rka.db.create.a.2/x", Buffer.from(""));
+      const b = await fx.store.put("rkb.db.create.a.1/x", Buffer.from("3"));
+      const keys = ["rka.db.create.a.1/x", "rka.db.create.a.2/x", "rka.db.create.a.3/x"];
+      expect(await fx.store.remove(keys)).toBe(2);
+      expect(await fx.store.remove(keys)).toBe(0);
+      expect(await fx.store.remove([])).toBe(0);
+      await expect(fx.store.get("rka.db.create.a.1/x", a)).rejects.toBeInstanceOf(NotFoundError);
+      expect(await fx.store.read("rka.db.create.a.2/x")).toBeUndefined();
+      expect((await fx.store.get("rkb.db.create.a.1/x", b)).toString()).toBe("3");
+      await fx.store.put("rka.db.create.a.1/x", Buffer.from("again"));
+      expect((await fx.store.read("rka.db.create.a.1/x"))?.toString()).toBe("again");
+    });
+
     it("fails as unavailable while the backend is away, and works again after", async () => {
       const d = await fx.store.put("rk1.db.create.a.1/kept", Buffer.from("v"));
       await fx.setAvailable(false);
       for (const call of [() => fx.store.put("rk1.db.create.a.1/new", Buffer.from("n")), () => fx.store.get("rk1.db.create.a.1/kept", d),
-        () => fx.store.read("rk1.db.create.a.1/kept"), () => fx.store.drop("rk1.")]) {
+        () => fx.store.read("rk1.db.create.a.1/kept"), () => fx.store.remove(["rk1.db.create.a.1/kept"]), () => fx.store.drop("rk1.")]) {
         const started = Date.now();
         await expect(call()).rejects.toBeInstanceOf(UnavailableError);
         expect(Date.now() - started).toBeLessThan(failsWithinMs);

@@ -19,7 +19,13 @@ export interface ValueStore {
    * has not named its digests yet (its outputs journaled while the cache was down).
    */
   read(key: string): Promise<Buffer | undefined>;
-  /** Removes every value whose key starts with `prefix`; resolves to how many went. */
+  /** Removes the values under these keys (a missing one is no error); resolves to how many went. One lookup per key. */
+  remove(keys: string[]): Promise<number>;
+  /**
+   * Removes every value whose key starts with `prefix`; resolves to how many went. Lists
+   * the whole journal (object names are not searchable by prefix): for when the keys
+   * cannot be named, never on a path that runs per sandbox.
+   */
   drop(prefix: string): Promise<number>;
 }
 
@@ -62,6 +68,17 @@ export class JetStreamValueStore implements ValueStore {
   async read(key: string): Promise<Buffer | undefined> {
     const blob = await this.guard(() => this.os.getBlob(key), `read ${key}`);
     return blob === null ? undefined : Buffer.from(blob);
+  }
+
+  async remove(keys: string[]): Promise<number> {
+    let removed = 0;
+    for (const key of keys) {
+      const info = await this.guard(() => this.os.info(key), `look up ${key}`);
+      if (!info || info.deleted) continue;
+      await this.guard(() => this.os.delete(key), `drop ${key}`);
+      removed++;
+    }
+    return removed;
   }
 
   async drop(prefix: string): Promise<number> {
@@ -115,6 +132,11 @@ export class InMemoryValueStore implements ValueStore {
     this.check(`read ${key}`);
     const value = this.values.get(key);
     return value && Buffer.from(value);
+  }
+
+  async remove(keys: string[]): Promise<number> {
+    this.check("drop values");
+    return keys.filter((k) => this.values.delete(k)).length;
   }
 
   async drop(prefix: string): Promise<number> {

@@ -202,10 +202,13 @@ describe("iocontext against NATS and Redis", () => {
     await append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: RK }));
     await startWorkflow(create, "create", provisionRun);
     await putOutputs(provisionRun, { host: "db-rk0001", port: "5432" });
+    await succeed(create, provisionRun, { host: "db-rk0001", port: "5432" });
     expect(await redis.exists(`${prefix}:io:${provisionRun}`)).toBe(1);
     await append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.deleted.v1", {}));
     await waitFor(async () => (await redis.exists(`${prefix}:io:${provisionRun}`, `${prefix}:io-runs:${RK}`)) === 0, {
       what: "the sandbox's output keys to go",
     });
+    await waitFor(async () => (await store.read(Aggregates.outputs, RK)).events.length === 1, { what: "the drop to be recorded" });
+    expect(await values.read(`${provisionRun}/host`)).toBeUndefined();
   });
 });

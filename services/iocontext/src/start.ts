@@ -2,10 +2,10 @@
 // in Redis, the gRPC server; and the clean-up of a sandbox's outputs once it is deleted.
 import type { Redis } from "ioredis";
 import * as pb from "@ephemera/proto";
-import { Aggregates } from "@ephemera/events";
-import { Feed, JetStreamEventStore, type Commit, type EventStore, type ValueStore } from "@ephemera/eventstore";
-import { UnavailableError, delay, followHealth, startGrpcServer, unary, type Logger, type ServerTls, type SigningKey } from "@ephemera/kit";
+import { Feed, JetStreamEventStore, type EventStore, type ValueStore } from "@ephemera/eventstore";
+import { followHealth, startGrpcServer, unary, type Logger, type ServerTls, type SigningKey } from "@ephemera/kit";
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
+import { DropLedger, Dropper } from "./drops.js";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
 import { RedisHealth } from "./redis-health.js";
@@ -28,9 +28,6 @@ export interface IOContextConfig {
 /** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
 export type IOContextServiceDeps = { store: EventStore; logger: Logger; values: ValueStore } & ({ redis: Redis } | { outputs: OutputStore });
 
-/** Attempts at dropping a deleted sandbox's outputs while the store is down (about a minute in all). */
-const DROP_ATTEMPTS = 8;
-
 export interface RunningIOContext {
   port: number;
   stop(): Promise<void>;
@@ -44,26 +41,19 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     ? new RedisHealth(deps.redis, { logger, ...(config.metrics ? { metrics: config.metrics } : {}) })
     : undefined;
   const outputs = "outputs" in deps ? deps.outputs : new RedisOutputStore(deps.redis, config.prefix, health);
-  const stopping = new AbortController();
   const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes]);
-  const cleanups = new Set<Promise<void>>();
+  // A start replays the stream to know which deleted sandboxes are not dropped yet, and drops
+  // only those once caught up; after that, each as it is deleted.
+  const ledger = new DropLedger();
+  const dropper = new Dropper({ store, values: deps.values, outputs, logger });
+  let caughtUp = false;
   feed.onCommit((commit) => {
-    const routingKey = deletedSandbox(commit, (id) => projections.sandboxes.get(id)?.state.routingKey);
-    if (!routingKey) return;
-    const onRetry = (err: unknown, delayMs: number) =>
-      logger.warn({ err, sandbox: commit.aggregateId, routingKey, delayMs }, "cannot drop the outputs of a deleted sandbox yet; retrying");
-    const drop = (what: string, fn: () => Promise<number>) => {
-      const p = dropWithRetries(fn, stopping.signal, onRetry).then(
-        (n) => { if (n) logger.info({ sandbox: commit.aggregateId, routingKey, [what]: n }, `${what} of a deleted sandbox dropped`); },
-        (err: unknown) => logger.warn({ err, sandbox: commit.aggregateId }, `cannot drop the ${what} of a deleted sandbox`),
-      ).finally(() => cleanups.delete(p));
-      cleanups.add(p);
-    };
-    // Its delete steps have read what they needed: the cache and the journal let go of its values.
-    drop("cached runs", () => outputs.dropSandbox(routingKey));
-    drop("journaled values", () => deps.values.drop(`${routingKey}.`));
+    const due = ledger.observe(commit, projections);
+    if (due && caughtUp) dropper.enqueue(due);
   });
   await feed.start();
+  caughtUp = true;
+  for (const due of ledger.pending()) dropper.enqueue(due);
 
   const handlers = new IOContextHandlers({
     store, projections, outputs, values: deps.values, logger, keys: config.keys, ...(config.maxOutputBytes ? { maxOutputBytes: config.maxOutputBytes } : {}),
@@ -84,35 +74,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
       await server.shutdown();
       await feed.stop();
       health?.stop();
-      stopping.abort();
-      await Promise.allSettled([...cleanups]);
+      await dropper.stop();
     },
   };
-}
-
-/**
- * Values of a deleted sandbox must not outlive it in the cache or the journal: a drop that fails while
- * the store is down is tried again with backoff. (A restart also drops them: the feed
- * replays every `sandbox.deleted`.) A loop rather than kit's retry(): stop() must be able
- * to cut a backoff short.
- */
-async function dropWithRetries(
-  drop: () => Promise<number>, stop: AbortSignal, onRetry: (err: unknown, delayMs: number) => void,
-): Promise<number> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await drop();
-    } catch (err) {
-      if (!(err instanceof UnavailableError) || attempt >= DROP_ATTEMPTS || stop.aborted) throw err;
-      const delayMs = Math.min(30_000, 500 * 2 ** (attempt - 1));
-      onRetry(err, delayMs);
-      await delay(delayMs, stop);
-    }
-  }
-}
-
-function deletedSandbox(commit: Commit, routingKeyOf: (id: string) => string | undefined): string | undefined {
-  if (commit.aggregate !== Aggregates.sandbox) return undefined;
-  if (!commit.events.some((e) => e.type === "ephemera.sandbox.deleted.v1")) return undefined;
-  return routingKeyOf(commit.aggregateId) || undefined;
 }
