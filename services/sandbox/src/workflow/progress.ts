@@ -50,9 +50,10 @@ export interface WorkflowProgress {
 
 export const initialProgress = (): WorkflowProgress => ({ status: "none", steps: [], retried: 0, workflow: initialWorkflow() });
 
-/** The status of a step's current attempt; a step made pending again by a retry keeps its last attempt as it ended. */
+/** The status of a step's current attempt; a step made pending by a retry keeps its last attempt as it ended. */
 const ATTEMPT: Record<StepStatus, AttemptStatus | undefined> = {
-  pending: undefined, queued: "queued", running: "running", retrying: "failed", succeeded: "succeeded", failed: "failed", cancelled: "cancelled",
+  pending: undefined, queued: "queued", running: "running", retrying: "failed",
+  succeeded: "succeeded", failed: "failed", cancelled: "cancelled",
 };
 const ENDED = new Set<AttemptStatus>(["succeeded", "failed", "cancelled"]);
 
@@ -62,7 +63,7 @@ export function evolveProgress(progress: WorkflowProgress, event: DomainEvent, t
   if (workflow === progress.workflow) return progress;
   if (workflow.status === "none") return { ...initialProgress(), workflow };
   // A new workflow (started) begins with no attempts; otherwise each step continues its own.
-  const before = event.type === "ephemera.workflow.started.v1" ? new Map<string, StepProgress>() : new Map(progress.steps.map((s) => [s.name, s]));
+  const before = new Map(event.type === "ephemera.workflow.started.v1" ? [] : progress.steps.map((s) => [s.name, s]));
   return {
     status: workflow.status,
     started: workflow.started,
