@@ -32,7 +32,7 @@ export interface StepProgress {
   attempts: AttemptProgress[];
   /** Set while the current run is queued and was reported as taken by no runner. */
   unclaimed?: { cluster: string; since: string };
-  /** While the step waits to run again: when (as its event says it). */
+  /** When its next attempt is due, as the retry's event wrote it; kept until that attempt is dispatched. */
   retryAt?: string;
 }
 
