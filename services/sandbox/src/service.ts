@@ -3,7 +3,8 @@
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, folding, journaledValues, parseRunId, workflowId, type DomainEvent, type ValueJournal } from "@ephemera/events";
 import { evolvePlugin, initialPlugin, type PluginState } from "./plugin/state.js";
-import { evolveWorkflow, initialWorkflow, isTerminal, type WorkflowState } from "./progress.js";
+import { isTerminal } from "@ephemera/scheduler/decider";
+import { evolveProgress, initialProgress, type WorkflowProgress } from "./workflow/progress.js";
 import { evolveSandbox, initialSandbox, type SandboxRecord, type SandboxState } from "./sandbox/state.js";
 import {
   Feed, Projection, execute, type Commit, type EventStore, type LogEntry, type LogFollower, type LogStore, type ReadOptions, type Subscription,
@@ -65,7 +66,7 @@ type Watcher = (view: pb.SandboxView | undefined) => void;
 export class SandboxCore {
   readonly plugins = new Projection<PluginState>(Aggregates.plugin, initialPlugin, folding(evolvePlugin));
   readonly sandboxes = new Projection<SandboxState>(Aggregates.sandbox, initialSandbox, folding(evolveSandbox));
-  readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, folding(evolveWorkflow));
+  readonly workflows = new Projection<WorkflowProgress>(Aggregates.workflow, initialProgress, folding(evolveProgress));
   /** The runners' reports of the sandboxes' forks, by routing key. */
   readonly forks = new Projection<ForkFacts>(Aggregates.forks, noForkFacts, folding(foldForkFacts));
   /** The tunnel's word on which local workloads a workstation serves, by routing key. */

@@ -1,7 +1,7 @@
 // Which step runs a log request reads, whether each has ended, and whether more may still
 // come (what `--follow` waits for): a reading of the sandbox's projected state, no I/O.
 import { NotFoundError } from "@ephemera/kit";
-import type { WorkflowState } from "../progress.js";
+import type { WorkflowProgress } from "../workflow/progress.js";
 import type { SandboxState } from "../sandbox/state.js";
 
 export type Phase = "create" | "delete";
@@ -32,7 +32,7 @@ export interface LogSelection {
 
 export interface LogSources {
   sandbox: SandboxState | undefined;
-  workflow(phase: Phase): WorkflowState | undefined;
+  workflow(phase: Phase): WorkflowProgress | undefined;
   /** The step names of the resource's plugin version in a phase; undefined once the version is gone. */
   pluginSteps(phase: Phase): string[] | undefined;
 }
@@ -67,7 +67,7 @@ export function selectRuns(sandbox: string, resource: string, filter: LogFilter,
   return { runs, more };
 }
 
-const ended = (wf: WorkflowState | undefined) => wf?.status === "succeeded" || wf?.status === "failed" || wf?.status === "cancelled";
+const ended = (wf: WorkflowProgress | undefined) => wf?.status === "succeeded" || wf?.status === "failed" || wf?.status === "cancelled";
 
 /** NOT_FOUND for a step the resource's plugin does not have (when that can still be told). */
 function checkStep(sandbox: string, resource: string, step: string, phase: string | undefined, phases: Phase[], from: LogSources): void {
@@ -80,7 +80,7 @@ function checkStep(sandbox: string, resource: string, step: string, phase: strin
 }
 
 /** Whether a run is over as its workflow records it (an unknown run is not). */
-export function runEnded(wf: WorkflowState | undefined, runId: string): boolean {
+export function runEnded(wf: WorkflowProgress | undefined, runId: string): boolean {
   const attempt = wf?.steps.flatMap((s) => s.attempts).find((a) => a.runId === runId);
   return attempt !== undefined && (ENDED.has(attempt.status) || ended(wf));
 }

@@ -2,7 +2,7 @@
 // and its workflows' events, then the selection.
 import { ev, type DomainEvent } from "@ephemera/events";
 import { NotFoundError } from "@ephemera/kit";
-import { evolveWorkflow, initialWorkflow, type WorkflowState } from "../progress.js";
+import { evolveProgress, initialProgress, type WorkflowProgress } from "../workflow/progress.js";
 import { evolveSandbox, initialSandbox, type SandboxState } from "../sandbox/state.js";
 import { runEnded, selectRuns, type LogFilter, type Phase } from "./select.js";
 
@@ -17,7 +17,7 @@ const failure = (step: string, attempt = 1) => ({ step, runId: run(step, attempt
 
 function given(sandbox: DomainEvent[], create: DomainEvent[], plugin: Record<Phase, string[]> | null = { create: ["a", "b"], delete: ["clean"] }) {
   const sb: SandboxState = sandbox.reduce((s, e) => evolveSandbox(s, e, T), initialSandbox());
-  const wf: WorkflowState | undefined = create.length ? create.reduce((s, e) => evolveWorkflow(s, e, T), initialWorkflow()) : undefined;
+  const wf: WorkflowProgress | undefined = create.length ? create.reduce((s, e) => evolveProgress(s, e, T), initialProgress()) : undefined;
   const select = (filter: LogFilter = {}) => selectRuns("sb", "db", filter, {
     sandbox: sb, workflow: (phase) => (phase === "create" ? wf : undefined), pluginSteps: (phase) => plugin?.[phase], // null: the version is gone
   });

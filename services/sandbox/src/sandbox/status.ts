@@ -1,6 +1,6 @@
 // The status a user sees, derived from the sandbox's state: never stored, always folded.
 import type * as pb from "@ephemera/proto";
-import type { WorkflowState } from "../progress.js";
+import type { WorkflowProgress } from "../workflow/progress.js";
 import type { SandboxRecord } from "./state.js";
 import { scheduledDeleteTime } from "./decide.js";
 
@@ -10,7 +10,7 @@ export class UnrenderableError extends Error {
 }
 
 /** The status of a sandbox; `workflows` are its resources' workflows (to tell a run no runner took). */
-export function sandboxStatus(s: SandboxRecord, workflows: WorkflowState[] = []): pb.SandboxStatus {
+export function sandboxStatus(s: SandboxRecord, workflows: WorkflowProgress[] = []): pb.SandboxStatus {
   return { ...baseStatus(s, workflows), scheduledDeleteTime: s.status === "active" ? deletionTime(s) : "" };
 }
 
@@ -29,7 +29,7 @@ function deletionTime(s: SandboxRecord): string {
   return when.toISOString();
 }
 
-function baseStatus(s: SandboxRecord, workflows: WorkflowState[]): Omit<pb.SandboxStatus, "scheduledDeleteTime"> {
+function baseStatus(s: SandboxRecord, workflows: WorkflowProgress[]): Omit<pb.SandboxStatus, "scheduledDeleteTime"> {
   if (s.status === "deleted") return { ready: false, reason: "Deleted", message: "sandbox deleted" };
   if (s.status === "deleting") {
     if (s.deleteReason === "ttl") {

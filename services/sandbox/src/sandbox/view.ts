@@ -1,7 +1,7 @@
 // The SandboxView of the API, built from the sandbox and its workflows.
 import * as pb from "@ephemera/proto";
 import { workflowId } from "@ephemera/events";
-import type { WorkflowState } from "../progress.js";
+import type { WorkflowProgress } from "../workflow/progress.js";
 import type { SandboxRecord } from "./state.js";
 import type { Projection } from "@ephemera/eventstore";
 import { sandboxStatus } from "./status.js";
@@ -15,14 +15,14 @@ const STATUS: Record<string, string> = {
 const title = (s: string) => STATUS[s] ?? s;
 
 /** The create and delete workflows of a sandbox's resources, those that started. */
-export function workflowsOf(s: SandboxRecord, workflows: Projection<WorkflowState>): WorkflowState[] {
+export function workflowsOf(s: SandboxRecord, workflows: Projection<WorkflowProgress>): WorkflowProgress[] {
   return s.resources.flatMap((r) => (["create", "delete"] as const)
     .flatMap((phase) => workflows.get(workflowId(s.routingKey, r.name, phase))?.state ?? []));
 }
 
 /** `values` keys are `<resource>/<step>.<output>`; without it, outputs carry names and sizes only. */
 export function buildView(
-  s: SandboxRecord, workflows: Projection<WorkflowState>, values: Map<string, Buffer> | undefined, forks?: ForkFacts, locals?: LocalLinks,
+  s: SandboxRecord, workflows: Projection<WorkflowProgress>, values: Map<string, Buffer> | undefined, forks?: ForkFacts, locals?: LocalLinks,
 ): pb.SandboxView {
   const mine = workflowsOf(s, workflows);
   const workloads = workloadsOf(s, forks, locals);
@@ -38,24 +38,7 @@ export function buildView(
     resources: s.resources.map((r) => {
       const steps = (["create", "delete"] as const).flatMap((phase) => {
         const wf = workflows.get(workflowId(s.routingKey, r.name, phase))?.state;
-        if (!wf) return [];
-        return wf.steps.map((st) => {
-          const last = st.attempts.at(-1);
-          const failure = last?.failure ?? (wf.failure?.step === st.name ? wf.failure : undefined);
-          const cancelled = wf.status === "cancelled" && st.status === "pending";
-          const message = st.status === "retrying" ? `attempt ${st.attempt} failed (${failure?.reason ?? "?"}); next attempt at ${st.retryAt}`
-            : st.unclaimed && st.status === "queued" ? `no runner for cluster ${st.unclaimed.cluster} has taken it` : "";
-          return pb.StepView.fromPartial({
-            name: st.name, phase, attempt: st.attempt, runId: st.runId ?? "",
-            status: cancelled ? "Cancelled" : title(st.status),
-            exitCode: failure?.exitCode, reason: failure?.reason ?? "", message,
-            attempts: st.attempts.map((a) => ({
-              attempt: a.attempt, runId: a.runId, status: title(a.status), reason: a.failure?.reason ?? "", exitCode: a.failure?.exitCode,
-              queuedAt: a.queuedAt ?? "", startedAt: a.startedAt ?? "", endedAt: a.endedAt ?? "",
-            })),
-            dependsOn: st.dependsOn,
-          });
-        });
+        return wf ? stepViews(wf, phase) : [];
       });
       return pb.ResourceView.fromPartial({
         name: r.name,
@@ -67,6 +50,27 @@ export function buildView(
         outputs: r.outputs.map((o) => ({ key: o.key, size: o.size, value: values?.get(`${r.name}/${o.key}`) })),
       });
     }),
+  });
+}
+
+/** The steps of one workflow as the API shows them, each with its attempts. */
+export function stepViews(wf: WorkflowProgress, phase: "create" | "delete"): pb.StepView[] {
+  return wf.steps.map((st) => {
+    const last = st.attempts.at(-1);
+    const failure = last?.failure ?? (wf.failure?.step === st.name ? wf.failure : undefined);
+    const cancelled = wf.status === "cancelled" && st.status === "pending";
+    const message = st.status === "retrying" ? `attempt ${st.attempt} failed (${failure?.reason ?? "?"}); next attempt at ${st.retryAt}`
+      : st.unclaimed && st.status === "queued" ? `no runner for cluster ${st.unclaimed.cluster} has taken it` : "";
+    return pb.StepView.fromPartial({
+      name: st.name, phase, attempt: st.attempt, runId: st.runId ?? "",
+      status: cancelled ? "Cancelled" : title(st.status),
+      exitCode: failure?.exitCode, reason: failure?.reason ?? "", message,
+      attempts: st.attempts.map((a) => ({
+        attempt: a.attempt, runId: a.runId, status: title(a.status), reason: a.failure?.reason ?? "", exitCode: a.failure?.exitCode,
+        queuedAt: a.queuedAt ?? "", startedAt: a.startedAt ?? "", endedAt: a.endedAt ?? "",
+      })),
+      dependsOn: st.dependsOn,
+    });
   });
 }
 

@@ -1,12 +1,12 @@
-// The sandbox service's fold of workflow events: given events, then what it shows.
+// The sandbox service's view of a workflow (the scheduler's fold and the attempts around it): given events, then what it shows.
 import { encode, ev, folding, type DomainEvent, type StoredEvent } from "@ephemera/events";
-import { evolveWorkflow, initialWorkflow, type WorkflowState } from "./progress.js";
+import { evolveProgress, initialProgress, type WorkflowProgress } from "./progress.js";
 
 const recorded = (e: DomainEvent, time = "2026-01-01T00:00:00.000Z"): StoredEvent => ({ ...encode(e), time });
 
 describe("workflow fold", () => {
   const T = "2026-01-01T00:00:00.000Z";
-  const given = (...events: DomainEvent[]): WorkflowState => events.reduce((st, e) => evolveWorkflow(st, e, T), initialWorkflow());
+  const given = (...events: DomainEvent[]): WorkflowProgress => events.reduce((st, e) => evolveProgress(st, e, T), initialProgress());
   const WF = "rk1.db.create";
   const run = (step: string, attempt = 1) => `${WF}.${step}.${attempt}`;
   const started = ev("ephemera.workflow.started.v1", { workflowId: WF, steps: [{ name: "a" }, { name: "b", dependsOn: ["a"] }] });
@@ -16,8 +16,8 @@ describe("workflow fold", () => {
   const retryScheduled = (step: string, attempt: number, retryAt: string) => ev("ephemera.workflow.step_retry_scheduled.v1", {
     step, runId: run(step, attempt), failure: failure(step, attempt), nextAttempt: attempt + 1, retryAt,
   });
-  const stepOf = (s: WorkflowState, name: string) => s.steps.find((x) => x.name === name)!;
-  const attempts = (s: WorkflowState, name: string) => stepOf(s, name).attempts.map((a) => [a.attempt, a.runId, a.status, a.failure?.reason]);
+  const stepOf = (s: WorkflowProgress, name: string) => s.steps.find((x) => x.name === name)!;
+  const attempts = (s: WorkflowProgress, name: string) => stepOf(s, name).attempts.map((a) => [a.attempt, a.runId, a.status, a.failure?.reason]);
 
   it("starts with every planned step pending", () => {
     const s = given(started);
@@ -43,7 +43,7 @@ describe("workflow fold", () => {
     expect(attempts(again, "a")).toEqual([[1, run("a"), "failed", "Error"], [2, run("a", 2), "running", undefined]]);
     expect(attempts(again, "b")).toEqual([]);
 
-    const failed = evolveWorkflow(again, ev("ephemera.workflow.step_failed.v1", { step: "a", runId: run("a", 2), failure: failure("a", 2, "RunnerLost") }), T);
+    const failed = evolveProgress(again, ev("ephemera.workflow.step_failed.v1", { step: "a", runId: run("a", 2), failure: failure("a", 2, "RunnerLost") }), T);
     expect(attempts(failed, "a")).toEqual([[1, run("a"), "failed", "Error"], [2, run("a", 2), "failed", "RunnerLost"]]);
     expect(failed.failure).toMatchObject({ runId: run("a", 2), reason: "RunnerLost" });
   });
@@ -52,7 +52,7 @@ describe("workflow fold", () => {
     const at = (n: number) => `2026-01-01T00:00:0${n}.000Z`;
     const s = [started, dispatched("a"), running("a"), retryScheduled("a", 1, at(5)), dispatched("a", 2), running("a", 2),
       ev("ephemera.workflow.step_succeeded.v1", { step: "a", runId: run("a", 2), outputs: [] })]
-      .reduce((st, e, i) => evolveWorkflow(st, e, at(i)), initialWorkflow());
+      .reduce((st, e, i) => evolveProgress(st, e, at(i)), initialProgress());
     expect(stepOf(s, "a").attempts.map((a) => [a.attempt, a.queuedAt, a.startedAt, a.endedAt]))
       .toEqual([[1, at(1), at(2), at(3)], [2, at(4), at(5), at(6)]]);
   });
@@ -66,7 +66,7 @@ describe("workflow fold", () => {
     const failedWf = given(started, dispatched("a"), ev("ephemera.workflow.step_failed.v1", { step: "a", runId: run("a"), failure: failure("a") }),
       ev("ephemera.workflow.failed.v1", { failure: failure("a") }));
     expect(failedWf.status).toBe("failed");
-    const s = [ev("ephemera.workflow.retried.v1", { steps: ["a", "b"] }), dispatched("a", 2)].reduce((st, e) => evolveWorkflow(st, e, T), failedWf);
+    const s = [ev("ephemera.workflow.retried.v1", { steps: ["a", "b"] }), dispatched("a", 2)].reduce((st, e) => evolveProgress(st, e, T), failedWf);
     expect(s).toMatchObject({ status: "running", retried: 1 });
     expect(s.failure).toBeUndefined();
     expect(attempts(s, "a")).toEqual([[1, run("a"), "failed", "Error"], [2, run("a", 2), "queued", undefined]]);
@@ -75,9 +75,9 @@ describe("workflow fold", () => {
 
   it("marks a run nobody took as unclaimed, until a runner takes it", () => {
     const unclaimed = ev("ephemera.workflow.step_unclaimed.v1", { step: "a", runId: run("a"), cluster: "edge", waitedMs: 30_000 });
-    const s = evolveWorkflow(given(started, dispatched("a")), unclaimed, "2026-01-01T00:00:30.000Z");
+    const s = evolveProgress(given(started, dispatched("a")), unclaimed, "2026-01-01T00:00:30.000Z");
     expect(stepOf(s, "a").unclaimed).toEqual({ cluster: "edge", since: "2026-01-01T00:00:30.000Z" });
-    expect(stepOf(evolveWorkflow(s, running("a"), T), "a").unclaimed).toBeUndefined();
+    expect(stepOf(evolveProgress(s, running("a"), T), "a").unclaimed).toBeUndefined();
   });
 
   it("a cancel cancels queued attempts at once and leaves running ones to end", () => {
@@ -93,7 +93,7 @@ describe("workflow fold", () => {
   });
 
   it("folds stored events through their codec and time, skipping types it does not know", () => {
-    const fold = folding(evolveWorkflow);
+    const fold = folding(evolveProgress);
     const stored = [
       recorded(ev("ephemera.workflow.started.v1", { workflowId: WF, steps: [{ name: "a" }] })),
       { ...recorded(ev("ephemera.sandbox.ready.v1", {})), type: "ephemera.workflow.renamed.v9" },
@@ -101,11 +101,11 @@ describe("workflow fold", () => {
       recorded(ev("ephemera.workflow.step_unclaimed.v1", { step: "a", runId: run("a"), cluster: "edge", waitedMs: 30_000 }), "2026-01-01T00:00:30.000Z"),
     ];
     const s = JSON.parse(JSON.stringify(stored)) as StoredEvent[];
-    expect(stepOf(s.reduce(fold, initialWorkflow()), "a")).toMatchObject({ status: "queued", unclaimed: { cluster: "edge", since: "2026-01-01T00:00:30.000Z" } });
+    expect(stepOf(s.reduce(fold, initialProgress()), "a")).toMatchObject({ status: "queued", unclaimed: { cluster: "edge", since: "2026-01-01T00:00:30.000Z" } });
   });
 
-  it("records a dispatch of a step its plan did not list", () => {
+  it("shows no step its plan did not list, as the scheduler has none", () => {
     const s = given(ev("ephemera.workflow.started.v1", { steps: [{ name: "a" }] }), ev("ephemera.workflow.step_dispatched.v1", { step: "b", runId: "r.b.1", attempt: 1 }));
-    expect(s.steps.map((x) => [x.name, x.status, x.runId, x.attempts.length])).toEqual([["a", "pending", undefined, 0], ["b", "queued", "r.b.1", 1]]);
+    expect(s.steps.map((x) => [x.name, x.status, x.runId, x.attempts.length])).toEqual([["a", "pending", undefined, 0]]);
   });
 });
