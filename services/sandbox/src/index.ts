@@ -78,7 +78,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const registry = config.metrics;
   const replicas = config.streamReplicas ?? 1;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, replicas, ...(registry ? { metrics: registry } : {}) });
-  const logs = await JetStreamLogStore.open(nc, config.prefix, { replicas });
+  const logs = await JetStreamLogStore.open(nc, config.prefix, { replicas, logger });
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
     ...(config.jobCancelGraceMs !== undefined ? { jobCancelGraceMs: config.jobCancelGraceMs } : {}),
