@@ -7,7 +7,7 @@ import {
   DeliverPolicy, JetStreamApiError,
   type ConsumerConfig, type ConsumerInfo, type JetStreamManager, type StreamConfig, type StreamInfo,
 } from "@nats-io/jetstream";
-import type { Logger } from "@ephemera/kit";
+import { ConflictError, type Logger } from "@ephemera/kit";
 
 const CONSUMER_NOT_FOUND = 10014;
 const STREAM_NOT_FOUND = 10059;
@@ -59,7 +59,9 @@ export type Changes = Record<string, { from: unknown; to: unknown }>;
  * both recreate it, the second one's start is the ack floor the first saw, so commits may be
  * delivered again but none is lost.
  */
-export async function ensureConsumer(jsm: JetStreamManager, stream: string, declared: DeclaredConsumer, logger?: Logger): Promise<ConsumerInfo> {
+export async function ensureConsumer(
+  jsm: JetStreamManager, stream: string, declared: DeclaredConsumer, logger?: Logger,
+): Promise<ConsumerInfo> {
   const name = declared.config.durable_name;
   for (let attempt = 1; ; attempt++) {
     try {
@@ -76,7 +78,10 @@ export async function ensureConsumer(jsm: JetStreamManager, stream: string, decl
         } catch (err) {
           // This server refuses a field newer ones accept: recreated like a fixed one.
           if (!(err instanceof JetStreamApiError)) throw err;
-          logger?.info({ stream, consumer: name, fields, reason: err.message }, "durable consumer cannot be updated in place; recreating it");
+          logger?.info(
+            { stream, consumer: name, fields, reason: err.message },
+            "durable consumer cannot be updated in place; recreating it",
+          );
         }
       }
       const start = restartAt(info, declared);
@@ -93,7 +98,7 @@ export async function ensureConsumer(jsm: JetStreamManager, stream: string, decl
 /** Where the replacement of `old` starts (see ConsumerPosition). */
 function restartAt(old: ConsumerInfo, declared: DeclaredConsumer): Partial<ConsumerConfig> {
   if (declared.position === "stream") return { deliver_policy: DeliverPolicy.All };
-  // Nothing acknowledged yet: the old consumer's own start, if it had one.
+  // After the ack floor; one that acknowledged nothing yet starts where the old one was made to.
   const floor = Math.max(old.ack_floor.stream_seq, (old.config.opt_start_seq ?? 1) - 1);
   return floor > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: floor + 1 } : { ...declared.start };
 }
@@ -108,7 +113,7 @@ export interface DeclaredStream {
  * The stream `declared.config.name` with the declared config: created when missing,
  * updated in place when a declared limit differs. A stream is never recreated (its messages
  * would go): a declared field JetStream cannot change (storage, retention) is an error that
- * names it.
+ * names it (a ConflictError: retrying cannot help).
  */
 export async function ensureStream(jsm: JetStreamManager, declared: DeclaredStream, logger?: Logger): Promise<StreamInfo> {
   const name = declared.config.name;
@@ -123,7 +128,8 @@ export async function ensureStream(jsm: JetStreamManager, declared: DeclaredStre
       if (fields.length === 0) return info;
       const fixed = fields.filter((f) => STREAM_FIXED.has(f));
       if (fixed.length) {
-        throw new Error(`stream ${name}: ${fixed.map((f) => `${f} is ${String(changes[f]?.from)}, declared ${String(changes[f]?.to)}`).join("; ")}; `
+        const what = fixed.map((f) => `${f} is ${String(changes[f]?.from)}, declared ${String(changes[f]?.to)}`);
+        throw new ConflictError(`stream ${name}: ${what.join("; ")}; `
           + "JetStream cannot change it in place and ephemera does not recreate a stream (its messages would be lost)");
       }
       const updated = await jsm.streams.update(name, { ...info.config, ...pick(compared, fields) });

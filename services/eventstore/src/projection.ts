@@ -220,10 +220,15 @@ export class Feed {
   private fail(commit: Commit, err: unknown): void {
     const fault = err instanceof ProjectionFaultError
       ? err
-      : new ProjectionFaultError(commit.aggregate, commit.aggregateId, commit.position, commit.events.map((e) => e.type).join(","), err);
+      : new ProjectionFaultError(
+        commit.aggregate, commit.aggregateId, commit.position, commit.events.map((e) => e.type).join(","), err,
+      );
     this.fault = fault;
     this.logger?.error(
-      { err: fault.cause, aggregate: fault.aggregate, subject: fault.subject, position: fault.position, type: fault.type, applied: this.applied },
+      {
+        err: fault.cause, aggregate: fault.aggregate, subject: fault.subject, position: fault.position, type: fault.type,
+        applied: this.applied,
+      },
       "a projection cannot fold an event; it stops here and the service is not serving",
     );
     this.markFaulted(fault);
