@@ -2,7 +2,7 @@
 // dispatches out, step-run results recorded; a simulated runner stands in for pods.
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, ev, workflowId, type DomainEvent } from "@ephemera/events";
-import { InMemoryWorkQueue, JetStreamEventStore, NO_AGGREGATE, connectNats, type EventStore } from "@ephemera/eventstore";
+import { InMemoryWorkQueue, JetStreamEventStore, NO_AGGREGATE, ProjectionFaultError, connectNats, type EventStore } from "@ephemera/eventstore";
 import { createLogger, waitFor } from "@ephemera/kit";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
@@ -79,6 +79,15 @@ describe("scheduler on JetStream", () => {
     await createSandbox();
     await waitFor(() => queue.published.length === 1, { what: "the root step dispatched by the outbox" });
     expect(queue.published[0]).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1" });
+  });
+
+  it("refuses to start on a stored event its projections cannot fold, naming it, instead of skipping it", async () => {
+    // A workflow event whose data is not an object: its codec cannot read it.
+    const bad = await store.append(Aggregates.workflow, "rk9.db.create", NO_AGGREGATE, [{ type: "ephemera.workflow.started.v1", data: null }], { source: "test" });
+    const starting = startScheduler();
+    await expect(starting).rejects.toBeInstanceOf(ProjectionFaultError);
+    await expect(starting).rejects.toMatchObject({ subject: "rk9.db.create", position: bad.revision, type: "ephemera.workflow.started.v1" });
+    expect(scheduler.health.healthy).toBe(false);
   });
 
   it("dispatches roots to the sandbox's cluster, fans out on success, and ends the workflow", async () => {
