@@ -9,7 +9,7 @@ import {
   InvalidArgumentError, credsAuthenticator, headers as natsHeaders, nkeyAuthenticator, type ConnectionOptions,
 } from "@nats-io/nats-core";
 import {
-  AckPolicy, DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
+  AckPolicy, DeliverPolicy, JetStreamApiError, ReplayPolicy, StorageType, jetstream, jetstreamManager,
   type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type MsgRequest, type StoredMsg,
 } from "@nats-io/jetstream";
 import { readFileSync } from "node:fs";
@@ -17,6 +17,7 @@ import {
   ConcurrencyError, TooLargeError, UnavailableError, delay, errorMessage, isRetryable, redactUrl, ulidGen, type Logger, type NatsAuth,
 } from "@ephemera/kit";
 import { deadLetter, recordDeadLetter } from "./deadletter.js";
+import { ensureConsumer, ensureStream } from "./durables.js";
 import { envelopes, storedForm } from "./envelope.js";
 import { AggregateCache, type AggregateCacheOptions, type CachedAggregate } from "./aggregates.js";
 import { appendMetrics, appendOutcome, type AppendMetrics } from "./metrics.js";
@@ -29,7 +30,6 @@ import { backoffFor, redeliveryPolicy } from "./types.js";
 
 const WRONG_LAST_SEQUENCE = 10071;
 const NO_MESSAGE_FOUND = 10037;
-const CONSUMER_NOT_FOUND = 10014;
 
 export interface JetStreamStoreOptions {
   prefix: string;
@@ -206,22 +206,20 @@ export class JetStreamEventStore implements EventStore {
     if (options.metrics) this.metrics = appendMetrics(options.metrics);
   }
 
-  /** Opens the store, creating the events stream if it does not exist. */
+  /** Opens the store, creating the events stream if it does not exist (or bringing its limits to the declared ones). */
   static async open(nc: NatsConnection, options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
     const jsm = await jetstreamManager(nc, { timeout: 10_000 });
-    const name = eventStreamName(options.prefix);
-    try {
-      await jsm.streams.info(name);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError)) throw err;
-      await jsm.streams.add({
-        name,
+    await ensureStream(jsm, {
+      config: {
+        name: eventStreamName(options.prefix),
         subjects: [`${options.prefix}.ev.>`],
         storage: StorageType.File,
         num_replicas: options.replicas ?? 1,
         duplicate_window: (options.duplicateWindowMs ?? 2 * 60_000) * NANOS_PER_MS,
-      });
-    }
+      },
+      // Moving a stream between replica counts is an operator's step (nats stream edit), not a start's.
+      createOnly: ["num_replicas"],
+    }, options.logger);
     return new JetStreamEventStore(nc, jetstream(nc, { timeout: 10_000 }), jsm, options);
   }
 
@@ -369,11 +367,8 @@ export class JetStreamEventStore implements EventStore {
     const name = `${this.options.prefix}_${options.durable}`;
     const policy = redeliveryPolicy(options.redelivery);
     return this.run(options, handler, async () => {
-      try {
-        await this.jsm.consumers.info(this.stream, name);
-      } catch (err) {
-        if (!(err instanceof JetStreamApiError && err.code === CONSUMER_NOT_FOUND)) throw err;
-        await this.jsm.consumers.add(this.stream, {
+      await ensureConsumer(this.jsm, this.stream, {
+        config: {
           durable_name: name,
           ack_policy: AckPolicy.Explicit,
           ack_wait: 30 * 1_000_000_000,
@@ -381,11 +376,13 @@ export class JetStreamEventStore implements EventStore {
           // left above ours for the deliveries that retry recording a dead letter.
           max_deliver: Number.isFinite(policy.maxDeliver) ? policy.maxDeliver * 2 : -1,
           filter_subject: this.filter(options),
-          ...(options.from
-            ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 }
-            : { deliver_policy: DeliverPolicy.All }),
-        });
-      }
+          replay_policy: ReplayPolicy.Instant,
+        },
+        start: options.from
+          ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.from + 1 }
+          : { deliver_policy: DeliverPolicy.All },
+        position: "ack-floor",
+      }, this.options.logger);
       return this.js.consumers.get(this.stream, name);
     }, { durable: options.durable, policy });
   }

@@ -8,7 +8,8 @@ import {
   DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
   type ConsumerMessages, type JetStreamClient, type JetStreamManager,
 } from "@nats-io/jetstream";
-import { EphemeraError, UnavailableError, ValidationError, delay } from "@ephemera/kit";
+import { EphemeraError, UnavailableError, ValidationError, delay, type Logger } from "@ephemera/kit";
+import { ensureStream } from "./durables.js";
 import { readSubject } from "./subject.js";
 
 /** One stored piece of a run's log. */
@@ -100,6 +101,8 @@ export interface LogStoreOptions {
   timeoutMs?: number;
   /** Replicas of the stream when this creates it (EPHEMERA_STREAM_REPLICAS). */
   replicas?: number;
+  /** Where a change of the stream's config is told. */
+  logger?: Logger;
 }
 
 export class JetStreamLogStore implements LogStore {
@@ -114,7 +117,7 @@ export class JetStreamLogStore implements LogStore {
     this.stream = logStreamName(prefix);
   }
 
-  static async open(nc: NatsConnection, prefix: string, { retentionMs, timeoutMs = 10_000, replicas = 1 }: LogStoreOptions = {}): Promise<JetStreamLogStore> {
+  static async open(nc: NatsConnection, prefix: string, { retentionMs, timeoutMs = 10_000, replicas = 1, logger }: LogStoreOptions = {}): Promise<JetStreamLogStore> {
     if (retentionMs !== undefined && !(Number.isInteger(retentionMs) && retentionMs >= 1000)) {
       throw new RangeError(`the log retention must be a whole number of milliseconds, at least 1 s; got ${retentionMs}`);
     }
@@ -123,19 +126,11 @@ export class JetStreamLogStore implements LogStore {
     const maxAge = (retentionMs ?? DEFAULT_LOG_RETENTION_MS) * NANOS_PER_MS;
     // The server refuses a deduplication window longer than the max age.
     const duplicateWindow = Math.min(DUPLICATE_WINDOW_MS * NANOS_PER_MS, maxAge);
-    let existing;
-    try {
-      existing = await jsm.streams.info(name);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError)) throw err;
-    }
-    if (!existing) {
-      await jsm.streams.add({
-        name, subjects: [`${prefix}.log.>`], storage: StorageType.File, max_age: maxAge, duplicate_window: duplicateWindow, num_replicas: replicas,
-      });
-    } else if (retentionMs !== undefined && existing.config.max_age !== maxAge) {
-      await jsm.streams.update(name, { ...existing.config, max_age: maxAge, duplicate_window: duplicateWindow });
-    }
+    await ensureStream(jsm, {
+      config: { name, subjects: [`${prefix}.log.>`], storage: StorageType.File, max_age: maxAge, duplicate_window: duplicateWindow, num_replicas: replicas },
+      // Without a retention set, an existing stream keeps the one it has.
+      createOnly: retentionMs === undefined ? ["num_replicas", "max_age", "duplicate_window"] : ["num_replicas"],
+    }, logger);
     return new JetStreamLogStore(jetstream(nc, { timeout: timeoutMs }), jsm, prefix, timeoutMs);
   }
 

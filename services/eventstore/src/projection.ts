@@ -1,8 +1,31 @@
 // In-memory projections of aggregates, fed by a follow subscription, and the command
 // loop: decide on the projected state, append with its revision, on conflict re-read
 // the aggregate from the store and decide again.
-import { ConcurrencyError, UnavailableError, delay } from "@ephemera/kit";
+import { ConcurrencyError, EphemeraError, UnavailableError, delay, errorMessage, type Logger } from "@ephemera/kit";
 import type { AppendMeta, AppendResult, Commit, EventStore, Expected, NewEvent, RecordedEvent, Subscription } from "./types.js";
+
+/**
+ * A projection's fold threw on a recorded event. The state past it is unknown, so nothing
+ * after it is applied: skipping it would leave a state no history leads to. Not retryable:
+ * the same fold of the same event throws again, until a version that folds it runs.
+ */
+export class ProjectionFaultError extends EphemeraError {
+  readonly code = "projection-fault";
+  readonly retryable = false;
+  constructor(
+    readonly aggregate: string,
+    /** The aggregate id (the event's subject). */
+    readonly subject: string,
+    readonly position: number,
+    readonly type: string,
+    cause: unknown,
+  ) {
+    super(`the ${aggregate} projection cannot fold ${type} of ${subject} at position ${position}: ${errorMessage(cause)}`, { cause });
+    this.name = "ProjectionFaultError";
+  }
+}
+
+export const isProjectionFault = (e: unknown): e is ProjectionFaultError => e instanceof ProjectionFaultError;
 
 export interface Entity<S> extends Expected {
   state: S;
@@ -23,7 +46,7 @@ export class Projection<S> {
     const current = this.entities.get(commit.aggregateId) ?? this.empty();
     if (commit.position <= current.revision) return false;
     let state = current.state;
-    for (const e of commit.events) state = this.evolve(state, e);
+    for (const e of commit.events) state = this.fold(state, e, commit.aggregateId);
     this.entities.set(commit.aggregateId, {
       state,
       revision: commit.position,
@@ -48,11 +71,19 @@ export class Projection<S> {
   async reload(store: EventStore, id: string): Promise<Entity<S>> {
     const read = await store.read(this.aggregate, id);
     let state = this.initial();
-    for (const e of read.events) state = this.evolve(state, e);
+    for (const e of read.events) state = this.fold(state, e, id);
     const entity = { state, revision: read.revision, version: read.version };
     const current = this.entities.get(id);
     if (!current || current.revision <= entity.revision) this.entities.set(id, entity);
     return this.entities.get(id) ?? entity;
+  }
+
+  private fold(state: S, event: RecordedEvent, id: string): S {
+    try {
+      return this.evolve(state, event);
+    } catch (err) {
+      throw new ProjectionFaultError(this.aggregate, id, event.position, event.type, err);
+    }
   }
 
   private empty(): Entity<S> {
@@ -120,23 +151,44 @@ const UNAVAILABLE_ATTEMPTS = 4;
 
 /**
  * Feeds a set of projections from the store and tells when a position has been applied,
- * so a reaction never decides on a state older than the event it reacts to.
+ * so a reaction never decides on a state older than the event it reacts to. A fold that
+ * throws stops the feed at that commit, loudly: logged with the event, start() and every
+ * waiter rejected with the ProjectionFaultError, and the feed unhealthy (a HealthSource,
+ * so the service reports NOT_SERVING) until the process is replaced.
  */
 export class Feed {
   private applied = 0;
   private subscription?: Subscription;
   private resyncing = false;
   private stopped = false;
+  private fault?: ProjectionFaultError;
+  private readonly faulted: Promise<never>;
+  private markFaulted!: (e: ProjectionFaultError) => void;
   private readonly waiters = new Set<{ position: number; resolve: () => void; reject: (e: Error) => void }>();
   private readonly listeners: Array<(commit: Commit) => void> = [];
+  private readonly healthListeners = new Set<(healthy: boolean) => void>();
 
   constructor(
     private readonly store: EventStore,
     private readonly projections: Array<{ apply(commit: Commit): boolean }>,
-  ) {}
+    private readonly logger?: Logger,
+  ) {
+    this.faulted = new Promise<never>((_, reject) => { this.markFaulted = reject; });
+    this.faulted.catch(() => undefined);
+  }
 
   get position(): number {
     return this.applied;
+  }
+
+  /** False once a fold failed: the projections stopped at the commit before it. */
+  get healthy(): boolean {
+    return !this.fault;
+  }
+
+  onChange(listener: (healthy: boolean) => void): () => void {
+    this.healthListeners.add(listener);
+    return () => this.healthListeners.delete(listener);
   }
 
   /** Called after each commit is applied to the projections. */
@@ -144,20 +196,45 @@ export class Feed {
     this.listeners.push(listener);
   }
 
-  /** Replays the store into the projections and keeps them current; resolves when caught up. */
+  /** Replays the store into the projections and keeps them current; resolves when caught up, rejects if a fold fails first. */
   async start(): Promise<void> {
     this.subscription = this.follow();
-    await this.subscription.caughtUp;
+    await Promise.race([this.subscription.caughtUp, this.faulted]);
   }
 
   private follow(): Subscription {
     return this.store.follow({ from: this.applied }, (commit) => {
-      if (commit.position <= this.applied) return;
-      for (const p of this.projections) p.apply(commit);
+      if (this.fault || commit.position <= this.applied) return;
+      try {
+        for (const p of this.projections) p.apply(commit);
+      } catch (err) {
+        this.fail(commit, err);
+        return;
+      }
       this.applied = commit.position;
       for (const l of this.listeners) l(commit);
       for (const w of this.waiters) if (w.position <= this.applied) { this.waiters.delete(w); w.resolve(); }
     });
+  }
+
+  private fail(commit: Commit, err: unknown): void {
+    const fault = err instanceof ProjectionFaultError
+      ? err
+      : new ProjectionFaultError(
+        commit.aggregate, commit.aggregateId, commit.position, commit.events.map((e) => e.type).join(","), err,
+      );
+    this.fault = fault;
+    this.logger?.error(
+      {
+        err: fault.cause, aggregate: fault.aggregate, subject: fault.subject, position: fault.position, type: fault.type,
+        applied: this.applied,
+      },
+      "a projection cannot fold an event; it stops here and the service is not serving",
+    );
+    this.markFaulted(fault);
+    for (const w of this.waiters) w.reject(fault);
+    this.waiters.clear();
+    for (const l of this.healthListeners) l(false);
   }
 
   /**
@@ -165,7 +242,7 @@ export class Feed {
    * lost after a server restart without an error) is noticed by a waiter that times out.
    */
   private resync(): void {
-    if (this.resyncing || this.stopped) return;
+    if (this.resyncing || this.stopped || this.fault) return;
     this.resyncing = true;
     const old = this.subscription;
     this.subscription = this.follow();
@@ -177,6 +254,7 @@ export class Feed {
   /** Resolves once every commit up to `position` has been applied. */
   waitFor(position: number, timeoutMs = 10_000): Promise<void> {
     if (position <= this.applied) return Promise.resolve();
+    if (this.fault) return Promise.reject(this.fault);
     return new Promise((resolve, reject) => {
       const w = {
         position,

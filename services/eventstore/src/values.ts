@@ -42,7 +42,11 @@ export class JetStreamValueStore implements ValueStore {
   private constructor(private readonly os: ObjectStore) {}
 
   /** Opens (creating it if needed) the bucket of `prefix`; each call fails within `timeoutMs` while NATS does not answer. */
-  /** `replicas`: of the bucket's stream when this creates it (EPHEMERA_STREAM_REPLICAS). */
+  /**
+   * `replicas`: of the bucket's stream when this creates it (EPHEMERA_STREAM_REPLICAS). An
+   * existing bucket is left as it is: it declares nothing else, and a replica count is an
+   * operator's step, as for the streams (durables.ts).
+   */
   static async open(nc: NatsConnection, prefix: string, { timeoutMs = 5_000, replicas = 1 }: { timeoutMs?: number; replicas?: number } = {}): Promise<JetStreamValueStore> {
     try {
       const objm = new Objm(jetstream(nc, { timeout: timeoutMs }));

@@ -8,10 +8,11 @@
 // by every runner of the cluster from a little before it started.
 import type { NatsConnection } from "@nats-io/nats-core";
 import {
-  AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager,
+  AckPolicy, DeliverPolicy, ReplayPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager,
   type Consumer, type ConsumerMessages, type JsMsg, type MsgRequest,
 } from "@nats-io/jetstream";
 import { UnavailableError, delay, isRetryable, type Logger } from "@ephemera/kit";
+import { ensureConsumer, ensureStream } from "./durables.js";
 import { natsHealth, type NatsHealth } from "./jetstream.js";
 import { backoffFor, redeliveryPolicy, type RedeliveryPolicy } from "./types.js";
 
@@ -84,16 +85,6 @@ export interface WorkQueueOptions {
   logger?: Logger;
 }
 
-async function ensureStream(nc: NatsConnection, config: Parameters<Awaited<ReturnType<typeof jetstreamManager>>["streams"]["add"]>[0]) {
-  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
-  try {
-    await jsm.streams.info(config.name!);
-  } catch (err) {
-    if (!(err instanceof JetStreamApiError)) throw err;
-    await jsm.streams.add(config);
-  }
-}
-
 /** Backoff of a loop re-creating its consumer: 250 ms doubling to 5 s. */
 const reopenDelay = (failures: number) => Math.min(5000, 250 * 2 ** Math.min(failures, 5));
 /** A fetch that neither delivers nor ends within this (its expiry is 1 s) is given up and made again. */
@@ -125,14 +116,23 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
   static async open<T>(nc: NatsConnection, prefix: string, codec: Codec<T>, options: WorkQueueOptions | Logger = {}): Promise<JetStreamWorkQueue<T>> {
     const o: WorkQueueOptions = "info" in options ? { logger: options as Logger } : options as WorkQueueOptions;
     const window = (o.duplicateWindowMs ?? 2 * 60_000) * NANOS_PER_MS;
-    await ensureStream(nc, {
-      name: runStreamName(prefix), subjects: [`${prefix}.run.>`], retention: RetentionPolicy.Workqueue,
-      storage: StorageType.File, duplicate_window: window, num_replicas: o.replicas ?? 1,
-    });
-    await ensureStream(nc, {
-      name: cancelStreamName(prefix), subjects: [`${prefix}.cancel.>`], retention: RetentionPolicy.Limits,
-      storage: StorageType.File, duplicate_window: window, max_age: 60 * 60_000 * NANOS_PER_MS, num_replicas: o.replicas ?? 1,
-    });
+    const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+    // Moving a stream between replica counts is an operator's step (nats stream edit), not a start's.
+    const createOnly: ["num_replicas"] = ["num_replicas"];
+    await ensureStream(jsm, {
+      config: {
+        name: runStreamName(prefix), subjects: [`${prefix}.run.>`], retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File, duplicate_window: window, num_replicas: o.replicas ?? 1,
+      },
+      createOnly,
+    }, o.logger);
+    await ensureStream(jsm, {
+      config: {
+        name: cancelStreamName(prefix), subjects: [`${prefix}.cancel.>`], retention: RetentionPolicy.Limits,
+        storage: StorageType.File, duplicate_window: window, max_age: 60 * 60_000 * NANOS_PER_MS, num_replicas: o.replicas ?? 1,
+      },
+      createOnly,
+    }, o.logger);
     return new JetStreamWorkQueue(nc, prefix, codec, o);
   }
 
@@ -285,27 +285,24 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     }));
   }
 
-  /** The cluster's durable pull consumer, created by the first runner that needs it. */
+  /** The cluster's durable pull consumer, created by the first runner that needs it and brought to this config by every one. */
   private async workConsumer(durable: string, subject: string, policy: RedeliveryPolicy): Promise<Consumer> {
     // A short deadline: a request lost across a server restart is tried again after a backoff, not waited on.
     const jsm = await jetstreamManager(this.nc, { timeout: REOPEN_TIMEOUT_MS });
     const stream = runStreamName(this.prefix);
-    try {
-      await jsm.consumers.info(stream, durable);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError)) throw err;
-      await jsm.consumers.add(stream, {
+    await ensureConsumer(jsm, stream, {
+      config: {
         durable_name: durable,
         ack_policy: AckPolicy.Explicit,
         ack_wait: this.ackWaitMs * NANOS_PER_MS,
-        max_deliver: policy.maxDeliver * 2,
+        max_deliver: Number.isFinite(policy.maxDeliver) ? policy.maxDeliver * 2 : -1,
         filter_subject: subject,
         max_ack_pending: 1000,
-      }).catch((addErr: unknown) => {
-        // Another runner of the cluster created it first.
-        if (!(addErr instanceof JetStreamApiError)) throw addErr;
-      });
-    }
+        replay_policy: ReplayPolicy.Instant,
+      },
+      start: { deliver_policy: DeliverPolicy.All },
+      position: "stream",
+    }, this.logger);
     return jetstream(this.nc, { timeout: REOPEN_TIMEOUT_MS }).consumers.get(stream, durable);
   }
 

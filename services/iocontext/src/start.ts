@@ -41,7 +41,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     ? new RedisHealth(deps.redis, { logger, ...(config.metrics ? { metrics: config.metrics } : {}) })
     : undefined;
   const outputs = "outputs" in deps ? deps.outputs : new RedisOutputStore(deps.redis, config.prefix, health);
-  const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes]);
+  const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes], logger);
   // A start replays the stream to know which deleted sandboxes are not dropped yet, and drops
   // only those once caught up; after that, each as it is deleted.
   const ledger = new DropLedger();
@@ -66,8 +66,8 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
   const server = await startGrpcServer(config.listen, [{ definition: pb.IOContextService, implementation }], logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(config.metrics ? { interceptors: [grpcServerMetrics(config.metrics)] } : {}),
   });
-  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
-  if (store instanceof JetStreamEventStore) followHealth(server, [store.health]);
+  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself, and for good once a projection cannot fold an event.
+  followHealth(server, store instanceof JetStreamEventStore ? [store.health, feed] : [feed]);
   return {
     port: server.port,
     stop: async () => {

@@ -20,7 +20,7 @@ try {
   const replicas = config.streamReplicas ?? 1;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, metrics, replicas });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, { logger, replicas });
-  const logs = await JetStreamLogStore.open(nc, config.prefix, { retentionMs: config.logRetentionMs, replicas });
+  const logs = await JetStreamLogStore.open(nc, config.prefix, { retentionMs: config.logRetentionMs, replicas, logger });
   const [signingKey] = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), config.prefix));
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const runner = await start(config, { store, queue, logs, logger, signingKey: signingKey!, values, metrics });

@@ -76,15 +76,17 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     if (isKube(driver)) kubeApiMetrics(registry, driver.calls);
   }
   const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
-  // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself.
-  if (deps.store instanceof JetStreamEventStore) followHealth(server, [deps.store.health]);
-  runner.start();
   // The sandboxes' forks on this cluster (answered skipped where it runs no workloads).
   const forks = new ForkReconciler({ store: deps.store, cluster: forkCluster, clusterName: config.cluster, logger: logger.child({ component: "forks" }) });
-  await forks.start();
   // The sandboxes' local workloads a workstation serves (a cluster that runs no workloads has nothing to route to them).
   const locals = localCluster
     && new LocalReconciler({ store: deps.store, cluster: localCluster, clusterName: config.cluster, logger: logger.child({ component: "locals" }) });
+  // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself,
+  // and for good once a projection cannot fold an event.
+  const projections = [forks.health, ...(locals ? [locals.health] : []), ...(jobPods ? [jobPods.health] : [])];
+  followHealth(server, deps.store instanceof JetStreamEventStore ? [deps.store.health, ...projections] : projections);
+  runner.start();
+  await forks.start();
   await locals?.start();
   // The pods of the job runner groups of this cluster (Kubernetes driver, with EPHEMERA_POD_JOBS).
   await jobPods?.start();

@@ -78,7 +78,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const registry = config.metrics;
   const replicas = config.streamReplicas ?? 1;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, replicas, ...(registry ? { metrics: registry } : {}) });
-  const logs = await JetStreamLogStore.open(nc, config.prefix, { replicas });
+  const logs = await JetStreamLogStore.open(nc, config.prefix, { replicas, logger });
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
   const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
     ...(config.jobCancelGraceMs !== undefined ? { jobCancelGraceMs: config.jobCancelGraceMs } : {}),
@@ -105,8 +105,8 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const server = await startGrpcServer(config.listen, apiServices(core, logger, config.access), logger, {
     ...(config.tls ? { tls: config.tls } : {}), ...(registry ? { interceptors: [grpcServerMetrics(registry)] } : {}),
   });
-  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
-  followHealth(server, [store.health]);
+  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself, and for good once a projection cannot fold an event.
+  followHealth(server, [store.health, core.feed]);
   for (const line of open) logger.warn(line);
   if (config.access) logger.info({ access: config.access.describe }, "the API and the Routes API ask every call for a bearer token");
   logger.info({ prefix: config.prefix, listen: config.listen, tls: !!config.tls }, "sandbox service started");

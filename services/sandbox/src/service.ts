@@ -99,7 +99,7 @@ export class SandboxCore {
 
   constructor(readonly deps: SandboxServiceDeps) {
     this.now = deps.now ?? Date.now;
-    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals, this.jobRunnerGroupStates, this.jobRunnerGroupPods, this.jobStates]);
+    this.feed = new Feed(deps.store, [this.plugins, this.sandboxes, this.workflows, this.forks, this.routeGroupStates, this.locals, this.jobRunnerGroupStates, this.jobRunnerGroupPods, this.jobStates], deps.logger);
     this.jobRunnerGroups = new JobRunnerGroups({ store: deps.store, projection: this.jobRunnerGroupStates, pods: this.jobRunnerGroupPods });
     this.jobs = new Jobs({
       store: deps.store, projection: this.jobStates, logger: deps.logger, random: deps.jobSuffix ?? (() => randomToken(8)),

@@ -28,8 +28,8 @@ export async function start(config: SchedulerConfig, logger: Logger): Promise<{ 
   const scheduler = new Scheduler({ store, queue, logger, ...(registry ? { metrics: workflowMetrics(registry) } : {}) });
   await scheduler.start();
   const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
-  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself.
-  followHealth(server, [store.health]);
+  // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself, and for good once a projection cannot fold an event.
+  followHealth(server, [store.health, scheduler.health]);
   logger.info({ prefix: config.prefix }, "scheduler started");
   return {
     port: server.port,

@@ -2,9 +2,10 @@
 // dispatches out, step-run results recorded; a simulated runner stands in for pods.
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, ev, workflowId, type DomainEvent } from "@ephemera/events";
-import { InMemoryWorkQueue, JetStreamEventStore, NO_AGGREGATE, connectNats, type EventStore } from "@ephemera/eventstore";
+import { InMemoryWorkQueue, JetStreamEventStore, NO_AGGREGATE, ProjectionFaultError, connectNats, type EventStore } from "@ephemera/eventstore";
 import { createLogger, waitFor } from "@ephemera/kit";
 import type { NatsConnection } from "@nats-io/nats-core";
+import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { testNats } from "../../../test/support/servers.js";
 import { Scheduler } from "./scheduler.js";
 
@@ -60,6 +61,34 @@ describe("scheduler on JetStream", () => {
     : ev("ephemera.steprun.failed.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, failure: { step: d.step, runId: d.runId, exitCode: 2, reason: "Error" } })]);
   const workflowTypes = async (id: string) => (await store.read(Aggregates.workflow, id)).events.map((e) => decode(e)!.type.split(".")[2]);
   const dispatchedSteps = () => queue.published.map((p) => p.data.step);
+
+  it("brings an outbox consumer made before the max_deliver fix (40, a 60 s ack wait) to the declared config at start, and dispatches through it", async () => {
+    const jsm = await jetstreamManager(nc);
+    const durable = `${prefix}_scheduler-outbox`;
+    await jsm.consumers.add(`${prefix}_events`, {
+      durable_name: durable, ack_policy: AckPolicy.Explicit, ack_wait: 60_000_000_000, max_deliver: 40,
+      filter_subject: `${prefix}.ev.${Aggregates.workflow}.>`, deliver_policy: DeliverPolicy.All,
+    });
+    await startScheduler();
+    // The outbox's subscription opens its consumer right after start, without holding it up.
+    const declared = async () => {
+      const { config } = await jsm.consumers.info(`${prefix}_events`, durable);
+      return config.max_deliver === -1 && config.ack_wait === 30_000_000_000;
+    };
+    await waitFor(declared, { what: "the outbox consumer with max_deliver -1 and a 30 s ack wait" });
+    await createSandbox();
+    await waitFor(() => queue.published.length === 1, { what: "the root step dispatched by the outbox" });
+    expect(queue.published[0]).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1" });
+  });
+
+  it("refuses to start on a stored event its projections cannot fold, naming it, instead of skipping it", async () => {
+    // A workflow event whose data is not an object: its codec cannot read it.
+    const bad = await store.append(Aggregates.workflow, "rk9.db.create", NO_AGGREGATE, [{ type: "ephemera.workflow.started.v1", data: null }], { source: "test" });
+    const starting = startScheduler();
+    await expect(starting).rejects.toBeInstanceOf(ProjectionFaultError);
+    await expect(starting).rejects.toMatchObject({ subject: "rk9.db.create", position: bad.revision, type: "ephemera.workflow.started.v1" });
+    expect(scheduler.health.healthy).toBe(false);
+  });
 
   it("dispatches roots to the sandbox's cluster, fans out on success, and ends the workflow", async () => {
     await startScheduler();

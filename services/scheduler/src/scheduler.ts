@@ -6,7 +6,7 @@
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, folding, outputSize, runId, workflowId, type DomainEvent, type Phase } from "@ephemera/events";
 import { Feed, Projection, execute, type Commit, type EventStore, type RecordedEvent, type Subscription, type WorkQueue } from "@ephemera/eventstore";
-import { DueIndex, type Logger } from "@ephemera/kit";
+import { DueIndex, type HealthSource, type Logger } from "@ephemera/kit";
 import { foldPlugin, foldSandbox, noPlugin, noSandbox, type PluginFacts, type SandboxFacts } from "./facts.js";
 import type { WorkflowMetrics } from "./metrics.js";
 import { startOutbox } from "./outbox.js";
@@ -48,7 +48,7 @@ export class Scheduler {
   constructor(private readonly deps: SchedulerDeps) {
     this.now = deps.now ?? Date.now;
     this.policy = { ...DEFAULT_POLICY, ...deps.policy };
-    this.feed = new Feed(deps.store, [this.sandboxes, this.workflows, this.plugins]);
+    this.feed = new Feed(deps.store, [this.sandboxes, this.workflows, this.plugins], deps.logger);
     this.timers = new DueIndex((ids, now) => this.fireTimers(ids, now), this.now);
     this.feed.onCommit((c) => {
       if (c.aggregate === Aggregates.sandbox) {
@@ -58,6 +58,11 @@ export class Scheduler {
         this.timers.set(c.aggregateId, nextDue(this.workflows.getOrEmpty(c.aggregateId).state, this.policy));
       }
     });
+  }
+
+  /** Unhealthy for good once a projection cannot fold an event. */
+  get health(): HealthSource {
+    return this.feed;
   }
 
   async start(): Promise<void> {

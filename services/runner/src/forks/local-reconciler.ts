@@ -8,7 +8,7 @@
 import type * as pb from "@ephemera/proto";
 import { Aggregates, encode, folding } from "@ephemera/events";
 import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
-import { KeyedLock, errorMessage, type Logger } from "@ephemera/kit";
+import { KeyedLock, errorMessage, type HealthSource, type Logger } from "@ephemera/kit";
 import {
   decideLocals, foldLocalDesire, foldLocalRecord, foldServed, noLocalDesire, noLocalRecord, noServed, servedLocals,
   type LocalDesire, type LocalRecord, type Served, type ServedLocal,
@@ -40,7 +40,12 @@ export class LocalReconciler {
   private stopped = false;
 
   constructor(private readonly deps: LocalReconcilerDeps) {
-    this.feed = new Feed(deps.store, [this.desires, this.served, this.records]);
+    this.feed = new Feed(deps.store, [this.desires, this.served, this.records], deps.logger);
+  }
+
+  /** Unhealthy for good once a projection cannot fold an event. */
+  get health(): HealthSource {
+    return this.feed;
   }
 
   async start(): Promise<void> {

@@ -7,7 +7,7 @@
 import type * as pb from "@ephemera/proto";
 import { Aggregates, encode, folding } from "@ephemera/events";
 import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
-import { KeyedLock, errorMessage, type Logger } from "@ephemera/kit";
+import { KeyedLock, errorMessage, type HealthSource, type Logger } from "@ephemera/kit";
 import { behind, decideReport, foldDesire, foldRecord, noDesire, noRecord, target, type ForkDesire, type ForkRecord, type ForkReport } from "./state.js";
 
 export type ApplyResult =
@@ -56,7 +56,12 @@ export class ForkReconciler {
   private stopped = false;
 
   constructor(private readonly deps: ForkReconcilerDeps) {
-    this.feed = new Feed(deps.store, [this.desires, this.records]);
+    this.feed = new Feed(deps.store, [this.desires, this.records], deps.logger);
+  }
+
+  /** Unhealthy for good once a projection cannot fold an event. */
+  get health(): HealthSource {
+    return this.feed;
   }
 
   async start(): Promise<void> {

@@ -11,7 +11,7 @@ import * as k8s from "@kubernetes/client-node";
 import type * as pb from "@ephemera/proto";
 import { Aggregates, encode, ev, folding, type DomainEvent } from "@ephemera/events";
 import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
-import { KeyedLock, errorMessage, signPodCapability, type Logger, type SigningKey } from "@ephemera/kit";
+import { KeyedLock, errorMessage, signPodCapability, type HealthSource, type Logger, type SigningKey } from "@ephemera/kit";
 import { statusOf, type ApiCalls } from "../driver/kube/calls.js";
 import { ObjectWatch } from "../driver/kube/watch.js";
 import { GROUP_LABEL, PREFIX_LABEL, SPEC_LABEL, buildGroupPod, buildTokenSecret, groupLabels, groupPodName, specDigest } from "./pod.js";
@@ -91,8 +91,13 @@ export class GroupPods {
   private stopped = false;
 
   constructor(private readonly o: GroupPodsOptions) {
-    this.feed = new Feed(o.store, [this.groups, this.reports]);
+    this.feed = new Feed(o.store, [this.groups, this.reports], o.logger);
     this.core = o.kubeconfig.makeApiClient(k8s.CoreV1Api);
+  }
+
+  /** Unhealthy for good once a projection cannot fold an event. */
+  get health(): HealthSource {
+    return this.feed;
   }
 
   async start(): Promise<void> {
