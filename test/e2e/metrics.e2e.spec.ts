@@ -4,7 +4,7 @@ import { waitFor } from "@ephemera/kit";
 import { scrape, total, type Exposition } from "../support/prometheus.js";
 import { startTestStack, type TestStack } from "../support/stack.js";
 
-const SERVICES = ["sandbox", "scheduler", "runner", "iocontext", "tunnel"] as const;
+const SERVICES = ["sandbox", "scheduler", "runner", "iocontext", "tunnel", "console"] as const;
 type Service = (typeof SERVICES)[number];
 
 // Two create steps (the second reads the first's output through the IO context) and one delete step.
@@ -63,8 +63,8 @@ describe("metrics", () => {
   const scrapeAll = async () =>
     Object.fromEntries(await Promise.all(SERVICES.map(async (s) => [s, await scrape(at[s])] as const))) as Record<Service, Exposition>;
 
-  it("serves each service's metrics in the text format, on five different ports, its process metrics labelled with it", async () => {
-    expect(new Set(Object.values(at)).size).toBe(5);
+  it("serves each service's metrics in the text format, on six different ports, its process metrics labelled with it", async () => {
+    expect(new Set(Object.values(at)).size).toBe(6);
     // A service serves /metrics from its first moments; its own series appear once it has started.
     const all = await waitFor(async () => {
       const got = await scrapeAll();
@@ -72,8 +72,8 @@ describe("metrics", () => {
     }, { timeoutMs: 15_000, what: "the runner and the scheduler to have started" });
     for (const s of SERVICES) {
       expect(all[s].types.get("process_cpu_user_seconds_total")).toBe("counter");
-      // The tunnel appends only for sessions: its event-store series come with the first.
-      if (s !== "tunnel") expect(all[s].types.get("ephemera_eventstore_append_duration_seconds")).toBe("histogram");
+      // The tunnel appends only for sessions: its event-store series come with the first. The console has no store.
+      if (s !== "tunnel" && s !== "console") expect(all[s].types.get("ephemera_eventstore_append_duration_seconds")).toBe("histogram");
       expect(all[s].samples.find((x) => x.name === "process_resident_memory_bytes")?.labels).toEqual({ service: s });
     }
     expect(all.sandbox.types.get("ephemera_grpc_server_requests_total")).toBe("counter");
