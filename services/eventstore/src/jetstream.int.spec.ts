@@ -33,7 +33,9 @@ describe("JetStreamEventStore reads", () => {
     ({ prefix, cleanup } = testNats());
     nc = await connectNats(testNats().url, "reads");
     requests = [];
-    nc.subscribe("$JS.API.>", { callback: (_err, m) => { requests.push(m.subject); } });
+    // The server copies every client's requests: only those about this test's streams are its own
+    // (another suite's STREAM.LIST, made meanwhile on the shared server, is not).
+    nc.subscribe("$JS.API.>", { callback: (_err, m) => { if (m.subject.includes(prefix)) requests.push(m.subject); } });
     await nc.flush();
   });
   afterEach(async () => { await cleanup(nc); await nc.close(); });
