@@ -24,15 +24,9 @@ export interface ApiOptions {
 }
 
 export class Api {
-  private readonly plugins: pb.ResourcePluginServiceClient;
-  private readonly sandboxes: pb.SandboxServiceClient;
-  private readonly routeGroups: pb.RouteGroupServiceClient;
-  private readonly jobRunnerGroups: pb.JobRunnerGroupServiceClient;
-  private readonly jobs: pb.JobServiceClient;
-  private readonly logs: pb.LogServiceClient;
-  private readonly artifacts: pb.ArtifactServiceClient;
-  private readonly events: pb.EventServiceClient;
 
+  /** Every client of the API, on one channel. */
+  private readonly clients: pb.ApiClients;
   private readonly timeoutMs: number;
   private readonly actor: string;
   private readonly token: string | undefined;
@@ -42,16 +36,15 @@ export class Api {
     this.actor = options.actor ?? process.env["EPHEMERA_ACTOR"] ?? process.env["USER"] ?? "";
     this.token = options.token;
     const { credentials, options: tlsOptions } = channelCredentials(options.tls);
-    ({ plugins: this.plugins, sandboxes: this.sandboxes, routeGroups: this.routeGroups, jobRunnerGroups: this.jobRunnerGroups,
-      jobs: this.jobs, logs: this.logs, artifacts: this.artifacts, events: this.events } = pb.apiClients(address, credentials, { ...clientOptions, ...tlsOptions }));
+    this.clients = pb.apiClients(address, credentials, { ...clientOptions, ...tlsOptions });
   }
 
   applyPlugin(plugin: pb.ResourcePlugin, dryRun = false): Promise<pb.ApplyResourcePluginResponse> {
-    return call(this.plugins.apply.bind(this.plugins), { plugin, dryRun }, this.timeoutMs, this.who());
+    return call(this.clients.plugins.apply.bind(this.clients.plugins), { plugin, dryRun }, this.timeoutMs, this.who());
   }
 
   getPlugin(ref: string): Promise<pb.ResourcePluginVersion> {
-    return call(this.plugins.get.bind(this.plugins), { ref }, this.timeoutMs, this.metadata());
+    return call(this.clients.plugins.get.bind(this.clients.plugins), { ref }, this.timeoutMs, this.metadata());
   }
 
   /** Every version's summary (no spec), fetched a page at a time. */
@@ -59,7 +52,7 @@ export class Api {
     const out: pb.ResourcePluginVersion[] = [];
     let pageToken = "";
     do {
-      const page = await call(this.plugins.list.bind(this.plugins), { pageSize: 500, pageToken, name }, this.timeoutMs, this.metadata());
+      const page = await call(this.clients.plugins.list.bind(this.clients.plugins), { pageSize: 500, pageToken, name }, this.timeoutMs, this.metadata());
       out.push(...page.plugins);
       pageToken = page.nextPageToken;
     } while (pageToken);
@@ -68,75 +61,75 @@ export class Api {
 
 
   async deletePlugin(ref: string): Promise<string[]> {
-    return (await call(this.plugins.delete.bind(this.plugins), { ref }, this.timeoutMs, this.who())).deleted;
+    return (await call(this.clients.plugins.delete.bind(this.clients.plugins), { ref }, this.timeoutMs, this.who())).deleted;
   }
 
   applySandbox(sandbox: pb.Sandbox, dryRun = false): Promise<pb.ApplySandboxResponse> {
-    return call(this.sandboxes.apply.bind(this.sandboxes), { sandbox, dryRun }, this.timeoutMs, this.who());
+    return call(this.clients.sandboxes.apply.bind(this.clients.sandboxes), { sandbox, dryRun }, this.timeoutMs, this.who());
   }
 
   getSandbox(name: string, showOutputs = false): Promise<pb.SandboxView> {
-    return call(this.sandboxes.get.bind(this.sandboxes), { name, showOutputs }, this.timeoutMs, this.metadata());
+    return call(this.clients.sandboxes.get.bind(this.clients.sandboxes), { name, showOutputs }, this.timeoutMs, this.metadata());
   }
 
   async listSandboxes(): Promise<pb.SandboxView[]> {
-    return (await call(this.sandboxes.list.bind(this.sandboxes), {}, this.timeoutMs, this.metadata())).sandboxes;
+    return (await call(this.clients.sandboxes.list.bind(this.clients.sandboxes), {}, this.timeoutMs, this.metadata())).sandboxes;
   }
 
   deleteSandbox(name: string, force: boolean): Promise<pb.SandboxView> {
-    return call(this.sandboxes.delete.bind(this.sandboxes), { name, force }, this.timeoutMs, this.who());
+    return call(this.clients.sandboxes.delete.bind(this.clients.sandboxes), { name, force }, this.timeoutMs, this.who());
   }
 
   retrySandbox(name: string): Promise<pb.RetrySandboxResponse> {
-    return call(this.sandboxes.retry.bind(this.sandboxes), { name }, this.timeoutMs, this.who());
+    return call(this.clients.sandboxes.retry.bind(this.clients.sandboxes), { name }, this.timeoutMs, this.who());
   }
 
   applyRouteGroup(routeGroup: pb.RouteGroup, dryRun = false): Promise<pb.ApplyRouteGroupResponse> {
-    return call(this.routeGroups.apply.bind(this.routeGroups), { routeGroup, dryRun }, this.timeoutMs, this.who());
+    return call(this.clients.routeGroups.apply.bind(this.clients.routeGroups), { routeGroup, dryRun }, this.timeoutMs, this.who());
   }
 
   getRouteGroup(name: string): Promise<pb.RouteGroupView> {
-    return call(this.routeGroups.get.bind(this.routeGroups), { name }, this.timeoutMs, this.metadata());
+    return call(this.clients.routeGroups.get.bind(this.clients.routeGroups), { name }, this.timeoutMs, this.metadata());
   }
 
   async listRouteGroups(): Promise<pb.RouteGroupView[]> {
-    return (await call(this.routeGroups.list.bind(this.routeGroups), {}, this.timeoutMs, this.metadata())).routeGroups;
+    return (await call(this.clients.routeGroups.list.bind(this.clients.routeGroups), {}, this.timeoutMs, this.metadata())).routeGroups;
   }
 
   deleteRouteGroup(name: string): Promise<pb.RouteGroupView> {
-    return call(this.routeGroups.delete.bind(this.routeGroups), { name }, this.timeoutMs, this.who());
+    return call(this.clients.routeGroups.delete.bind(this.clients.routeGroups), { name }, this.timeoutMs, this.who());
   }
 
   applyJobRunnerGroup(jobRunnerGroup: pb.JobRunnerGroup, dryRun = false): Promise<pb.ApplyJobRunnerGroupResponse> {
-    return call(this.jobRunnerGroups.apply.bind(this.jobRunnerGroups), { jobRunnerGroup, dryRun }, this.timeoutMs, this.who());
+    return call(this.clients.jobRunnerGroups.apply.bind(this.clients.jobRunnerGroups), { jobRunnerGroup, dryRun }, this.timeoutMs, this.who());
   }
 
   getJobRunnerGroup(name: string): Promise<pb.JobRunnerGroupView> {
-    return call(this.jobRunnerGroups.get.bind(this.jobRunnerGroups), { name }, this.timeoutMs, this.metadata());
+    return call(this.clients.jobRunnerGroups.get.bind(this.clients.jobRunnerGroups), { name }, this.timeoutMs, this.metadata());
   }
 
   async listJobRunnerGroups(): Promise<pb.JobRunnerGroupView[]> {
-    return (await call(this.jobRunnerGroups.list.bind(this.jobRunnerGroups), {}, this.timeoutMs, this.metadata())).jobRunnerGroups;
+    return (await call(this.clients.jobRunnerGroups.list.bind(this.clients.jobRunnerGroups), {}, this.timeoutMs, this.metadata())).jobRunnerGroups;
   }
 
   deleteJobRunnerGroup(name: string): Promise<pb.JobRunnerGroupView> {
-    return call(this.jobRunnerGroups.delete.bind(this.jobRunnerGroups), { name }, this.timeoutMs, this.who());
+    return call(this.clients.jobRunnerGroups.delete.bind(this.clients.jobRunnerGroups), { name }, this.timeoutMs, this.who());
   }
 
   submitJob(job: pb.Job): Promise<pb.JobView> {
-    return call(this.jobs.submit.bind(this.jobs), { job }, this.timeoutMs, this.who());
+    return call(this.clients.jobs.submit.bind(this.clients.jobs), { job }, this.timeoutMs, this.who());
   }
 
   getJob(name: string): Promise<pb.JobView> {
-    return call(this.jobs.get.bind(this.jobs), { name }, this.timeoutMs, this.metadata());
+    return call(this.clients.jobs.get.bind(this.clients.jobs), { name }, this.timeoutMs, this.metadata());
   }
 
   async listJobs(all: boolean): Promise<pb.JobView[]> {
-    return (await call(this.jobs.list.bind(this.jobs), { all }, this.timeoutMs, this.metadata())).jobs;
+    return (await call(this.clients.jobs.list.bind(this.clients.jobs), { all }, this.timeoutMs, this.metadata())).jobs;
   }
 
   deleteJob(name: string): Promise<pb.JobView> {
-    return call(this.jobs.delete.bind(this.jobs), { name }, this.timeoutMs, this.who());
+    return call(this.clients.jobs.delete.bind(this.clients.jobs), { name }, this.timeoutMs, this.who());
   }
 
   /** Every call's metadata: the bearer token, if any. */
@@ -155,30 +148,30 @@ export class Api {
 
   /** Streams the sandbox's views; `onView` returns true once it has seen enough. */
   watchSandbox(name: string, onView: (view: pb.SandboxView) => boolean | void, opts: StreamOptions): Promise<StreamEnd> {
-    const stream = this.sandboxes.watch({ name, showOutputs: false }, this.metadata(), callOptions(opts));
+    const stream = this.clients.sandboxes.watch({ name, showOutputs: false }, this.metadata(), callOptions(opts));
     return consume(stream, onView, opts.signal);
   }
 
   /** A job's artifact (a path of its uploadArtifact, `@stdout` or `@stderr`), chunk by chunk. */
   downloadArtifact(job: string, path: string, onChunk: (chunk: pb.ArtifactData) => void, opts: StreamOptions): Promise<StreamEnd> {
-    return consume(this.artifacts.download({ job, path }, this.metadata(), callOptions(opts)), onChunk, opts.signal);
+    return consume(this.clients.artifacts.download({ job, path }, this.metadata(), callOptions(opts)), onChunk, opts.signal);
   }
 
   streamLogs(request: pb.GetLogsRequest, onChunk: (chunk: pb.LogChunk) => void, opts: StreamOptions): Promise<StreamEnd> {
-    return consume(this.logs.get(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
+    return consume(this.clients.logs.get(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
   }
 
   /** A job's output, stream by stream; with `follow`, until the job has ended. */
   streamJobLogs(request: pb.GetJobLogsRequest, onChunk: (chunk: pb.JobLogChunk) => void, opts: StreamOptions): Promise<StreamEnd> {
-    return consume(this.jobs.logs(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
+    return consume(this.clients.jobs.logs(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
   }
 
   watchEvents(request: pb.WatchEventsRequest, onRecord: (record: pb.EventRecord) => void, opts: StreamOptions): Promise<StreamEnd> {
-    return consume(this.events.watch(request, this.metadata(), callOptions(opts)), onRecord, opts.signal);
+    return consume(this.clients.events.watch(request, this.metadata(), callOptions(opts)), onRecord, opts.signal);
   }
 
   close(): void {
-    for (const client of [this.sandboxes, this.routeGroups, this.jobRunnerGroups, this.jobs, this.logs, this.artifacts, this.events, this.plugins]) client.close();
+    for (const client of Object.values(this.clients)) client.close();
   }
 }
 

@@ -32,25 +32,18 @@ function apiError(address: string, err: grpc.ServiceError): ApiCallError {
 }
 
 export class ConsoleApi {
-  private readonly access: pb.AccessServiceClient;
-  private readonly plugins: pb.ResourcePluginServiceClient;
-  private readonly sandboxes: pb.SandboxServiceClient;
-  private readonly routeGroups: pb.RouteGroupServiceClient;
-  private readonly jobRunnerGroups: pb.JobRunnerGroupServiceClient;
-  private readonly jobs: pb.JobServiceClient;
-  private readonly logs: pb.LogServiceClient;
-  private readonly events: pb.EventServiceClient;
+  /** Every client of the API, on one channel. */
+  private readonly clients: pb.ApiClients;
   private readonly timeoutMs: number;
 
   constructor(readonly address: string, options: ConsoleApiOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? 15_000;
     const { credentials, options: tlsOptions } = channelCredentials(options.tls);
-    ({ access: this.access, plugins: this.plugins, sandboxes: this.sandboxes, routeGroups: this.routeGroups,
-      jobRunnerGroups: this.jobRunnerGroups, jobs: this.jobs, logs: this.logs, events: this.events } = pb.apiClients(address, credentials, { ...clientOptions, ...tlsOptions }));
+    this.clients = pb.apiClients(address, credentials, { ...clientOptions, ...tlsOptions });
   }
 
   whoAmI(token: string | undefined): Promise<pb.WhoAmIResponse> {
-    return this.unary(this.access.whoAmI.bind(this.access), {}, token);
+    return this.unary(this.clients.access.whoAmI.bind(this.clients.access), {}, token);
   }
 
   /** Every version's summary (no spec), all pages. */
@@ -58,7 +51,7 @@ export class ConsoleApi {
     const out: pb.ResourcePluginVersion[] = [];
     let pageToken = "";
     do {
-      const page = await this.unary(this.plugins.list.bind(this.plugins), { pageSize: 500, pageToken, name: "" }, token);
+      const page = await this.unary(this.clients.plugins.list.bind(this.clients.plugins), { pageSize: 500, pageToken, name: "" }, token);
       out.push(...page.plugins);
       pageToken = page.nextPageToken;
     } while (pageToken);
@@ -66,60 +59,60 @@ export class ConsoleApi {
   }
 
   getPlugin(token: string | undefined, ref: string): Promise<pb.ResourcePluginVersion> {
-    return this.unary(this.plugins.get.bind(this.plugins), { ref }, token);
+    return this.unary(this.clients.plugins.get.bind(this.clients.plugins), { ref }, token);
   }
 
   async listSandboxes(token: string | undefined): Promise<pb.SandboxView[]> {
-    return (await this.unary(this.sandboxes.list.bind(this.sandboxes), {}, token)).sandboxes;
+    return (await this.unary(this.clients.sandboxes.list.bind(this.clients.sandboxes), {}, token)).sandboxes;
   }
 
   getSandbox(token: string | undefined, name: string, showOutputs = false): Promise<pb.SandboxView> {
-    return this.unary(this.sandboxes.get.bind(this.sandboxes), { name, showOutputs }, token);
+    return this.unary(this.clients.sandboxes.get.bind(this.clients.sandboxes), { name, showOutputs }, token);
   }
 
   deleteSandbox(token: string | undefined, name: string): Promise<pb.SandboxView> {
-    return this.unary(this.sandboxes.delete.bind(this.sandboxes), { name, force: false }, token, WRITER);
+    return this.unary(this.clients.sandboxes.delete.bind(this.clients.sandboxes), { name, force: false }, token, WRITER);
   }
 
   retrySandbox(token: string | undefined, name: string): Promise<pb.RetrySandboxResponse> {
-    return this.unary(this.sandboxes.retry.bind(this.sandboxes), { name }, token, WRITER);
+    return this.unary(this.clients.sandboxes.retry.bind(this.clients.sandboxes), { name }, token, WRITER);
   }
 
   listRouteGroups(token: string | undefined): Promise<pb.ListRouteGroupsResponse> {
-    return this.unary(this.routeGroups.list.bind(this.routeGroups), {}, token);
+    return this.unary(this.clients.routeGroups.list.bind(this.clients.routeGroups), {}, token);
   }
 
   getRouteGroup(token: string | undefined, name: string): Promise<pb.RouteGroupView> {
-    return this.unary(this.routeGroups.get.bind(this.routeGroups), { name }, token);
+    return this.unary(this.clients.routeGroups.get.bind(this.clients.routeGroups), { name }, token);
   }
 
   listJobs(token: string | undefined, all: boolean): Promise<pb.ListJobsResponse> {
-    return this.unary(this.jobs.list.bind(this.jobs), { all }, token);
+    return this.unary(this.clients.jobs.list.bind(this.clients.jobs), { all }, token);
   }
 
   getJob(token: string | undefined, name: string): Promise<pb.JobView> {
-    return this.unary(this.jobs.get.bind(this.jobs), { name }, token);
+    return this.unary(this.clients.jobs.get.bind(this.clients.jobs), { name }, token);
   }
 
   listJobRunnerGroups(token: string | undefined): Promise<pb.ListJobRunnerGroupsResponse> {
-    return this.unary(this.jobRunnerGroups.list.bind(this.jobRunnerGroups), {}, token);
+    return this.unary(this.clients.jobRunnerGroups.list.bind(this.clients.jobRunnerGroups), {}, token);
   }
 
   /** The sandbox's views, at once and after every change, until it is gone or the watch is cancelled. */
   watchSandbox(token: string | undefined, name: string, onView: (view: pb.SandboxView) => void): Upstream {
-    return this.stream(this.sandboxes.watch({ name, showOutputs: false }, metadata(token)), onView);
+    return this.stream(this.clients.sandboxes.watch({ name, showOutputs: false }, metadata(token)), onView);
   }
 
   streamLogs(token: string | undefined, request: pb.GetLogsRequest, onChunk: (chunk: pb.LogChunk) => void): Upstream {
-    return this.stream(this.logs.get(request, metadata(token)), onChunk);
+    return this.stream(this.clients.logs.get(request, metadata(token)), onChunk);
   }
 
   watchEvents(token: string | undefined, request: pb.WatchEventsRequest, onRecord: (record: pb.EventRecord) => void): Upstream {
-    return this.stream(this.events.watch(request, metadata(token)), onRecord);
+    return this.stream(this.clients.events.watch(request, metadata(token)), onRecord);
   }
 
   close(): void {
-    for (const client of [this.plugins, this.sandboxes, this.routeGroups, this.jobRunnerGroups, this.jobs, this.logs, this.events, this.access]) client.close();
+    for (const client of Object.values(this.clients)) client.close();
   }
 
   private unary<Req, Res>(method: Unary<Req, Res>, request: Req, token: string | undefined, actor?: string): Promise<Res> {
