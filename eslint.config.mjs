@@ -11,7 +11,7 @@ export default tseslint.config(
     languageOptions: {
       globals: {
         process: "readonly", Buffer: "readonly", console: "readonly", setTimeout: "readonly", clearTimeout: "readonly",
-        setInterval: "readonly", clearInterval: "readonly", performance: "readonly", AbortController: "readonly", URL: "readonly",
+        setInterval: "readonly", clearInterval: "readonly", performance: "readonly", AbortController: "readonly", AbortSignal: "readonly", URL: "readonly", fetch: "readonly",
       },
     },
   },

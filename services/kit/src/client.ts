@@ -4,6 +4,7 @@
 export * from "./errors.js";
 export * from "./config.js";
 export * from "./wait.js";
+export { Backoff, type BackoffBounds } from "./backoff.js";
 export { longTimeout, MAX_TIMER_MS, type LongTimeout } from "./timers.js";
 export * from "./listen.js";
 export * from "./tls.js";

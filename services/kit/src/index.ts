@@ -3,6 +3,7 @@ export * from "./config.js";
 export * from "./duration.js";
 export * from "./logger.js";
 export * from "./wait.js";
+export { Backoff, type BackoffBounds } from "./backoff.js";
 export * from "./ids.js";
 export * from "./grpc.js";
 export * from "./shutdown.js";

@@ -39,6 +39,7 @@ export class DueIndex {
   private timer?: NodeJS.Timeout;
   private armedFor = Infinity;
   private stopped = false;
+  private paused = false;
   private firing = false;
 
   constructor(
@@ -52,7 +53,7 @@ export class DueIndex {
   set(id: string, at: number | undefined): void {
     if (at === undefined) this.due.delete(id);
     else this.due.set(id, at);
-    if (at !== undefined && at < this.armedFor) this.arm();
+    if (at !== undefined && at < this.armedFor && !this.paused) this.arm();
   }
 
   /** The ids due now or earlier. */
@@ -66,7 +67,19 @@ export class DueIndex {
     clearTimeout(this.timer);
   }
 
+  /**
+   * Keeps the index but fires nothing until arm() (a replica that does not hold its timers'
+   * lease). A firing under way finishes; its commands are idempotent.
+   */
+  pause(): void {
+    this.paused = true;
+    clearTimeout(this.timer);
+    this.armedFor = Infinity;
+  }
+
+  /** Fires what is due now at once, then each id when it comes due (resumes a paused index). */
   arm(): void {
+    this.paused = false;
     if (this.stopped || this.firing) return;
     clearTimeout(this.timer);
     const next = Math.min(...this.due.values());
@@ -85,11 +98,12 @@ export class DueIndex {
       if (ids.length) await this.fire(ids, this.now());
     } finally {
       this.firing = false;
-      if (ids.some((id) => (this.due.get(id) ?? Infinity) <= this.now())) {
+      if (!this.paused && ids.some((id) => (this.due.get(id) ?? Infinity) <= this.now())) {
         // Still due after firing (the command failed): try again a little later, not in a hot loop.
         for (const id of ids) if ((this.due.get(id) ?? Infinity) <= this.now()) this.due.set(id, this.now() + 1000);
       }
-      this.arm();
+      // Paused meanwhile (the lease was lost): the index waits for arm().
+      if (!this.paused) this.arm();
     }
   }
 }

@@ -1,6 +1,6 @@
 // Timers longer than setTimeout can hold (2^31-1 ms, about 24.8 days) are chained, not
 // overflowed: Node fires an overflowed timer after 1 ms.
-import { MAX_TIMER_MS, longTimeout } from "./timers.js";
+import { DueIndex, MAX_TIMER_MS, longTimeout } from "./timers.js";
 import { delay } from "./wait.js";
 
 const DAY_MS = 86_400_000;
@@ -68,5 +68,44 @@ describe("delay", () => {
     await jest.advanceTimersByTimeAsync(30 * DAY_MS - MAX_TIMER_MS);
     await waiting;
     expect(done).toBe(true);
+  });
+});
+
+describe("DueIndex paused (a replica without its timers' lease)", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it("keeps what comes due but fires nothing until armed, then fires what is due at once", async () => {
+    const fired: string[] = [];
+    const index = new DueIndex(async (ids) => { fired.push(...ids); for (const id of ids) index.set(id, undefined); });
+    index.pause();
+    index.set("a", Date.now() + 1000);
+    await jest.advanceTimersByTimeAsync(5000);
+    expect(fired).toEqual([]);
+    expect(index.dueNow()).toEqual(["a"]);
+    index.arm();
+    await jest.advanceTimersByTimeAsync(0);
+    expect(fired).toEqual(["a"]);
+    // Paused again: a later timer waits for the next arm().
+    index.pause();
+    index.set("b", Date.now() + 1000);
+    await jest.advanceTimersByTimeAsync(5000);
+    expect(fired).toEqual(["a"]);
+    index.stop();
+  });
+
+  it("stays paused when paused while it fires", async () => {
+    let release!: () => void;
+    const fired: string[] = [];
+    const index = new DueIndex(async (ids) => { fired.push(...ids); await new Promise<void>((r) => (release = r)); });
+    index.set("a", Date.now());
+    await jest.advanceTimersByTimeAsync(0);
+    expect(fired).toEqual(["a"]);
+    index.pause();
+    release();
+    // "a" is still due (the command did not clear it) but nothing fires while paused.
+    await jest.advanceTimersByTimeAsync(5000);
+    expect(fired).toEqual(["a"]);
+    index.stop();
   });
 });

@@ -1,4 +1,5 @@
 // Waiting for a condition with a deadline, instead of sleeping and hoping.
+import { Backoff } from "./backoff.js";
 import { longTimeout } from "./timers.js";
 
 export class DeadlineError extends Error {
@@ -35,22 +36,31 @@ export async function waitFor<T>(
 /** Resolves after `ms` (any length: see longTimeout), or at once when `signal` aborts. */
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const t = longTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => { t.clear(); resolve(); }, { once: true });
+    if (signal?.aborted) return resolve();
+    // The listener goes when the timer fires: a loop's long-lived signal would otherwise gather one per wait.
+    const abort = () => { t.clear(); resolve(); };
+    const t = longTimeout(() => { signal?.removeEventListener("abort", abort); resolve(); }, ms);
+    signal?.addEventListener("abort", abort, { once: true });
   });
 }
 
-/** Runs `fn` with exponential backoff while it throws a retryable error. */
+/**
+ * Runs `fn` while it throws a retryable error, waiting a Backoff (baseMs up to maxMs, with
+ * jitter) between attempts; `retryable` hears the delay the next attempt would wait.
+ */
 export async function retry<T>(
   fn: (attempt: number) => Promise<T>,
-  { attempts = 5, baseMs = 20, maxMs = 1000, retryable = (_e: unknown) => true } = {},
+  { attempts = 5, baseMs = 20, maxMs = 1000, retryable = (_e: unknown, _delayMs: number) => true } = {},
 ): Promise<T> {
+  const backoff = new Backoff({ firstMs: baseMs, maxMs });
   for (let attempt = 1; ; attempt++) {
     try {
       return await fn(attempt);
     } catch (e) {
-      if (attempt >= attempts || !retryable(e)) throw e;
-      await delay(Math.min(maxMs, baseMs * 2 ** (attempt - 1)));
+      if (attempt >= attempts) throw e;
+      const delayMs = backoff.next();
+      if (!retryable(e, delayMs)) throw e;
+      await delay(delayMs);
     }
   }
 }
