@@ -63,6 +63,24 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       expect((await fx.store.read("counter", "a")).version).toBe(2);
     });
 
+    it("takes an append made at a stream position only while no commit of any aggregate came after it", async () => {
+      const a = await fx.store.append("counter", "a", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      const at = await fx.store.position();
+      expect(at).toBe(a.revision);
+      // Another aggregate moves the store on: the decision made at `at` is refused.
+      await fx.store.append("counter", "b", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      await expect(fx.store.append("counter", "a", a, [{ type: "t", data: { by: 2 } }], { ...meta, expectedPosition: at }))
+        .rejects.toBeInstanceOf(ConcurrencyError);
+      expect((await fx.store.read("counter", "a")).version).toBe(1);
+      // Made again at the current position, it lands.
+      const now = await fx.store.position();
+      const taken = await fx.store.append("counter", "a", a, [{ type: "t", data: { by: 2 } }], { ...meta, expectedPosition: now });
+      expect(taken.revision).toBe(now + 1);
+      // The aggregate's own revision is still checked alongside.
+      await expect(fx.store.append("counter", "a", a, [{ type: "t", data: { by: 3 } }], { ...meta, expectedPosition: taken.revision }))
+        .rejects.toBeInstanceOf(ConcurrencyError);
+    });
+
     it("reads the commits another handle appended after this one read or wrote the aggregate", async () => {
       const other = await fx.reopen();
       const first = await fx.store.append("counter", "shared", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
@@ -167,6 +185,21 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       await fx.store.append("counter", "a", first, [{ type: "t", data: { by: 2 } }], meta);
       await waitFor(() => seen.length === 1, { what: "live commit" });
       expect(seen[0]!.events[0]!.data).toEqual({ by: 2 });
+      await sub.stop();
+    });
+
+    it("follows from a time: only the commits stored at or after it, then live ones", async () => {
+      const old = await fx.store.append("counter", "a", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      // The next commit is stored strictly later than the first (the clocks count milliseconds).
+      const since = new Date(Date.now() + 1);
+      await waitFor(() => Date.now() > since.getTime(), { what: "the clock to pass the start time" });
+      const recent = await fx.store.append("counter", "a", old, [{ type: "t", data: { by: 2 } }], meta);
+      const seen: Commit[] = [];
+      const sub = fx.store.follow({ since }, (c) => { seen.push(c); });
+      await sub.caughtUp;
+      expect(seen.map((c) => c.position)).toEqual([recent.revision]);
+      await fx.store.append("counter", "a", recent, [{ type: "t", data: { by: 3 } }], meta);
+      await waitFor(() => seen.length === 2, { what: "the live commit" });
       await sub.stop();
     });
 

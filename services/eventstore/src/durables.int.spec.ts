@@ -3,8 +3,10 @@
 import type { NatsConnection } from "@nats-io/nats-core";
 import { AckPolicy, DeliverPolicy, ReplayPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { createLogger, waitFor, type Logger } from "@ephemera/kit";
-import { connectNats, eventStreamName, eventSubject, JetStreamEventStore } from "./jetstream.js";
-import { JetStreamWorkQueue, laneSubject, runStreamName, type WorkQueueConsumer } from "./workqueue.js";
+import { connectNats } from "./connection.js";
+import { eventStreamName, eventSubject, JetStreamEventStore } from "./jetstream.js";
+import { laneSubject, runStreamName, type WorkQueueConsumer } from "./workqueue.js";
+import { JetStreamWorkQueue } from "./workqueue-jetstream.js";
 import type { Commit, Subscription } from "./types.js";
 import { testNats } from "../../../test/support/servers.js";
 

@@ -13,19 +13,66 @@ class SilentOnce extends InMemoryEventStore {
   }
 }
 
+/** A store that delivers one commit to the first follow and nothing to any other, as a server that stays away. */
+class AlwaysSilent extends InMemoryEventStore {
+  follows = 0;
+  override follow(options: FollowOptions, handler: CommitHandler): Subscription {
+    const n = ++this.follows;
+    let seen = 0;
+    return super.follow(options, (c) => (n > 1 || ++seen > 1 ? undefined : handler(c)));
+  }
+}
+
+/** A store whose first follow goes silent after one commit of its replay and never says it caught up. */
+class SilentInReplay extends SilentOnce {
+  override follow(options: FollowOptions, handler: CommitHandler): Subscription {
+    const sub = super.follow(options, handler);
+    return this.follows === 1 ? { ...sub, caughtUp: new Promise<void>(() => undefined) } : sub;
+  }
+}
+
+/** A feed of one counting projection that applied a first commit, and a second commit appended after it. */
+async function followedThenAppended(store: InMemoryEventStore) {
+  const counts = new Projection<number>("c", () => 0, (n) => n + 1);
+  const feed = new Feed(store, [counts]);
+  await feed.start();
+  const a = await store.append("c", "x", NO_AGGREGATE, [{ type: "t", data: {} }], { source: "test" });
+  await feed.waitFor(a.revision, 1000);
+  const b = await store.append("c", "x", a, [{ type: "t", data: {} }], { source: "test" });
+  return { counts, feed, b };
+}
+
 describe("Feed", () => {
-  it("follows again from the last applied commit when a waiter finds it stuck", async () => {
+  it("follows again from the last applied commit once a waiter finds it stuck for a second, well before the waiter's deadline", async () => {
     const store = new SilentOnce();
-    const counts = new Projection<number>("c", () => 0, (n) => n + 1);
-    const feed = new Feed(store, [counts]);
-    await feed.start();
-    const a = await store.append("c", "x", NO_AGGREGATE, [{ type: "t", data: {} }], { source: "test" });
-    await feed.waitFor(a.revision, 1000);
-    const b = await store.append("c", "x", a, [{ type: "t", data: {} }], { source: "test" });
-    await expect(feed.waitFor(b.revision, 200)).rejects.toBeInstanceOf(UnavailableError);
-    await feed.waitFor(b.revision, 2000);
+    const { counts, feed, b } = await followedThenAppended(store);
+    // Without the resync this waits the whole 30 s and rejects (past the test's own timeout).
+    await feed.waitFor(b.revision, 30_000);
     expect(store.follows).toBe(2);
     expect(counts.get("x")!.state).toBe(2);
+    await feed.stop();
+  }, 20_000);
+
+  it("starts when its first follow goes silent part way through the replay: the stream's end at start is reached by following again", async () => {
+    const store = new SilentInReplay();
+    let v = NO_AGGREGATE;
+    for (let i = 0; i < 3; i++) v = await store.append("c", "x", v, [{ type: "t", data: {} }], { source: "test" });
+    const counts = new Projection<number>("c", () => 0, (n) => n + 1);
+    const feed = new Feed(store, [counts]);
+    // Without reaching the end by position, start() waits for ever on the silent consumer.
+    await feed.start();
+    expect(store.follows).toBe(2);
+    expect(counts.get("x")!.state).toBe(3);
+    await feed.stop();
+  }, 20_000);
+
+  it("rejects a waiter at its deadline when following again does not help", async () => {
+    const store = new AlwaysSilent();
+    const { counts, feed, b } = await followedThenAppended(store);
+    await expect(feed.waitFor(b.revision, 3000)).rejects.toBeInstanceOf(UnavailableError);
+    expect(counts.get("x")!.state).toBe(1);
+    // It was followed again (more than once) before the deadline.
+    expect(store.follows).toBeGreaterThanOrEqual(3);
     await feed.stop();
   });
 });

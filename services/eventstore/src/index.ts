@@ -1,8 +1,15 @@
 export * from "./types.js";
 export { InMemoryEventStore } from "./memory.js";
-export { JetStreamEventStore, connectNats, eventSubject, eventStreamName } from "./jetstream.js";
+export { JetStreamEventStore, eventSubject, eventStreamName } from "./jetstream.js";
+export { connectNats } from "./connection.js";
 export * from "./projection.js";
 export * from "./workqueue.js";
+export { JetStreamWorkQueue } from "./workqueue-jetstream.js";
+export { InMemoryWorkQueue } from "./workqueue-memory.js";
 export * from "./logs.js";
 export { deadLetter, recordDeadLetter } from "./deadletter.js";
 export { InMemoryValueStore, JetStreamValueStore, valuesBucket, type ValueStore } from "./values.js";
+export { InMemoryClaimStore, JetStreamClaimStore, claimsBucket, isClaimLostError, isLive, ClaimLostError, type Claim, type ClaimStore, type Acquired } from "./claims.js";
+export { InMemorySnapshotStore, JetStreamSnapshotStore, snapshotsBucket, type SnapshotStore, type StoredSnapshot } from "./snapshots.js";
+export { codeFingerprint } from "./fingerprint.js";
+export { InMemoryLeaseStore, JetStreamLeaseStore, Lease, LeasedRole, leaseBucket, leaseHolderId, type LeaseEntry, type LeaseOptions, type LeaseRecord, type LeaseStore, type Role } from "./lease.js";

@@ -1,6 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
-import { connectNats, eventStreamName, eventSubject, JetStreamEventStore } from "./jetstream.js";
+import { connectNats } from "./connection.js";
+import { eventStreamName, eventSubject, JetStreamEventStore } from "./jetstream.js";
 import { eventStoreContract } from "./contract.testkit.js";
 import { NO_AGGREGATE, type AggregateEvents } from "./types.js";
 import { testNats } from "../../../test/support/servers.js";
@@ -120,6 +121,19 @@ describe("JetStreamEventStore reads", () => {
           expect((await store.read("counter", id)).events.map((e) => (e.data as { i: number }).i)).toEqual(Array.from({ length: i }, (_, k) => k + 1));
         }
       }
+    }
+  });
+});
+
+describe("connectNats", () => {
+  it("takes a comma-separated list of servers and connects through one that answers when the first does not", async () => {
+    const { url } = testNats();
+    // Port 1 takes no connections here: the client must move on to the next server of the list.
+    const nc = await connectNats(`nats://127.0.0.1:1, ${url}`, "server-list");
+    try {
+      expect(nc.getServer()).toBe(new URL(url).host);
+    } finally {
+      await nc.close();
     }
   });
 });

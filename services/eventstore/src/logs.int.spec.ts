@@ -1,7 +1,7 @@
 // The log store contract against the machine's JetStream, each test under its own prefix
 // (its stream deleted afterwards). Outages go through a TCP proxy of the test's own in front
 // of the shared nats-server, which stays up.
-import { connectNats } from "./jetstream.js";
+import { connectNats } from "./connection.js";
 import { DEFAULT_LOG_RETENTION_MS, JetStreamLogStore } from "./logs.js";
 import { logStoreContract } from "./logs-contract.testkit.js";
 import { NATS_URL, testNats } from "../../../test/support/servers.js";

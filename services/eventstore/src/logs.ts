@@ -8,8 +8,9 @@ import {
   DeliverPolicy, JetStreamApiError, StorageType, jetstream, jetstreamManager,
   type ConsumerMessages, type JetStreamClient, type JetStreamManager,
 } from "@nats-io/jetstream";
-import { EphemeraError, UnavailableError, ValidationError, delay, type Logger } from "@ephemera/kit";
+import { EphemeraError, UnavailableError, ValidationError, type Logger } from "@ephemera/kit";
 import { ensureStream } from "./durables.js";
+import { ConsumerLoop } from "./reopen.js";
 import { readSubject } from "./subject.js";
 
 /** One stored piece of a run's log. */
@@ -175,6 +176,7 @@ export class JetStreamLogStore implements LogStore {
       settle = (end) => {
         if (settled) return;
         settled = true;
+        loop.stop();
         // close() of an iterator never read does not resolve: never wait for it.
         void messages?.close().catch(() => undefined);
         if (end instanceof Error) reject(end); else resolve(end);
@@ -182,40 +184,31 @@ export class JetStreamLogStore implements LogStore {
     });
     done.catch(() => undefined);
     const drained = () => drainTo !== undefined && last >= drainTo;
-    const loop = (async () => {
-      let opened = false;
-      for (let failures = 0; !settled; ) {
-        try {
-          checkRunId(runId);
-          const consumer = await this.js.consumers.get(this.stream, {
-            filter_subjects: this.subject(runId),
-            ...(last ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: last + 1 } : {}),
-          });
-          messages = await consumer.consume();
-          if (settled) {
-            void messages.close().catch(() => undefined);
-            return;
-          }
-          opened = true;
-          failures = 0;
-          if (drained()) return settle("drained");
-          for await (const m of messages) {
-            if (settled) return;
-            last = m.seq;
-            if (m.headers?.has(END_HEADER)) return settle("ended");
-            if (m.data.length > 0 && m.time.getTime() >= since) onEntry({ data: Buffer.from(m.data), time: m.time.getTime() });
-            if (drained()) return settle("drained");
-          }
-        } catch (err) {
-          if (settled) return;
-          if (err instanceof EphemeraError) return settle(err);
-          // Only a follower that never read gives up: one that did resumes where it was.
-          if (!opened) return settle(new UnavailableError(`log store: cannot follow the log of ${runId}`, { cause: err }));
-        }
-        failures++;
-        await delay(Math.min(5000, 250 * 2 ** Math.min(failures, 5)));
+    // Only a follower that never read gives up on a failure: one that did resumes where it was.
+    const loop = new ConsumerLoop({
+      name: `log of ${runId}`, final: (err, { opened }) => err instanceof EphemeraError || !opened,
+    }, async (loop) => {
+      checkRunId(runId);
+      const consumer = await this.js.consumers.get(this.stream, {
+        filter_subjects: this.subject(runId),
+        ...(last ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: last + 1 } : {}),
+      });
+      messages = await consumer.consume();
+      if (loop.stopping) {
+        void messages.close().catch(() => undefined);
+        return;
       }
-    })();
+      loop.reading();
+      if (drained()) return settle("drained");
+      for await (const m of messages) {
+        if (loop.stopping) return;
+        last = m.seq;
+        if (m.headers?.has(END_HEADER)) return settle("ended");
+        if (m.data.length > 0 && m.time.getTime() >= since) onEntry({ data: Buffer.from(m.data), time: m.time.getTime() });
+        if (drained()) return settle("drained");
+      }
+    });
+    loop.done.catch((err: unknown) => settle(err instanceof EphemeraError ? err : new UnavailableError(`log store: cannot follow the log of ${runId}`, { cause: err })));
     return {
       done,
       drain: () => {
@@ -230,7 +223,7 @@ export class JetStreamLogStore implements LogStore {
       },
       stop: async () => {
         settle("stopped");
-        await loop;
+        await loop.done.catch(() => undefined);
       },
     };
   }

@@ -62,6 +62,9 @@ export class InMemoryEventStore implements EventStore {
     if ((current?.position ?? 0) !== expected.revision) {
       throw new ConcurrencyError(`${aggregate}.${id}`, expected.revision);
     }
+    if (meta.expectedPosition !== undefined && this.commits.length !== meta.expectedPosition) {
+      throw new ConcurrencyError(`${aggregate}.${id} (the store moved past position ${meta.expectedPosition})`, expected.revision);
+    }
     const position = this.commits.length + 1;
     const recorded = envelopes(events, meta, {
       aggregate, aggregateId: id, firstSequence: expected.version + 1, position, now: this.now, newId: this.newId,
@@ -90,7 +93,9 @@ export class InMemoryEventStore implements EventStore {
 
   follow(options: FollowOptions, handler: CommitHandler): Subscription {
     const matches = (c: Commit) => options.aggregate === undefined || c.aggregate === options.aggregate;
-    const queue: Commit[] = this.commits.slice(options.from ?? 0).filter(matches);
+    const since = !options.from && options.since ? options.since.getTime() : undefined;
+    const recent = (c: Commit) => since === undefined || Date.parse(c.events[0]?.time ?? "") >= since;
+    const queue: Commit[] = this.commits.slice(options.from ?? 0).filter((c) => matches(c) && recent(c));
     const caughtUpAt = queue.at(-1)?.position ?? 0;
     let stopped = false;
     let wake: (() => void) | undefined;

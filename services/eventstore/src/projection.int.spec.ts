@@ -1,6 +1,7 @@
 // A feed on the real event store: a fold that throws stops it loudly, at start and live.
 import type { NatsConnection } from "@nats-io/nats-core";
-import { connectNats, JetStreamEventStore } from "./jetstream.js";
+import { connectNats } from "./connection.js";
+import { JetStreamEventStore } from "./jetstream.js";
 import { Feed, Projection, ProjectionFaultError } from "./projection.js";
 import { NO_AGGREGATE } from "./types.js";
 import { testNats } from "../../../test/support/servers.js";

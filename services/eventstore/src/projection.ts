@@ -1,7 +1,9 @@
 // In-memory projections of aggregates, fed by a follow subscription, and the command
 // loop: decide on the projected state, append with its revision, on conflict re-read
 // the aggregate from the store and decide again.
-import { ConcurrencyError, EphemeraError, UnavailableError, delay, errorMessage, type Logger } from "@ephemera/kit";
+import { Backoff, ConcurrencyError, EphemeraError, UnavailableError, delay, errorMessage, type Logger } from "@ephemera/kit";
+import { deserialize, serialize } from "node:v8";
+import type { SnapshotStore } from "./snapshots.js";
 import type { AppendMeta, AppendResult, Commit, EventStore, Expected, NewEvent, RecordedEvent, Subscription } from "./types.js";
 
 /**
@@ -31,28 +33,79 @@ export interface Entity<S> extends Expected {
   state: S;
 }
 
+export interface ProjectionOptions<S> {
+  /**
+   * Whether an entity is over (a deleted sandbox, a plugin with no version): it leaves
+   * memory, and a later commit of the same id folds as on a new entity. Holds only for
+   * states a later event folds as it would on `initial()`.
+   */
+  retired?: (state: S, id: string) => boolean;
+}
+
+/** What a projection holds, as a snapshot carries it. */
+export interface ProjectionImage<S> {
+  entities: Array<[string, Entity<S>]>;
+  tombstones: Array<[string, Entity<S>]>;
+}
+
 export class Projection<S> {
   private readonly entities = new Map<string, Entity<S>>();
+  /**
+   * Retired entities, by id, until the feed has passed their revision: a command applies its
+   * own commit at once, and the feed delivers the commits before it later; without the
+   * tombstone such an older commit would make a new, partial entity of a retired one.
+   */
+  private readonly tombstones = new Map<string, Entity<S>>();
+  /** The position up to which the feed has applied every commit. */
+  private passedAt = 0;
 
   constructor(
     readonly aggregate: string,
     private readonly initial: () => S,
     private readonly evolve: (state: S, event: RecordedEvent) => S,
+    private readonly options: ProjectionOptions<S> = {},
   ) {}
 
   /** Applies a commit once: a commit at or below the entity's revision is ignored. */
   apply(commit: Commit): boolean {
-    if (commit.aggregate !== this.aggregate) return false;
-    const current = this.entities.get(commit.aggregateId) ?? this.empty();
-    if (commit.position <= current.revision) return false;
-    let state = current.state;
+    return this.applyCommit(commit) !== undefined;
+  }
+
+  /** Applies a commit as `apply` does; the entity after it (retired or not), or undefined when it was ignored. */
+  applyCommit(commit: Commit): Entity<S> | undefined {
+    if (commit.aggregate !== this.aggregate) return undefined;
+    const id = commit.aggregateId;
+    const tombstone = this.tombstones.get(id);
+    if (tombstone && commit.position <= tombstone.revision) return undefined;
+    const held = this.entities.get(id) ?? tombstone;
+    // The feed applied every commit up to `passedAt`: one of an id not held was retired since.
+    if (!held && commit.position <= this.passedAt) return undefined;
+    const current = held ?? this.empty();
+    if (commit.position <= current.revision) return undefined;
+    const entity = this.foldOnto(current, commit);
+    this.put(id, entity);
+    return entity;
+  }
+
+  /** The entity after `commit`, folded onto `entity`; nothing is stored. */
+  foldOnto(entity: Entity<S>, commit: Commit): Entity<S> {
+    let state = entity.state;
     for (const e of commit.events) state = this.fold(state, e, commit.aggregateId);
-    this.entities.set(commit.aggregateId, {
-      state,
-      revision: commit.position,
-      version: commit.events.at(-1)?.sequence ?? current.version,
-    });
-    return true;
+    return { state, revision: commit.position, version: commit.events.at(-1)?.sequence ?? entity.version };
+  }
+
+  /** Takes an entity out of memory (a workflow whose sandbox is gone), as a retired one. */
+  retire(id: string): void {
+    const entity = this.entities.get(id);
+    if (!entity) return;
+    this.entities.delete(id);
+    this.tombstones.set(id, entity);
+  }
+
+  /** The feed applied every commit up to `position`: tombstones at or below it are no longer needed. */
+  passed(position: number): void {
+    this.passedAt = Math.max(this.passedAt, position);
+    for (const [id, t] of this.tombstones) if (t.revision <= position) this.tombstones.delete(id);
   }
 
   get(id: string): Entity<S> | undefined {
@@ -63,19 +116,69 @@ export class Projection<S> {
     return this.entities.get(id) ?? this.empty();
   }
 
+  /** The entity as last folded here, retired ones included while their tombstone stands. */
+  latest(id: string): Entity<S> | undefined {
+    return this.entities.get(id) ?? this.tombstones.get(id);
+  }
+
+  /** Whether entities may retire: an id not in memory may then be one that did. */
+  get retires(): boolean {
+    return this.options.retired !== undefined;
+  }
+
+  /** How many entities are in memory (retired ones are not). */
+  get size(): number {
+    return this.entities.size;
+  }
+
   entries(): IterableIterator<[string, Entity<S>]> {
     return this.entities.entries();
   }
 
+  image(): ProjectionImage<S> {
+    return { entities: [...this.entities], tombstones: [...this.tombstones] };
+  }
+
+  /** Replaces what this projection holds with a snapshot's image. */
+  restore(image: ProjectionImage<S>): void {
+    this.entities.clear();
+    this.tombstones.clear();
+    for (const [id, e] of image.entities) this.entities.set(id, e);
+    for (const [id, e] of image.tombstones) this.tombstones.set(id, e);
+  }
+
   /** Replaces an entity with a fold of the aggregate as read from the store. */
   async reload(store: EventStore, id: string): Promise<Entity<S>> {
+    return (await this.readFresh(store, id, true));
+  }
+
+  /**
+   * The fold of one aggregate as the store holds it, read by its subject (the per-aggregate
+   * read model): how a retired entity is read on demand. Kept in memory only if live.
+   */
+  async read(store: EventStore, id: string): Promise<Entity<S>> {
+    return this.readFresh(store, id, false);
+  }
+
+  private async readFresh(store: EventStore, id: string, keep: boolean): Promise<Entity<S>> {
     const read = await store.read(this.aggregate, id);
     let state = this.initial();
     for (const e of read.events) state = this.fold(state, e, id);
     const entity = { state, revision: read.revision, version: read.version };
-    const current = this.entities.get(id);
-    if (!current || current.revision <= entity.revision) this.entities.set(id, entity);
-    return this.entities.get(id) ?? entity;
+    const current = this.latest(id);
+    if (current && current.revision > entity.revision) return current;
+    if (keep && entity.revision > 0) this.put(id, entity);
+    return entity;
+  }
+
+  private put(id: string, entity: Entity<S>): void {
+    if (this.options.retired?.(entity.state, id)) {
+      this.entities.delete(id);
+      this.tombstones.set(id, entity);
+    } else {
+      this.entities.set(id, entity);
+      this.tombstones.delete(id);
+    }
   }
 
   private fold(state: S, event: RecordedEvent, id: string): S {
@@ -121,7 +224,10 @@ export async function execute<S>(
   meta: CommandMeta,
   attempts = 8,
 ): Promise<ExecuteResult<S>> {
-  let entity = projection.getOrEmpty(id);
+  // An id not in memory may be a retired entity: its decision needs its state, read from the store.
+  let entity = projection.latest(id) ?? (projection.retires ? await projection.reload(store, id) : projection.getOrEmpty(id));
+  const conflicts = new Backoff(CONFLICT_BACKOFF);
+  const outages = new Backoff(UNAVAILABLE_BACKOFF);
   for (let attempt = 1; ; attempt++) {
     const events = decide(entity.state, entity);
     if (events.length === 0) return { entity };
@@ -129,25 +235,74 @@ export async function execute<S>(
       const { command, ...rest } = meta;
       const commitId = command === undefined ? rest.commitId : commitIdOf(projection.aggregate, id, entity.version, command);
       const appended = await store.append(projection.aggregate, id, entity, events, { ...rest, ...(commitId ? { commitId } : {}) });
-      projection.apply({ aggregate: projection.aggregate, aggregateId: id, position: appended.revision, events: appended.events });
-      return { entity: projection.getOrEmpty(id), appended };
+      const commit = { aggregate: projection.aggregate, aggregateId: id, position: appended.revision, events: appended.events };
+      // Already applied (the feed was first) and maybe retired since: the caller still gets the state its command made.
+      return { entity: projection.applyCommit(commit) ?? projection.foldOnto(entity, commit), appended };
     } catch (err) {
       if (attempt >= attempts) throw err;
       if (err instanceof ConcurrencyError) {
-        await delay(Math.min(200, 5 * 2 ** attempt));
+        await delay(conflicts.next());
         entity = await projection.reload(store, id);
         continue;
       }
       // A store that failed for a moment (a server just restarted): the same commit again is
       // safe when its id is deterministic, since the store drops it if the first one landed.
       if (!(err instanceof UnavailableError) || meta.command === undefined || attempt >= UNAVAILABLE_ATTEMPTS) throw err;
-      await delay(Math.min(2000, 250 * 2 ** (attempt - 1)));
+      await delay(outages.next());
     }
   }
 }
 
 /** Appends retried while the store is unavailable (about 4 s in all). */
 const UNAVAILABLE_ATTEMPTS = 4;
+/** Writers racing on one entity: jittered, so the losers of a race do not collide again. */
+const CONFLICT_BACKOFF = { firstMs: 10, maxMs: 200 };
+const UNAVAILABLE_BACKOFF = { firstMs: 250, maxMs: 2000 };
+
+/** What a feed feeds: a Projection of any state. */
+export interface FedProjection {
+  /** Names it in a snapshot (a state kept beside the projections may name itself). */
+  readonly aggregate: string;
+  apply(commit: Commit): boolean;
+  passed(position: number): void;
+  /** What a snapshot carries of it (structured-cloneable). */
+  image(): unknown;
+  restore(image: unknown): void;
+}
+
+/**
+ * Where and how often a feed keeps a snapshot of its projections. The fingerprint names the
+ * code that folds (see codeFingerprint): a snapshot is restored only by the same code, since
+ * a changed fold would have made another state of the same commits.
+ */
+export interface FeedSnapshots {
+  store: SnapshotStore;
+  /** One snapshot per name: the service role, e.g. `sandbox`. */
+  name: string;
+  fingerprint: string;
+  /** Written once this many commits were applied since the last one (default 1000)... */
+  everyCommits?: number;
+  /** ...or this often when any was (default 30 s); and at stop. */
+  everyMs?: number;
+  /** How long start() waits for the snapshot before replaying the stream instead (default 30 s). */
+  readTimeoutMs?: number;
+}
+
+/** Bumped when the layout of a snapshot's body changes. */
+export const SNAPSHOT_SCHEMA = 1;
+
+interface SnapshotBody {
+  schema: number;
+  feed: string;
+  fingerprint: string;
+  position: number;
+  aggregates: string[];
+  images: unknown[];
+}
+
+/** How long a feed behind a waiter may apply nothing before it is followed again. */
+const STALL_MS = 1000;
+const SNAPSHOT_READ_MS = 30_000;
 
 /**
  * Feeds a set of projections from the store and tells when a position has been applied,
@@ -155,9 +310,15 @@ const UNAVAILABLE_ATTEMPTS = 4;
  * throws stops the feed at that commit, loudly: logged with the event, start() and every
  * waiter rejected with the ProjectionFaultError, and the feed unhealthy (a HealthSource,
  * so the service reports NOT_SERVING) until the process is replaced.
+ *
+ * With snapshots, start() restores the newest one this code wrote and follows from its
+ * position instead of the beginning; one that is missing, unreadable or of other code is
+ * passed over (an info line) for a replay of the whole stream.
  */
 export class Feed {
   private applied = 0;
+  /** Where the feed began following: 0, or the restored snapshot's position. */
+  private began = 0;
   private subscription?: Subscription;
   private resyncing = false;
   private stopped = false;
@@ -166,15 +327,27 @@ export class Feed {
   private markFaulted!: (e: ProjectionFaultError) => void;
   private readonly waiters = new Set<{ position: number; resolve: () => void; reject: (e: Error) => void }>();
   private readonly listeners: Array<(commit: Commit) => void> = [];
+  private readonly restoreListeners: Array<() => void> = [];
   private readonly healthListeners = new Set<(healthy: boolean) => void>();
+  /** Position of the last snapshot written or restored. */
+  private snapshotAt = 0;
+  private writing?: Promise<void>;
+  private snapshotTimer?: NodeJS.Timeout;
+  private snapshotFailing = false;
 
   constructor(
     private readonly store: EventStore,
-    private readonly projections: Array<{ apply(commit: Commit): boolean }>,
+    private readonly projections: FedProjection[],
     private readonly logger?: Logger,
+    private readonly snapshots?: FeedSnapshots,
   ) {
     this.faulted = new Promise<never>((_, reject) => { this.markFaulted = reject; });
     this.faulted.catch(() => undefined);
+  }
+
+  /** The position start() followed from: above 0 when a snapshot was restored. */
+  get startedFrom(): number {
+    return this.began;
   }
 
   get position(): number {
@@ -191,6 +364,11 @@ export class Feed {
     return () => this.healthListeners.delete(listener);
   }
 
+  /** Called once a snapshot was restored, before the feed follows from its position: for indexes kept beside the projections. */
+  onRestore(listener: () => void): void {
+    this.restoreListeners.push(listener);
+  }
+
   /** Called after each commit is applied to the projections. */
   onCommit(listener: (commit: Commit) => void): void {
     this.listeners.push(listener);
@@ -198,8 +376,103 @@ export class Feed {
 
   /** Replays the store into the projections and keeps them current; resolves when caught up, rejects if a fold fails first. */
   async start(): Promise<void> {
+    await this.restore();
+    this.began = this.applied;
+    const end = await this.store.position().catch(() => undefined);
     this.subscription = this.follow();
-    await Promise.race([this.subscription.caughtUp, this.faulted]);
+    // Caught up when the consumer says nothing is pending, or when the stream's end at start is
+    // applied: a consumer that goes silent part way (seen after a restart under load) is
+    // followed again by waitFor's stall check instead of holding the start for ever.
+    const reached = end === undefined ? new Promise<never>(() => undefined) : this.reach(end);
+    await Promise.race([this.subscription.caughtUp, reached, this.faulted]);
+    if (this.snapshots) {
+      this.snapshotTimer = setInterval(() => { if (this.applied > this.snapshotAt) void this.snapshot(); }, this.snapshots.everyMs ?? 30_000);
+      this.snapshotTimer.unref();
+    }
+  }
+
+  private async restore(): Promise<void> {
+    const s = this.snapshots;
+    if (!s) return;
+    let passedOver: string;
+    try {
+      // Bounded: a read that never answers must not hold the start for ever; the stream is replayed instead.
+      let timer: NodeJS.Timeout | undefined;
+      const waitMs = s.readTimeoutMs ?? SNAPSHOT_READ_MS;
+      const stored = await Promise.race([
+        s.store.read(s.name),
+        new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`no answer in ${waitMs} ms`)), waitMs); }),
+      ]).finally(() => clearTimeout(timer));
+      const body = stored && this.decode(stored.body);
+      const end = stored && (await this.store.position());
+      if (!stored || body === undefined) passedOver = "there is none";
+      else if (typeof body === "string") passedOver = body;
+      else if (stored.fingerprint !== s.fingerprint || body.fingerprint !== s.fingerprint) passedOver = "it was written by other code";
+      else if (body.position !== stored.position) passedOver = "its position does not match its body";
+      else if (end !== undefined && end < body.position) passedOver = `it covers position ${body.position}, past the stream's end (${end})`;
+      else {
+        body.images.forEach((image, i) => this.projections[i]!.restore(image));
+        this.applied = this.snapshotAt = body.position;
+        for (const p of this.projections) p.passed(body.position);
+        for (const l of this.restoreListeners) l();
+        const entities = body.images.reduce((n: number, image) => n + ((image as Partial<ProjectionImage<unknown>>).entities?.length ?? 0), 0);
+        this.logger?.info({ feed: s.name, position: body.position, entities }, "restored the projections' snapshot; following the stream from its position");
+        return;
+      }
+    } catch (err) {
+      passedOver = `it cannot be read (${errorMessage(err)})`;
+    }
+    this.logger?.info({ feed: s.name }, `no snapshot of the projections restored (${passedOver}); replaying the whole stream`);
+  }
+
+  /** The body of a snapshot of these projections, or why it is not one. */
+  private decode(bytes: Uint8Array): SnapshotBody | string {
+    let body: SnapshotBody;
+    try {
+      body = deserialize(bytes) as SnapshotBody;
+    } catch (err) {
+      return `it is corrupt (${errorMessage(err)})`;
+    }
+    const aggregates = this.projections.map((p) => p.aggregate);
+    if (typeof body !== "object" || body === null || body.schema !== SNAPSHOT_SCHEMA) return "it has another schema";
+    if (body.feed !== this.snapshots?.name || JSON.stringify(body.aggregates) !== JSON.stringify(aggregates)) return "it holds other projections";
+    if (!Array.isArray(body.images) || body.images.length !== aggregates.length) return "it is corrupt (no image per projection)";
+    return body;
+  }
+
+  /** Writes a snapshot of the projections at the applied position (one write at a time). */
+  snapshot(): Promise<void> {
+    const s = this.snapshots;
+    if (!s || this.fault) return Promise.resolve();
+    if (this.writing) return this.writing;
+    const position = this.applied;
+    let bytes: Uint8Array;
+    try {
+      // Taken in one synchronous step: every projection at the same position.
+      const body: SnapshotBody = {
+        schema: SNAPSHOT_SCHEMA, feed: s.name, fingerprint: s.fingerprint, position,
+        aggregates: this.projections.map((p) => p.aggregate), images: this.projections.map((p) => p.image()),
+      };
+      bytes = serialize(body);
+    } catch (err) {
+      this.snapshotFailed(err);
+      return Promise.resolve();
+    }
+    this.writing = s.store.write(s.name, { position, fingerprint: s.fingerprint, body: bytes }).then(
+      () => {
+        this.snapshotAt = Math.max(this.snapshotAt, position);
+        if (this.snapshotFailing) this.logger?.info({ feed: s.name, position }, "the projections' snapshot is written again");
+        this.snapshotFailing = false;
+      },
+      (err: unknown) => this.snapshotFailed(err),
+    ).finally(() => { this.writing = undefined; });
+    return this.writing;
+  }
+
+  /** A snapshot not written costs only a longer replay at the next start: logged once per streak. */
+  private snapshotFailed(err: unknown): void {
+    if (!this.snapshotFailing) this.logger?.warn({ err, feed: this.snapshots?.name }, "cannot write the projections' snapshot; will try again");
+    this.snapshotFailing = true;
   }
 
   private follow(): Subscription {
@@ -213,6 +486,10 @@ export class Feed {
       }
       this.applied = commit.position;
       for (const l of this.listeners) l(commit);
+      // After the listeners: they may still read an entity this commit retired (Projection.latest).
+      for (const p of this.projections) p.passed(commit.position);
+      const every = this.snapshots?.everyCommits ?? 1000;
+      if (this.snapshots && this.applied - this.snapshotAt >= every) void this.snapshot();
       for (const w of this.waiters) if (w.position <= this.applied) { this.waiters.delete(w); w.resolve(); }
     });
   }
@@ -251,18 +528,41 @@ export class Feed {
       .finally(() => { this.resyncing = false; });
   }
 
-  /** Resolves once every commit up to `position` has been applied. */
+  /** Resolves once `position` is applied, following again as often as the feed stalls; never rejects but with a fault. */
+  private async reach(position: number): Promise<void> {
+    for (;;) {
+      try {
+        return await this.waitFor(position);
+      } catch (err) {
+        if (this.fault || this.stopped) throw err;
+      }
+    }
+  }
+
+  /**
+   * Resolves once every commit up to `position` has been applied. A follow that applies
+   * nothing for STALL_MS while a waiter is behind is followed again at once (a consumer can
+   * go silent on a NATS cluster without an error), so a read waits for the stream, not for
+   * its deadline; past the deadline it is UnavailableError.
+   */
   waitFor(position: number, timeoutMs = 10_000): Promise<void> {
     if (position <= this.applied) return Promise.resolve();
     if (this.fault) return Promise.reject(this.fault);
     return new Promise((resolve, reject) => {
+      let seen = this.applied;
+      const stall = setInterval(() => {
+        if (this.applied === seen) this.resync();
+        seen = this.applied;
+      }, Math.min(STALL_MS, timeoutMs / 3));
+      const done = () => { clearTimeout(t); clearInterval(stall); };
       const w = {
         position,
-        resolve: () => { clearTimeout(t); resolve(); },
-        reject: (e: Error) => { clearTimeout(t); reject(e); },
+        resolve: () => { done(); resolve(); },
+        reject: (e: Error) => { done(); reject(e); },
       };
       const t = setTimeout(() => {
         this.waiters.delete(w);
+        done();
         this.resync();
         reject(new UnavailableError(`projection did not reach position ${position} in ${timeoutMs} ms (at ${this.applied}); following again`));
       }, timeoutMs);
@@ -270,10 +570,14 @@ export class Feed {
     });
   }
 
+  /** Stops following; with snapshots, writes one of where the projections stand. */
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.snapshotTimer);
     for (const w of this.waiters) w.reject(new Error("projection feed stopped"));
     this.waiters.clear();
     await this.subscription?.stop();
+    await this.writing;
+    if (this.snapshots && this.subscription && this.applied > this.snapshotAt) await this.snapshot();
   }
 }

@@ -4,10 +4,13 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { dispatchCodec } from "@ephemera/events";
-import { connectNats, eventStreamName, JetStreamEventStore } from "./jetstream.js";
+import { connectNats } from "./connection.js";
+import { eventStreamName, JetStreamEventStore } from "./jetstream.js";
+import { JetStreamLeaseStore, leaseBucket } from "./lease.js";
 import { JetStreamLogStore, logStreamName } from "./logs.js";
 import { JetStreamValueStore, valuesBucket } from "./values.js";
-import { JetStreamWorkQueue, cancelStreamName, runStreamName } from "./workqueue.js";
+import { cancelStreamName, runStreamName } from "./workqueue.js";
+import { JetStreamWorkQueue } from "./workqueue-jetstream.js";
 import { NATS_URL, testNats } from "../../../test/support/servers.js";
 
 const opens = {
@@ -15,9 +18,11 @@ const opens = {
   logs: (nc: NatsConnection, prefix: string, replicas: number) => JetStreamLogStore.open(nc, prefix, { replicas }),
   values: (nc: NatsConnection, prefix: string, replicas: number) => JetStreamValueStore.open(nc, prefix, { replicas }),
   "work queue": (nc: NatsConnection, prefix: string, replicas: number) => JetStreamWorkQueue.open(nc, prefix, dispatchCodec, { replicas }),
+  leases: (nc: NatsConnection, prefix: string, replicas: number) => JetStreamLeaseStore.open(nc, prefix, { replicas }),
 };
 const streams = (prefix: string): Record<keyof typeof opens, string[]> => ({
   events: [eventStreamName(prefix)], logs: [logStreamName(prefix)], values: [`OBJ_${valuesBucket(prefix)}`], "work queue": [runStreamName(prefix), cancelStreamName(prefix)],
+  leases: [`KV_${leaseBucket(prefix)}`],
 });
 
 describe("stream replicas", () => {

@@ -49,6 +49,12 @@ export interface AppendMeta {
   /** Deduplication key: a retried publish with the same id is dropped by the store. */
   commitId?: string;
   actor?: string;
+  /**
+   * The store's position the decision was made at: the append fails with ConcurrencyError
+   * if any commit, of any aggregate, came after it. For a rule across aggregates (a plugin
+   * version removed only while no sandbox uses it): nothing it read can have changed.
+   */
+  expectedPosition?: number;
 }
 
 /** What the writer believes the aggregate looks like: revision 0 means "must not exist". */
@@ -84,6 +90,11 @@ export interface Subscription {
 export interface FollowOptions {
   /** Deliver commits after this position (0: from the beginning). */
   from?: number;
+  /**
+   * Without `from`: deliver the commits stored at or after this time, found by the store
+   * (JetStream's start-time delivery), not by reading the commits before it.
+   */
+  since?: Date;
   /** Only this aggregate type. */
   aggregate?: string;
 }

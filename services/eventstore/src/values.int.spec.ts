@@ -1,7 +1,7 @@
 // The value store contract against the machine's JetStream, each test under its own prefix
 // (its object store's stream deleted afterwards). Outages go through a TCP proxy of the
 // test's own in front of the shared nats-server, which stays up.
-import { connectNats } from "./jetstream.js";
+import { connectNats } from "./connection.js";
 import { JetStreamValueStore } from "./values.js";
 import { valueStoreContract } from "./values-contract.testkit.js";
 import { NATS_URL, testNats } from "../../../test/support/servers.js";

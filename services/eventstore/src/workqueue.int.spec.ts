@@ -1,8 +1,9 @@
 import type { NatsConnection } from "@nats-io/nats-core";
-import { connectNats } from "./jetstream.js";
+import { connectNats } from "./connection.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { waitFor } from "@ephemera/kit";
-import { JetStreamWorkQueue, runStreamName } from "./workqueue.js";
+import { runStreamName } from "./workqueue.js";
+import { JetStreamWorkQueue } from "./workqueue-jetstream.js";
 import { workQueueContract } from "./workqueue-contract.testkit.js";
 import { testNats } from "../../../test/support/servers.js";
 

@@ -1,4 +1,4 @@
-import { InMemoryWorkQueue } from "./workqueue.js";
+import { InMemoryWorkQueue } from "./workqueue-memory.js";
 import { workQueueContract } from "./workqueue-contract.testkit.js";
 
 workQueueContract("in-memory", async () => {
