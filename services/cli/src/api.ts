@@ -166,8 +166,9 @@ export class Api {
     return consume(this.clients.jobs.logs(request, this.metadata(), callOptions(opts)), onChunk, opts.signal);
   }
 
-  watchEvents(request: pb.WatchEventsRequest, onRecord: (record: pb.EventRecord) => void, opts: StreamOptions): Promise<StreamEnd> {
-    return consume(this.clients.events.watch(request, this.metadata(), callOptions(opts)), onRecord, opts.signal);
+  watchEvents(request: Partial<pb.WatchEventsRequest>, onRecord: (record: pb.EventRecord) => void, opts: StreamOptions): Promise<StreamEnd> {
+    // Completed with defaults: a caller in plain JavaScript may leave the later fields (after_position, since_ms) out.
+    return consume(this.clients.events.watch(pb.WatchEventsRequest.fromPartial(request), this.metadata(), callOptions(opts)), onRecord, opts.signal);
   }
 
   close(): void {

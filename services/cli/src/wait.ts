@@ -3,7 +3,7 @@
 // row), and a stream that stays silent is checked with Get, so a lost notification or a
 // stream that never closes cannot make the wait outlive what it waits for.
 import {
-  NotFoundError, PermissionDeniedError, UnauthenticatedError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError,
+  Backoff, NotFoundError, PermissionDeniedError, UnauthenticatedError, UnavailableError, delay, errorMessage, isConflictError, isNotFoundError,
   isValidationError, longTimeout,
 } from "@ephemera/kit/client";
 import type * as pb from "@ephemera/proto";
@@ -99,6 +99,7 @@ export async function waitForSandbox(
     throw new OperationFailed("interrupted");
   };
   let failures = 0;
+  const backoff = new Backoff({ firstMs: backoffMs, maxMs: Math.max(5_000, backoffMs) });
   try {
     for (;;) {
       let received = false;
@@ -137,7 +138,8 @@ export async function waitForSandbox(
         throw new UnavailableError(`lost the watch on sandbox ${name} ${failures} times in a row: ${broken}`);
       }
       log(`watch on sandbox ${name} interrupted (${broken}); reconnecting`);
-      await delay(Math.min(5_000, backoffMs * 2 ** (failures - 1)), signal);
+      if (received) backoff.reset();
+      await delay(backoff.next(), signal);
       if (signal.aborted) return stopped();
     }
   } finally {

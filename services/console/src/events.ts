@@ -49,6 +49,11 @@ export function eventOf(record: pb.EventRecord): ConsoleEvent | undefined {
   return typeof event["position"] === "number" ? { ...event, seq: event["position"] } : event;
 }
 
+/** The API watch's window for a query: from its `since` (a second early, for the clocks), else the API's default (0). */
+export function sinceMs(query: Pick<EventQuery, "since">, now: number): number {
+  return query.since === undefined ? 0 : Math.max(1, now - query.since + 1000);
+}
+
 /** Whether the event's time lies within the query's bounds (both inclusive). */
 export function inWindow(event: ConsoleEvent, query: EventQuery): boolean {
   if (query.since === undefined && query.until === undefined) return true;

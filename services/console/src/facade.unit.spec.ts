@@ -3,7 +3,7 @@
 import { grpc } from "@ephemera/kit/client";
 import * as pb from "@ephemera/proto";
 import { ApiCallError, ConsoleRequestError, errorResponse, httpStatusOf } from "./errors.js";
-import { LastEvents, eventOf, inWindow, parseEventQuery } from "./events.js";
+import { LastEvents, eventOf, inWindow, parseEventQuery, sinceMs } from "./events.js";
 import { workflowGraph } from "./graph.js";
 import { diffRows, matches, parseFilter, rowOf, sandboxList, type Row } from "./sandboxes.js";
 import { clearedCookie, requestToken, sessionCookie } from "./session.js";
@@ -105,9 +105,15 @@ describe("events", () => {
     expect(() => parseEventQuery(new URLSearchParams("until=yesterday"))).toThrow(/^until: "yesterday" is not an RFC 3339 time/);
   });
 
+  it("asks the API for the query's window (a second early), or for its default window without one", () => {
+    const now = Date.parse("2026-01-01T01:00:00Z");
+    expect(sinceMs({ since: Date.parse("2026-01-01T00:59:00Z") }, now)).toBe(61_000);
+    expect(sinceMs({}, now)).toBe(0);
+  });
+
   it("parses envelopes with their position as seq, keeps those in the window and only the last `limit`", () => {
-    expect(eventOf({ json: '{"type":"t","time":"2026-01-01T00:00:05Z","position":7}' })).toEqual({ type: "t", time: "2026-01-01T00:00:05Z", position: 7, seq: 7 });
-    expect(eventOf({ json: "not json" })).toBeUndefined();
+    expect(eventOf({ json: '{"type":"t","time":"2026-01-01T00:00:05Z","position":7}', position: 7 })).toEqual({ type: "t", time: "2026-01-01T00:00:05Z", position: 7, seq: 7 });
+    expect(eventOf({ json: "not json", position: 0 })).toBeUndefined();
     const q = parseEventQuery(new URLSearchParams("since=2026-01-01T00:00:00Z&until=2026-01-01T00:01:00Z&limit=2"));
     const at = (t: string) => ({ time: t });
     expect([at("2025-12-31T23:59:59Z"), at("2026-01-01T00:00:00Z"), at("2026-01-01T00:01:00Z"), at("2026-01-01T00:01:01Z"), {}].map((e) => inWindow(e, q)))

@@ -9,7 +9,7 @@ import { TextDecoder } from "node:util";
 import * as pb from "@ephemera/proto";
 import { ConsoleApi } from "./api.js";
 import { ConsoleRequestError, errorResponse, isApiCallError } from "./errors.js";
-import { eventOf, inWindow, LastEvents, parseEventQuery } from "./events.js";
+import { eventOf, inWindow, LastEvents, parseEventQuery, sinceMs } from "./events.js";
 import { workflowGraph } from "./graph.js";
 import { parseFilter, sandboxList } from "./sandboxes.js";
 import { clearedCookie, hasCsrfHeader, requestToken, sessionCookie } from "./session.js";
@@ -197,7 +197,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     ["GET", /^\/api\/events$/, async (_req, res, _p, query, token) => {
       const q = parseEventQuery(query);
       const last = new LastEvents(q.limit);
-      const upstream = api.watchEvents(token, { follow: false, sandbox: q.sandbox, typeGlob: q.type }, (record) => {
+      const upstream = api.watchEvents(token, { follow: false, sandbox: q.sandbox, typeGlob: q.type, sinceMs: sinceMs(q, Date.now()) }, (record) => {
         const event = eventOf(record);
         if (event && inWindow(event, q)) last.push(event);
       });

@@ -7,7 +7,7 @@ import * as pb from "@ephemera/proto";
 import type { Logger } from "@ephemera/kit";
 import type { ConsoleApi, Upstream } from "./api.js";
 import { errorResponse } from "./errors.js";
-import { LastEvents, eventOf, inWindow, type ConsoleEvent, type EventQuery } from "./events.js";
+import { LastEvents, eventOf, inWindow, sinceMs, type ConsoleEvent, type EventQuery } from "./events.js";
 import { diffRows, sandboxList, type Row, type SandboxFilter } from "./sandboxes.js";
 import type { SseStream } from "./sse.js";
 
@@ -86,11 +86,11 @@ export function logStream(ctx: StreamContext, request: pb.GetLogsRequest): void 
 
 /**
  * The last `limit` events, then each new one. The API's watch has no "caught up" mark, so the
- * snapshot is its replay without follow, and the live part a follow whose replay is skipped up
- * to the snapshot's last stream position.
+ * snapshot is a watch without follow (from the query's `since`, else the API's default window),
+ * and the live part a follow that resumes after the snapshot's last stream position.
  */
 export function eventStream(ctx: StreamContext, query: EventQuery): void {
-  const request = { sandbox: query.sandbox, typeGlob: query.type };
+  const request = { sandbox: query.sandbox, typeGlob: query.type, sinceMs: sinceMs(query, Date.now()) };
   const last = new LastEvents(query.limit);
   let lastPosition = -1;
   const position = (e: ConsoleEvent) => (typeof e["position"] === "number" ? e["position"] : undefined);
@@ -105,7 +105,9 @@ export function eventStream(ctx: StreamContext, query: EventQuery): void {
   replay.done.then((how) => {
     if (how !== "end" || ctx.sse.closed) return;
     ctx.sse.send("snapshot", { events: last.list() });
-    const live = ctx.api.watchEvents(ctx.token, { ...request, follow: true }, (record) => {
+    // After the snapshot's last event; with none, the same window again (what it matched is new).
+    const resume = lastPosition >= 0 ? { afterPosition: lastPosition } : {};
+    const live = ctx.api.watchEvents(ctx.token, { ...request, ...resume, follow: true }, (record) => {
       const event = eventOf(record);
       if (!event || (position(event) ?? Infinity) <= lastPosition || !inWindow(event, query)) return;
       ctx.sse.send("event", { event });

@@ -1,5 +1,5 @@
 import * as pb from "@ephemera/proto";
-import { EVENT_TYPES, decode, dispatchCodec, encode, ev, parseRunId, redact, runId, workflowId, type DomainEvent, type StoredEvent } from "./index.js";
+import { EVENT_TYPES, decode, decoder, dispatchCodec, encode, ev, parseRunId, redact, runId, workflowId, type DomainEvent, type StoredEvent } from "./index.js";
 
 const recorded = (e: DomainEvent, time = "2026-01-01T00:00:00.000Z"): StoredEvent => ({ ...encode(e), time });
 
@@ -29,6 +29,40 @@ describe("events", () => {
 
   it("ignores event types it does not know", () => {
     expect(decode({ ...recorded(ev("ephemera.sandbox.ready.v1", {})), type: "ephemera.sandbox.renamed.v9" })).toBeUndefined();
+  });
+
+  describe("upcasting", () => {
+    // As if steprun.failed had once been stored flat (v0) and again under a type renamed since.
+    const flatToNested = {
+      to: "ephemera.steprun.failed.v1",
+      upcast: (data: unknown) => {
+        const { runId, reason, message, ...rest } = data as { runId: string; reason: string; message: string };
+        return { ...rest, runId, failure: { runId, reason, message } };
+      },
+    };
+    const decodeOld = decoder({
+      "ephemera.steprun.failed.v0": flatToNested,
+      "ephemera.steprun.broke.v0": { to: "ephemera.steprun.failed.v0", upcast: (data) => data },
+    });
+    const stored = { type: "ephemera.steprun.failed.v0", data: { runId: "r.1", step: "s", reason: "Error", message: "exit 3" } };
+
+    it("reads an event stored under an older version as the current one, before any fold sees it", () => {
+      expect(decodeOld(stored)).toEqual(ev("ephemera.steprun.failed.v1", {
+        runId: "r.1", step: "s", failure: { runId: "r.1", reason: "Error", message: "exit 3" },
+      }));
+      expect(stored.data).toEqual({ runId: "r.1", step: "s", reason: "Error", message: "exit 3" });
+    });
+
+    it("chains upcasters across versions, and still skips a type none of them reaches", () => {
+      expect(decodeOld({ ...stored, type: "ephemera.steprun.broke.v0" })?.type).toBe("ephemera.steprun.failed.v1");
+      expect(decodeOld({ ...stored, type: "ephemera.steprun.failed.v7" })).toBeUndefined();
+      expect(decode(stored)).toBeUndefined();
+    });
+
+    it("fails loudly on upcasters that go round in a cycle", () => {
+      const loop = decoder({ "x.v1": { to: "x.v2", upcast: (d) => d }, "x.v2": { to: "x.v1", upcast: (d) => d } });
+      expect(() => loop({ type: "x.v1", data: {} })).toThrow("cycle");
+    });
   });
 
   it("redacts output values to sizes and leaves other events alone", () => {
