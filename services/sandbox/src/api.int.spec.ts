@@ -2,7 +2,7 @@
 // spec package's violations and write nothing; the plugin registry's versions; watch streams.
 import { join } from "node:path";
 import * as pb from "@ephemera/proto";
-import { InMemoryLogStore, JetStreamEventStore, connectNats, type EventStore, InMemoryValueStore } from "@ephemera/eventstore";
+import { InMemoryLogStore, JetStreamEventStore, NO_AGGREGATE, connectNats, type EventStore, InMemoryValueStore } from "@ephemera/eventstore";
 import {
   ConflictError, NotFoundError, ValidationError, call, createLogger, fromServiceError, grpc, startGrpcServer, waitFor,
   type FieldViolation, type RunningServer,
@@ -22,10 +22,10 @@ const logger = createLogger("sandbox", "silent");
 const FIXTURES = join(__dirname, "..", "..", "spec", "fixtures");
 
 /** The sandbox service on a fresh prefix, and clients of its API. */
-async function startApi() {
+async function startApi(wrap: (store: EventStore) => EventStore = (s) => s) {
   const { url, prefix, cleanup } = testNats("sbx");
   const nc: NatsConnection = await connectNats(url, "sandbox-api-test");
-  const store: EventStore = await JetStreamEventStore.open(nc, { prefix, logger });
+  const store: EventStore = wrap(await JetStreamEventStore.open(nc, { prefix, logger }));
   let keys = 0;
   const core = new SandboxCore({
     store, values: new InMemoryValueStore(), logs: new InMemoryLogStore(), logger, previewDomain: "preview.test",
@@ -39,10 +39,12 @@ async function startApi() {
   const routeGroups = new pb.RouteGroupServiceClient(address, grpc.credentials.createInsecure());
   const groups = new pb.JobRunnerGroupServiceClient(address, grpc.credentials.createInsecure());
   const jobs = new pb.JobServiceClient(address, grpc.credentials.createInsecure());
+  const events = new pb.EventServiceClient(address, grpc.credentials.createInsecure());
   return {
     store,
     address,
     sandboxes,
+    events,
     applyPlugin: (doc: Doc) => call(plugins.apply.bind(plugins), { plugin: pb.ResourcePlugin.fromJSON(doc), dryRun: false }),
     getPlugin: (ref: string) => call(plugins.get.bind(plugins), { ref }),
     listPlugins: async () => (await call(plugins.list.bind(plugins), { pageSize: 0, pageToken: "", name: "" })).plugins,
@@ -60,6 +62,7 @@ async function startApi() {
       routeGroups.close();
       groups.close();
       jobs.close();
+      events.close();
       await server.shutdown();
       await core.stop();
       await cleanup(nc);
@@ -620,4 +623,84 @@ describe("time, retries and who asked", () => {
       access.close();
     }
   });
+});
+
+describe("the event watch", () => {
+  /** Commits handed to each follow of the store, in the order the follows began (the watch's is the last). */
+  let delivered: number[];
+  let api: Api;
+  const counting = (store: EventStore): EventStore => Object.assign(Object.create(store) as EventStore, {
+    follow: (options: Parameters<EventStore["follow"]>[0], handler: Parameters<EventStore["follow"]>[1]) => {
+      const i = delivered.push(0) - 1;
+      return store.follow(options, (c) => { delivered[i]!++; return handler(c); });
+    },
+  });
+  beforeEach(async () => {
+    delivered = [];
+    api = await startApi(counting);
+  });
+  afterEach(() => api.stop());
+
+  /** `n` commits of one event each, `padding` bytes of payload apiece; resolves to their positions. */
+  let sessions = 0;
+  const commits = async (n: number, padding = 0) => {
+    const positions: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const r = await api.store.append("tunnel", `s${++sessions}`, NO_AGGREGATE, [{ type: "ephemera.tunnel.session_closed.v1", data: { pad: "x".repeat(padding), i } }], { source: "test" });
+      positions.push(r.revision);
+    }
+    return positions;
+  };
+
+  /** Reads a watch to its end; `paused`: the client stops reading after the first record until `resume()`. */
+  const watch = (request: Partial<pb.WatchEventsRequest>) => {
+    const records: pb.EventRecord[] = [];
+    const stream = api.events.watch(pb.WatchEventsRequest.fromPartial({ follow: false, ...request }), new grpc.Metadata(), { deadline: Date.now() + 60_000 });
+    stream.on("data", (r: pb.EventRecord) => records.push(r));
+    const done = new Promise<pb.EventRecord[]>((resolve, reject) => {
+      stream.on("end", () => resolve(records));
+      stream.on("error", reject);
+    });
+    return { records, done, stream };
+  };
+
+  it("serves exactly the commits after a position, each record carrying its commit's position", async () => {
+    const positions = await commits(6);
+    const records = await watch({ afterPosition: positions[2]! }).done;
+    expect(records.map((r) => r.position)).toEqual(positions.slice(3));
+    expect(records.map((r) => (JSON.parse(r.json) as { position: number }).position)).toEqual(positions.slice(3));
+    // Position 0 is the beginning.
+    expect((await watch({ afterPosition: 0 }).done).map((r) => r.position)).toEqual(positions);
+  });
+
+  it("serves only the commits of the last since_ms, starting its read there rather than at the beginning", async () => {
+    await commits(40);
+    const old = Date.now();
+    await waitFor(() => Date.now() > old + 300, { what: "the clock to move past the old commits" });
+    const boundary = Date.now();
+    await waitFor(() => Date.now() > boundary + 300, { what: "the clock to move past the boundary" });
+    const recent = await commits(3);
+    const records = await watch({ sinceMs: Date.now() - boundary }).done;
+    expect(records.map((r) => r.position)).toEqual(recent);
+    expect(delivered.at(-1)).toBe(3);
+  });
+
+  it("stops reading the store while the client does not read, and serves the rest once it does", async () => {
+    const total = 2000;
+    await commits(total, 2048);
+    const w = watch({ afterPosition: 0 });
+    w.stream.pause();
+    // Stable: the server's read stopped growing over ten looks 100 ms apart.
+    let last = -1;
+    let same = 0;
+    await waitFor(() => {
+      const now = delivered.at(-1) ?? 0;
+      same = now > 0 && now === last ? same + 1 : 0;
+      last = now;
+      return same >= 10;
+    }, { timeoutMs: 30_000, intervalMs: 100, what: "the server to stop reading for the paused client" });
+    expect(last).toBeLessThan(total / 2);
+    w.stream.resume();
+    expect((await w.done).length).toBe(total);
+  }, 120_000);
 });

@@ -1,6 +1,6 @@
 // The public gRPC API: thin handlers over SandboxCore.
 import * as pb from "@ephemera/proto";
-import { Aggregates, redact } from "@ephemera/events";
+import { Aggregates } from "@ephemera/events";
 import { toServiceError, unary, type grpc, type Logger, type ServiceBinding } from "@ephemera/kit";
 import type { ApiAccess } from "./auth/access.js";
 import { guard, principalOf } from "./auth/guard.js";
@@ -8,6 +8,7 @@ import { jobLogs } from "./job/logs.js";
 import type { JobRecord } from "./job/state.js";
 import { serveLocals } from "./locals/serve.js";
 import { logService } from "./logs/api.js";
+import { watchEvents } from "./events/watch.js";
 import { downloadArtifact } from "./job/artifacts.js";
 import type { CallContext, SandboxCore } from "./service.js";
 
@@ -26,14 +27,15 @@ function caller(call: { metadata: grpc.Metadata }): CallContext {
 export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAccess): ServiceBinding[] {
   const plugins: pb.ResourcePluginServiceServer = {
     apply: unary(async (req: pb.ApplyResourcePluginRequest, call) => core.applyPlugin(req.plugin, caller(call), req.dryRun), logger),
-    get: unary(async (req: pb.GetResourcePluginRequest) => core.getPlugin(req.ref), logger),
-    list: unary(async (req: pb.ListResourcePluginsRequest) => core.listPlugins(req), logger),
+    // Reads first catch up with the store (readYourWrites): a write made through any replica is seen.
+    get: unary(async (req: pb.GetResourcePluginRequest) => { await core.readYourWrites(); return core.getPlugin(req.ref); }, logger),
+    list: unary(async (req: pb.ListResourcePluginsRequest) => { await core.readYourWrites(); return core.listPlugins(req); }, logger),
     delete: unary(async (req: pb.DeleteResourcePluginRequest, call) => ({ deleted: await core.deletePlugin(req.ref, caller(call)) }), logger),
   };
   const sandboxes: pb.SandboxServiceServer = {
     apply: unary(async (req: pb.ApplySandboxRequest, call) => core.applySandbox(req.sandbox, caller(call), req.dryRun), logger),
-    get: unary(async (req: pb.GetSandboxRequest) => core.view(req.name, req.showOutputs), logger),
-    list: unary(async () => ({ sandboxes: core.list() }), logger),
+    get: unary(async (req: pb.GetSandboxRequest) => { await core.readYourWrites(); return core.view(req.name, req.showOutputs); }, logger),
+    list: unary(async () => { await core.readYourWrites(); return { sandboxes: core.list() }; }, logger),
     delete: unary(async (req: pb.DeleteSandboxRequest, call) => core.deleteSandbox(req.name, req.force, caller(call)), logger),
     retry: unary(async (req: pb.RetrySandboxRequest, call) => core.retrySandbox(req.name, caller(call)), logger),
     watch: (call) => {
@@ -56,7 +58,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
       };
       const unwatch = core.watch(name, send);
       call.on("cancelled", () => finish());
-      core.view(name, showOutputs).then((v) => send(v), (err: unknown) => finish(err));
+      core.readYourWrites().then(() => core.view(name, showOutputs)).then((v) => send(v), (err: unknown) => finish(err));
     },
   };
   const routeGroups: pb.RouteGroupServiceServer = {
@@ -132,39 +134,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     }, logger),
   };
   const logs = logService(core);
-  const events: pb.EventServiceServer = {
-    watch: (call) => {
-      const { follow, sandbox, typeGlob } = call.request;
-      const pattern = typeGlob ? new RegExp(`^${typeGlob.split("*").map(escapeRegExp).join(".*")}$`) : undefined;
-      const routingKeys = new Set<string>();
-      /** Tunnel sessions that served the sandbox: their audit events are the sandbox's too. */
-      const sessions = new Set<string>();
-      const sub = core.followEvents((commit) => {
-        for (const e of commit.events) {
-          if (sandbox) {
-            if (e.aggregate === "sandbox" && e.subject === sandbox && e.type === "ephemera.sandbox.created.v1") {
-              routingKeys.add((e.data as { routingKey: string }).routingKey);
-            }
-            if (e.type === "ephemera.tunnel.session_opened.v1" && (e.data as { sandboxes?: string[] }).sandboxes?.includes(sandbox)) {
-              sessions.add(e.subject);
-            }
-            const mine = e.aggregate === "sandbox" ? e.subject === sandbox
-              : e.aggregate === "tunnel" ? sessions.has(e.subject)
-              : routingKeys.has(e.subject.split(".")[0]!);
-            if (!mine) continue;
-          }
-          if (pattern && !pattern.test(e.type)) continue;
-          call.write({ json: JSON.stringify(redact(e)) });
-        }
-      });
-      call.on("cancelled", () => void sub.stop());
-      sub.caughtUp.then(async () => {
-        if (follow) return;
-        await sub.stop();
-        call.end();
-      }, (err: unknown) => call.emit("error", toServiceError(err)));
-    },
-  };
+  const events: pb.EventServiceServer = { watch: watchEvents(core) };
   const access_: pb.AccessServiceServer = {
     whoAmI: unary(async (_req: pb.WhoAmIRequest, call) => {
       const verified = principalOf(call);
@@ -187,4 +157,3 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
   return access ? guard(bindings, access, logger) : bindings;
 }
 
-const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

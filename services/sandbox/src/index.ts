@@ -1,5 +1,5 @@
 // The sandbox service: sandbox lifecycle, the plugin registry and the public API.
-import { JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
+import { JetStreamEventStore, JetStreamLeaseStore, JetStreamLogStore, JetStreamSnapshotStore, JetStreamValueStore, codeFingerprint, connectNats } from "@ephemera/eventstore";
 import { Aggregates } from "@ephemera/events";
 import {
   GATEWAY_SERVER, ROUTES_SERVER, followHealth, openApiNotice, randomToken, startGrpcServer, type CommonConfig, type Logger, type ServerTls, type SigningKey,
@@ -80,7 +80,10 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, replicas, ...(registry ? { metrics: registry } : {}) });
   const logs = await JetStreamLogStore.open(nc, config.prefix, { replicas, logger });
   const values = await JetStreamValueStore.open(nc, config.prefix, { replicas });
-  const core = new SandboxCore({ store, logs, values, logger, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
+  const snapshots = { store: await JetStreamSnapshotStore.open(nc, config.prefix, { replicas }), fingerprint: codeFingerprint() };
+  // The replicas of the service share one timers' lease: one fires the TTLs and job deadlines.
+  const leases = await JetStreamLeaseStore.open(nc, config.prefix, { replicas });
+  const core = new SandboxCore({ store, logs, values, leases, logger, snapshots, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
     ...(config.jobCancelGraceMs !== undefined ? { jobCancelGraceMs: config.jobCancelGraceMs } : {}),
     ...(config.jobTimeoutGraceMs !== undefined ? { jobTimeoutGraceMs: config.jobTimeoutGraceMs } : {}),
   });

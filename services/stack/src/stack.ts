@@ -6,7 +6,7 @@ import { get as httpGet } from "node:http";
 import { get as httpsGet } from "node:https";
 import { createInterface } from "node:readline";
 import {
-  CONSOLE_SERVER, DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_JOBS_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, TUNNEL_SERVER, checkHealth, clientTlsFromEnv, envBool, envString, errorMessage,
+  CONSOLE_SERVER, DEFAULT_API_LISTEN, DEFAULT_GATEWAY_LISTEN, DEFAULT_IOCONTEXT_LISTEN, DEFAULT_JOBS_LISTEN, DEFAULT_ROUTES_HTTP_LISTEN, DEFAULT_ROUTES_LISTEN, EphemeraError, GATEWAY_SERVER, ROUTES_SERVER, TUNNEL_SERVER, checkHealth, clientTlsFromEnv, envBool, envInt, envString, errorMessage,
   openApiNotice, waitFor, type ClientTls, type Env,
 } from "@ephemera/kit";
 import { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
@@ -37,7 +37,7 @@ export interface StackOptions {
   output: (service: ServiceName, line: string) => void;
   /** Path of a service's built entry point. */
   entry: (service: ServiceName) => string;
-  /** How long start-up may take, restarts included. Default 30 s. */
+  /** How long start-up may take, restarts included. Default EPHEMERA_STACK_READY_TIMEOUT_MS, else 30 s. */
   readyTimeoutMs?: number;
   /** Restart delays; default 250 ms doubling to 10 s, reset after 30 s up. */
   backoff?: Partial<Backoff>;
@@ -164,7 +164,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   const access = accessNotice(env);
   const healthTls = envString(env, "EPHEMERA_TLS_CERT", "") ? clientTlsFromEnv(env) : undefined;
   const backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
-  const readyTimeoutMs = options.readyTimeoutMs ?? 30_000;
+  const readyTimeoutMs = options.readyTimeoutMs ?? envInt(env, "EPHEMERA_STACK_READY_TIMEOUT_MS", 30_000);
   const startupDeaths = new Map<ServiceName, { service: ServiceName; deaths: number; last: Exit }>();
   let starting = true;
 

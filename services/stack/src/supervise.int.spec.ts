@@ -117,6 +117,13 @@ describe("stack supervision with fake services", () => {
     expect(scheduler[1]).toMatchObject({ msg: "scheduler exited with code 0; restarting", code: 0, attempt: 2 });
   });
 
+  it("takes its start-up deadline from EPHEMERA_STACK_READY_TIMEOUT_MS when the caller gives none", async () => {
+    const failure = await fakeStack({ sandbox: fake.exit3 }, { readyTimeoutMs: undefined, env: { EPHEMERA_STACK_READY_TIMEOUT_MS: "5000" } })
+      .then(() => undefined, (err: unknown) => err);
+    expect(failure).toBeInstanceOf(StackNotReadyError);
+    expect((failure as StackNotReadyError).message).toMatch(/^the stack was not ready within 5000 ms: sandbox kept dying/);
+  });
+
   it("fails start-up by its deadline, naming the service that keeps dying, and leaves no process behind", async () => {
     const lines: Line[] = [];
     const started = Date.now();

@@ -33,6 +33,8 @@ export interface JobDeps {
   /** The job runner group's jobTimeout text, when the group exists (default 30m). */
   groupTimeout?: (group: string) => string | undefined;
   timeoutGraceMs?: number;
+  /** Whether this replica applies the timers and rules (holds the timers' lease); absent: always. */
+  acting?: () => boolean;
 }
 
 export class Jobs {
@@ -89,7 +91,7 @@ export class Jobs {
   /** Applies the server's own rules to one job after it changed. */
   async reconcile(name: string): Promise<void> {
     const job = this.deps.projection.get(name)?.state;
-    if (!job || job.status === "none" || this.stopped) return;
+    if (!job || job.status === "none" || this.stopped || this.deps.acting?.() === false) return;
     if (isEnded(job)) return this.clearTimer(name);
     if (job.phase === "Queued" && !this.deps.groupExists(job.spec.runnerGroup)) {
       return this.expire({ kind: "expire", name, outcome: "cancelled", reason: "cancelled", message: `job runner group ${job.spec.runnerGroup} was deleted` });
@@ -119,6 +121,11 @@ export class Jobs {
 
   stop(): void {
     this.stopped = true;
+    this.pause();
+  }
+
+  /** Stops firing (another replica holds the timers' lease); reconcileAll() arms the timers again. */
+  pause(): void {
     for (const timer of [...this.timers.values(), ...this.deadlines.values()]) clearTimeout(timer);
     this.timers.clear();
     this.deadlines.clear();

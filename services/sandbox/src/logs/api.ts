@@ -50,10 +50,12 @@ async function serve(core: SandboxCore, call: Call, followLimitMs: number): Prom
     for (let i = 0; i < e.data.length; i += PIECE) out.send({ ...opening(run), data: e.data.subarray(i, i + PIECE), time });
   };
   try {
+    // The selection reads the workflows: first catch up with writes made through any replica.
+    await core.readYourWrites();
     const seen = new Set<string>();
     while (!over) {
       changed = false;
-      const selection = core.logRuns(sandbox, resource, filter);
+      const selection = await core.logRuns(sandbox, resource, filter);
       const run = selection.runs.find((r) => !seen.has(r.runId));
       if (run) {
         seen.add(run.runId);

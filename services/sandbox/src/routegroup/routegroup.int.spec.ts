@@ -199,5 +199,14 @@ describe("a route group", () => {
       "ephemera.routegroup.created.v1", "ephemera.routegroup.updated.v1", "ephemera.routegroup.updated.v1", "ephemera.routegroup.deleted.v1",
     ]);
     expect((await call(groups.list.bind(groups), {})).routeGroups).toEqual([]);
+    // Applied again under its name: a new group, under a new routing key, as one never made.
+    const before = (await store.read(Aggregates.routegroup, "feature-x")).events;
+    const again = await applyGroup(group({ label: { key: "feature", value: "x-*" } }));
+    expect(again.created).toBe(true);
+    expect((await getGroup("feature-x")).routingKey).toBe(again.routeGroup!.routingKey);
+    const oldKey = (decode(before[0]!)!.data as { routingKey: string }).routingKey;
+    expect(again.routeGroup!.routingKey).not.toBe(oldKey);
+    await call(groups.delete.bind(groups), { name: "feature-x" });
+    await expect(getGroup("feature-x")).rejects.toBeInstanceOf(NotFoundError);
   });
 });

@@ -25,6 +25,10 @@ export type SandboxCommand =
   /** What the cluster's runner reported of a generation of the sandbox's forks. */
   | { kind: "forks-reported"; generation: number; outcome: "available" | "skipped" | "failed"; failure?: pb.ForkFailure };
 
+/** A spec as the create command compares them (canonicalSpec, existingSpec). */
+export const canonicalSpec = (spec: pb.SandboxSpec | undefined) =>
+  JSON.stringify(pb.SandboxSpec.toJSON(spec ?? pb.SandboxSpec.fromPartial({})));
+
 /** The sandbox aggregate as one value: its initial state, evolve and decide. */
 export const sandboxDecider = {
   initialState: initialSandbox,
