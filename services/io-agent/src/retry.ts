@@ -1,12 +1,12 @@
 // Calls to the IO context are retried while it answers UNAVAILABLE (its Redis or NATS is
-// down, or it restarts), with exponential backoff bounded in total time, each retry
+// down, or it restarts), with exponential backoff (jittered: agents of many sandboxes do not retry together) bounded in total time, each retry
 // reported. Any other answer is final: retrying cannot change it.
 import { UnavailableError, errorMessage, retry } from "@ephemera/kit";
 
 export interface RetryPolicy {
   /** No retry starts later than this after the first attempt, and no attempt runs past it. */
   totalMs: number;
-  /** The first backoff, doubled after each retry up to maxDelayMs. */
+  /** The typical first backoff, growing (with jitter) after each retry up to maxDelayMs. */
   baseDelayMs: number;
   maxDelayMs: number;
 }
@@ -38,10 +38,8 @@ export function withRetries<T>(
       attempts: Number.POSITIVE_INFINITY,
       baseMs: policy.baseDelayMs,
       maxMs: policy.maxDelayMs,
-      retryable: (err) => {
+      retryable: (err, delayMs) => {
         if (!(err instanceof UnavailableError) || signal?.aborted) return false;
-        // kit's retry() waits this long before the next attempt.
-        const delayMs = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempts - 1));
         if (Date.now() + delayMs >= deadline) return false;
         onRetry({ attempt: attempts + 1, delayMs, elapsedMs: Date.now() - started, error: errorMessage(err) });
         return true;

@@ -2,7 +2,7 @@
 // dropped before, one drop by key for each deleted while it was down, once, touching only
 // that sandbox's values, and recorded once when two IO contexts start at the same moment.
 import { Aggregates, ev } from "@ephemera/events";
-import { connectNats, JetStreamEventStore, JetStreamValueStore, type EventStore } from "@ephemera/eventstore";
+import { connectNats, JetStreamEventStore, JetStreamLeaseStore, JetStreamSnapshotStore, JetStreamValueStore, type EventStore, type LeaseStore, type Projection } from "@ephemera/eventstore";
 import { waitFor } from "@ephemera/kit";
 import { TEST_KEY } from "../../../test/support/keys.js";
 import { testNats } from "../../../test/support/servers.js";
@@ -19,16 +19,21 @@ describe("IO context start: drops of deleted sandboxes' outputs", () => {
   let cleanupStreams: (nc: NatsConnection) => Promise<void>;
   let store: EventStore;
   let values: JetStreamValueStore;
+  let snapshots: JetStreamSnapshotStore;
   let redis: Redis;
   let outputs: RedisOutputStore;
   let h: ReturnType<typeof history>;
   const running: RunningIOContext[] = [];
 
   /** An IO context on this prefix whose drop work is counted (and whose log lines are kept). */
-  const startCounted = async () => {
+  const startCounted = async (withSnapshots = false, leases?: LeaseStore) => {
     const counted = countingStores(values, outputs);
     const { logger, lines } = recordingLogger();
-    const service = await start({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, { store, logger, values: counted.values, outputs: counted.outputs });
+    const service = await start({ listen: "127.0.0.1:0", prefix, keys: [TEST_KEY] }, {
+      store, logger, values: counted.values, outputs: counted.outputs,
+      ...(withSnapshots ? { snapshots: { store: snapshots, fingerprint: "code-1" } } : {}),
+      ...(leases ? { leases, leaseTtlMs: 600 } : {}),
+    });
     running.push(service);
     return { service, calls: counted.calls, lines };
   };
@@ -46,6 +51,7 @@ describe("IO context start: drops of deleted sandboxes' outputs", () => {
     nc = await connectNats(t.url, "drops-test");
     store = await JetStreamEventStore.open(nc, { prefix });
     values = await JetStreamValueStore.open(nc, prefix);
+    snapshots = await JetStreamSnapshotStore.open(nc, prefix);
     redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
     outputs = new RedisOutputStore(redis, prefix);
     h = history(store, values, outputs);
@@ -139,5 +145,58 @@ describe("IO context start: drops of deleted sandboxes' outputs", () => {
       expect(dropCalls(deleted).slice(0, c.calls.length)).toEqual(c.calls);
       expect(c.lines.filter((l) => l.msg?.includes("cannot drop"))).toEqual([]);
     }
+  });
+
+  it("restarted from its snapshot: follows from its position, holds no deleted sandbox, drops only the one deleted while down, and equals a full replay", async () => {
+    const gone = Array.from({ length: 4 }, (_, i) => sandboxOf(`gone-${i}`, `rkgone${i}`));
+    const kept = sandboxOf("kept", "rkkept");
+    const live = sandboxOf("live", "rklive");
+    const first = await startCounted(true);
+    for (const s of [...gone, kept, live]) await h.create(s);
+    for (const s of gone) await h.delete(s);
+    await droppedAll(gone);
+    await stop(first.service);
+    const stoppedAt = first.service.feed.position;
+    await h.delete(kept);
+
+    const second = await startCounted(true);
+    expect(second.service.feed.startedFrom).toBe(stoppedAt);
+    await droppedAll([kept]);
+    expect(second.calls).toEqual(dropCalls(kept));
+    const held = second.service.projections;
+    expect([...held.sandboxes.entries()].map(([name]) => name)).toEqual(["live"]);
+    expect([...held.workflows.entries()].every(([id]) => id.startsWith("rklive."))).toBe(true);
+
+    const replayed = await startCounted(false);
+    expect(replayed.service.feed.startedFrom).toBe(0);
+    await replayed.service.feed.waitFor(second.service.feed.position);
+    const sorted = (p: Projection<unknown>) => [...p.entries()].sort(([a], [b]) => a.localeCompare(b));
+    for (const name of ["sandboxes", "workflows", "plugins"] as const) {
+      expect(sorted(held[name] as Projection<unknown>)).toEqual(sorted(replayed.service.projections[name] as Projection<unknown>));
+    }
+  });
+
+  it("drops in one replica at a time, the holder of the drops' lease; the other drops once it is handed over", async () => {
+    const leases = await JetStreamLeaseStore.open(nc, prefix);
+    const first = sandboxOf("first", "rkfirst");
+    const second = sandboxOf("second", "rksecond");
+    await h.create(first);
+    await h.create(second);
+    const a = await startCounted(false, leases);
+    const b = await startCounted(false, leases);
+    await h.delete(first);
+    await droppedAll([first]);
+    // One of them did the drop; the other did no drop work at all.
+    const [holder, other] = a.calls.length ? [a, b] : [b, a];
+    await waitFor(() => holder.calls.length === 2, { what: "the holder's drop calls" });
+    expect(holder.calls).toEqual(dropCalls(first));
+    expect(other.calls).toEqual([]);
+    // The holder goes away (releasing the lease): the other drops the next sandbox deleted.
+    await stop(holder.service);
+    await h.delete(second);
+    await droppedAll([second]);
+    await waitFor(() => other.calls.length === 2, { what: "the other's drop calls" });
+    expect(other.calls).toEqual(dropCalls(second));
+    expect(await h.left(second)).toEqual({ journaled: [], cached: [] });
   });
 });

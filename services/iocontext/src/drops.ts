@@ -14,8 +14,8 @@
 // A run still ending when a forced delete dropped its sandbox may journal its values after
 // the drop: its result, seen live, is dropped too (not if every IO context was down then).
 import { Aggregates, decode, encode, ev, parseRunId, runId, valueKey, type Phase } from "@ephemera/events";
-import { NO_AGGREGATE, commitIdOf, type Commit, type EventStore, type ValueStore } from "@ephemera/eventstore";
-import { ConcurrencyError, UnavailableError, delay, type Logger } from "@ephemera/kit";
+import { NO_AGGREGATE, commitIdOf, type Commit, type EventStore, type FedProjection, type ValueStore } from "@ephemera/eventstore";
+import { Backoff, ConcurrencyError, UnavailableError, delay, type Logger } from "@ephemera/kit";
 import { findStep } from "./inputs.js";
 import type { OutputStore } from "./outputs.js";
 import type { Projections } from "./state.js";
@@ -35,18 +35,39 @@ export interface DueDrop {
  * dropped. Both hold live state only: a sandbox leaves the first when it is deleted, and
  * the second when its drop is recorded.
  */
-export class DropLedger {
-  private readonly workflowsOf = new Map<string, Set<string>>();
-  private readonly due = new Map<string, DueDrop>();
+export class DropLedger implements FedProjection {
+  /** Names the ledger in a snapshot of the feed it is kept beside. */
+  readonly aggregate = "drop-ledger";
+  private workflowsOf = new Map<string, Set<string>>();
+  private due = new Map<string, DueDrop>();
+
+  // Fed by observe() once the projections have folded a commit; carried in the feed's snapshots.
+  apply(): boolean {
+    return false;
+  }
+
+  passed(): void {}
+
+  image(): { workflowsOf: Map<string, Set<string>>; due: Map<string, DueDrop> } {
+    return { workflowsOf: this.workflowsOf, due: this.due };
+  }
+
+  restore(image: unknown): void {
+    const { workflowsOf, due } = image as ReturnType<DropLedger["image"]>;
+    this.workflowsOf = new Map(workflowsOf);
+    this.due = new Map(due);
+  }
 
   /** Folds a commit; returns the drop it makes due (a sandbox deleted), if any. */
   observe(commit: Commit, projections: Projections): DueDrop | undefined {
     const types = commit.events.map((e) => e.type);
     if (commit.aggregate === Aggregates.workflow && types.includes("ephemera.workflow.started.v1")) {
-      const routingKey = projections.workflows.get(commit.aggregateId)?.state.started?.routingKey;
+      // latest: a workflow of a routing key no live sandbox has is retired at once, yet its runs are still its sandbox's.
+      const routingKey = projections.workflows.latest(commit.aggregateId)?.state.started?.routingKey;
       if (routingKey) this.workflowsOf.set(routingKey, (this.workflowsOf.get(routingKey) ?? new Set()).add(commit.aggregateId));
     } else if (commit.aggregate === Aggregates.sandbox && types.includes("ephemera.sandbox.deleted.v1")) {
-      const routingKey = projections.sandboxes.get(commit.aggregateId)?.state.routingKey;
+      // Deleted, so just retired: its tombstone stands until the feed has passed this commit.
+      const routingKey = projections.sandboxes.latest(commit.aggregateId)?.state.routingKey;
       if (!routingKey) return undefined;
       // Now, in stream order: the plugin version is deleted only after its last sandbox, so its spec is still known.
       const drop = { routingKey, sandbox: commit.aggregateId, keys: journalKeys(this.workflowsOf.get(routingKey) ?? [], projections) };
@@ -136,6 +157,7 @@ export class Dropper {
   private async attempt(drop: DueDrop): Promise<void> {
     const { logger } = this.deps;
     const at = { sandbox: drop.sandbox, routingKey: drop.routingKey };
+    const backoff = new Backoff({ firstMs: 500, maxMs: 30_000 });
     for (let attempt = 1; ; attempt++) {
       try {
         const done = await this.dropOnce(drop);
@@ -146,7 +168,7 @@ export class Dropper {
           logger.warn({ ...at, err }, "cannot drop the outputs of a deleted sandbox; due again at the next start");
           return;
         }
-        const delayMs = Math.min(30_000, 500 * 2 ** (attempt - 1));
+        const delayMs = backoff.next();
         logger.warn({ ...at, err, delayMs }, "cannot drop the outputs of a deleted sandbox yet; retrying");
         await delay(delayMs, this.stopping.signal);
         if (this.stopping.signal.aborted) return;

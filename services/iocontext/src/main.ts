@@ -1,5 +1,5 @@
 // Entry point of the iocontext service: configuration from the environment, then start().
-import { connectNats, JetStreamEventStore, JetStreamValueStore } from "@ephemera/eventstore";
+import { codeFingerprint, connectNats, JetStreamEventStore, JetStreamLeaseStore, JetStreamSnapshotStore, JetStreamValueStore } from "@ephemera/eventstore";
 import { tmpdir } from "node:os";
 import {
   DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envString, onShutdown, signingKeys,
@@ -23,7 +23,10 @@ try {
   redis.on("error", (err: Error) => logger.warn({ err }, "redis connection error"));
   const keys = signingKeys(process.env, defaultSigningKeyFile(tmpdir(), common.prefix));
   const values = await JetStreamValueStore.open(nc, common.prefix, { replicas: common.streamReplicas });
-  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys, metrics }, { store, values, redis, logger });
+  const snapshots = { store: await JetStreamSnapshotStore.open(nc, common.prefix, { replicas: common.streamReplicas }), fingerprint: codeFingerprint() };
+  // One replica drops deleted sandboxes' outputs: the holder of the drops' lease.
+  const leases = await JetStreamLeaseStore.open(nc, common.prefix, { replicas: common.streamReplicas });
+  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys, metrics }, { store, values, redis, logger, snapshots, leases });
   onShutdown(logger, [
     () => metricsServer.stop(),
     async () => { await nc.drain(); },

@@ -4,4 +4,4 @@ import { outputStoreContract } from "./outputs-contract.testkit.js";
 outputStoreContract("in-memory", async () => {
   const store = new InMemoryOutputStore();
   return { store, setAvailable: async (available) => store.setAvailable(available), dispose: async () => undefined };
-}, { failsWithinMs: 50 });
+}, { failsWithinMs: 500 });

@@ -82,6 +82,8 @@ export class IOContextHandlers {
       runs.set(runId, known);
       return known;
     };
+    // Every producing run's outputs are asked for at once; the values are then taken in order.
+    for (const p of planned) if (p.source.kind === "step" && p.source.runId) outputsOfRun(p.source.runId).catch(() => undefined);
     const inputs: pb.ResolvedInput[] = [];
     for (const p of planned) {
       const value = await this.valueOf(p, outputsOfRun);
@@ -255,19 +257,22 @@ export class IOContextHandlers {
    * cache may hold them.
    */
   private async outputsOf(runId: string, wanted: string[] = [], declared: string[] = []): Promise<Map<string, Buffer>> {
+    // The cache and the run's journaled digests are read at once: one round trip, not two.
+    const journaling = this.journaledOutputs(runId);
+    journaling.catch(() => undefined); // awaited below on every path that does not throw first
     let cached: Map<string, Buffer> | undefined;
     try {
       cached = await this.deps.outputs.read(runId);
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
       this.deps.logger.warn({ runId, err }, "output store unavailable: reading outputs from the journal");
-      const journaled = await this.journaledOutputs(runId);
+      const journaled = await journaling;
       if (journaled) return journaledValues(this.deps.values, runId, journaled, wanted.length ? wanted : undefined);
       const uncached = declared.length ? await this.uncachedValues(runId, declared) : new Map<string, Buffer>();
       if (declared.length && uncached.size === declared.length) return uncached;
       throw new UnavailableError(`outputs of ${runId} are not journaled yet and the output store is unavailable`, { cause: err });
     }
-    const journaled = await this.journaledOutputs(runId);
+    const journaled = await journaling;
     if (!journaled) return this.withUncached(runId, cached, declared);
     const values = new Map<string, Buffer>();
     const missed: pb.OutputValue[] = [];

@@ -51,15 +51,26 @@ export function foldPlugin(p: PluginSpecs, e: DomainEvent): PluginSpecs {
   return p;
 }
 
-export function foldSandbox(s: { routingKey: string }, e: DomainEvent): { routingKey: string } {
-  return e.type === "ephemera.sandbox.created.v1" ? { routingKey: e.data.routingKey } : s;
+/** A sandbox's routing key, and whether it is deleted (then it leaves memory). */
+export interface SandboxKey { routingKey: string; deleted?: boolean }
+
+export function foldSandbox(s: SandboxKey, e: DomainEvent): SandboxKey {
+  if (e.type === "ephemera.sandbox.created.v1") return { routingKey: e.data.routingKey };
+  if (e.type === "ephemera.sandbox.deleted.v1") return { ...s, deleted: true };
+  return s;
 }
 
-export function projections() {
+/**
+ * Live state only: a deleted sandbox, a plugin with no version left, and a workflow whose
+ * routing key no live sandbox has (`live`, kept by the caller) leave memory.
+ */
+export function projections(live: (routingKey: string) => boolean = () => true) {
   return {
-    plugins: new Projection<PluginSpecs>(Aggregates.plugin, () => ({ versions: new Map() }), folding(foldPlugin)),
-    workflows: new Projection<WorkflowView>(Aggregates.workflow, initialWorkflowView, folding(foldWorkflow)),
-    sandboxes: new Projection<{ routingKey: string }>(Aggregates.sandbox, () => ({ routingKey: "" }), folding(foldSandbox)),
+    plugins: new Projection<PluginSpecs>(Aggregates.plugin, () => ({ versions: new Map() }), folding(foldPlugin), { retired: (p) => p.versions.size === 0 }),
+    workflows: new Projection<WorkflowView>(Aggregates.workflow, initialWorkflowView, folding(foldWorkflow), {
+      retired: (_, id) => !live(id.split(".")[0]!),
+    }),
+    sandboxes: new Projection<SandboxKey>(Aggregates.sandbox, () => ({ routingKey: "" }), folding(foldSandbox), { retired: (s) => !!s.deleted }),
   };
 }
 export type Projections = ReturnType<typeof projections>;

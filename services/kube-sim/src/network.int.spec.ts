@@ -216,8 +216,9 @@ if (dockerAnswers) describe("Services under the docker runtime", () => {
       const next = await startKubeSim({ listen: "127.0.0.1:0", kubeconfigPath: join(dir, "b"), runtime: "docker" });
       const own = `"kube-sim slot ${next.network.serviceRange.split(".")[2]} pid ${process.pid}"`;
       try {
+        // Gone once the next kube-sim has started. Which one removed them is not this test's to
+        // say: suites running beside it start kube-sims too, and the first to start does it.
         expect(rules()).not.toContain(mark);
-        expect(next.network.summary).toMatch(/; \d+ killed kube-sim\(s\)' rules removed$/);
         // The range is free again for whoever takes it; if that is the next one, the DNS rule is its own.
         if (next.dnsServer !== killed.dnsServer) expect(rules()).not.toContain(dnsRule);
         expect(rules()).toContain(own);

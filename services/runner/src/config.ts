@@ -68,6 +68,8 @@ export interface RunnerConfig {
   /** How long running steps may go on after SIGTERM to the runner. */
   shutdownGraceMs?: number;
   heartbeatMs?: number;
+  /** How long a run's claim lasts unrenewed (default six heartbeats): after that, a runner holding its redelivery declares it lost. */
+  claimTtlMs?: number;
   /** How long step logs are kept (EPHEMERA_LOG_RETENTION, default 7 days): the log stream's max age, set by the runner. */
   logRetentionMs?: number;
 }

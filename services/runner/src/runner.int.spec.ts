@@ -6,13 +6,14 @@ import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent, journaledValues } from "@ephemera/events";
 import {
-  connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue,
-  type EventStore, type LogStore, type WorkQueue,
+  connectNats, JetStreamClaimStore, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue,
+  type ClaimStore, type EventStore, type LogStore, type WorkQueue,
 } from "@ephemera/eventstore";
 import { createLogger, stepGrants, waitFor } from "@ephemera/kit";
 import { REPORT_FILE } from "@ephemera/io-agent";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { start, type RunningRunner } from "./index.js";
+import type { RunnerConfig } from "./config.js";
 import { testNats } from "../../../test/support/servers.js";
 import { TEST_KEY, TEST_KEY_SECRET } from "../../../test/support/keys.js";
 
@@ -77,6 +78,12 @@ setsid sleep 300 &
 touch "$SCRATCH/$EPHEMERA_ROUTING_KEY.started"
 wait
 `, [scratch]),
+    step("hold", `#!/usr/bin/env bash
+set -eu
+echo ran >> "$SCRATCH/count-$EPHEMERA_ROUTING_KEY"
+touch "$SCRATCH/$EPHEMERA_ROUTING_KEY.started"
+while [ ! -e "$SCRATCH/$EPHEMERA_ROUTING_KEY.go" ]; do sleep 0.05; done
+`, [scratch]),
     step("forget", "#!/bin/sh\necho 'not writing the output'\n", [], [["result", "/tmp/result"]]),
     // Three outputs of exactly the limit (1 MiB each), and one a byte over it.
     step("bulky", "#!/bin/sh\nfor f in a b c; do head -c 1048576 /dev/urandom > /tmp/$f; done\n", [], [["a", "/tmp/a"], ["b", "/tmp/b"], ["c", "/tmp/c"]]),
@@ -90,6 +97,9 @@ describe("runner with the process driver, against NATS and Redis", () => {
   let values: JetStreamValueStore;
   let queue: WorkQueue<pb.StepDispatch>;
   let logs: LogStore;
+  let claims: ClaimStore;
+  /** Per run whose result was kept with its claim: whether the run's result was still unrecorded then. */
+  const keptBeforeRecord = new Map<string, boolean>();
   let redis: Redis;
   let prefix: string;
   let cleanupStreams: (nc: NatsConnection) => Promise<void>;
@@ -130,6 +140,16 @@ describe("runner with the process driver, against NATS and Redis", () => {
       onCancel: (c, h) => jsQueue.onCancel(c, h),
     };
     logs = await JetStreamLogStore.open(nc, prefix);
+    const jsClaims = await JetStreamClaimStore.open(nc, prefix);
+    claims = {
+      read: (id) => jsClaims.read(id),
+      acquire: (id, holder, ttlMs, options) => jsClaims.acquire(id, holder, ttlMs, options),
+      release: (c) => jsClaims.release(c),
+      renew: async (c, ttlMs, result) => {
+        if (result !== undefined && result !== c.result) keptBeforeRecord.set(c.id, (await stepRunEvents(c.id)).length === 1);
+        return jsClaims.renew(c, ttlMs, result);
+      },
+    };
     redis = openRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
     // Outside /tmp and outside every declared path: visible to the test and to every step.
     scratchDir = await mkdtemp(join("/var/tmp", `${prefix}-scratch-`));
@@ -142,7 +162,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
       natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       workdir, listen: "127.0.0.1:0", runnerId: "test-runner", launcher: LAUNCHER, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
       cancelGraceMs: 2000, shutdownGraceMs: 1000,
-    }, { store, queue, logs, logger, signingKey: TEST_KEY, values });
+    }, { store, queue, logs, claims, logger, signingKey: TEST_KEY, values });
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
   });
 
@@ -212,6 +232,8 @@ describe("runner with the process driver, against NATS and Redis", () => {
     const d = await dispatch("rka", "provision", { "db-name": "orders", config: "5432" });
     const e = await result(d.runId);
     expect(await outputsOf(e)).toEqual({ host: "db-rka", port: "5432" });
+    // Its result was kept with the run's claim first, while the run showed only its start.
+    expect(keptBeforeRecord.get(d.runId)).toBe(true);
     expect(await stepRunEvents(d.runId)).toEqual([
       expect.objectContaining({ type: "ephemera.steprun.started.v1", data: expect.objectContaining({ driver: "process", runner: "test-runner" }) }),
       expect.objectContaining({ type: "ephemera.steprun.succeeded.v1" }),
@@ -335,6 +357,28 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await waitFor(() => !existsSync(join(workdir, "runs", run)), { what: "the run directory to be cleaned up once recorded" });
   });
 
+  it("records the result a lost runner kept with the run's claim, without running the step again", async () => {
+    const wf = workflowId("rkk", "db", "create");
+    const run = makeRunId(wf, "provision", 1);
+    await append(Aggregates.steprun, run, ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step: "provision", attempt: 1, runner: "gone-3" }));
+    // gone-3's script ended and it kept the result with its claim; it died before recording it.
+    const got = await claims.acquire(run, "gone-3", 1_000);
+    if (!got.taken) throw new Error("expected to take the claim");
+    const b64 = (v: string) => Buffer.from(v).toString("base64");
+    const kept = await claims.renew(got.claim, 50, JSON.stringify({
+      type: "succeed", durationMs: 12,
+      outputs: [{ name: "host", value: b64("db-kept"), size: 7, sha256: "" }, { name: "port", value: b64("6543"), size: 4, sha256: "" }],
+    }));
+    await waitFor(() => Date.now() > kept.until, { what: "gone-3's claim to expire" });
+    await dispatch("rkk", "provision", { "db-name": "orders", config: "1" });
+    const e = await result(run);
+    expect(await outputsOf(e)).toEqual({ host: "db-kept", port: "6543" });
+    expect((await stepRunEvents(run)).map((x) => x.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
+    expect(existsSync(join(scratchDir, "count-rkk"))).toBe(false);
+    // Recorded, the claim is released: nothing is kept for the run any more.
+    await waitFor(async () => (await claims.read(run)) === undefined, { what: "the run's claim released" });
+  });
+
   it("drops a dispatch its workflow no longer wants, and records why", async () => {
     const d = await dispatch("rkm", "provision", { "db-name": "orders", config: "1" });
     await result(d.runId);
@@ -445,5 +489,97 @@ describe("runner with the process driver, against NATS and Redis", () => {
     } finally {
       crashed.kill("SIGKILL");
     }
+  });
+
+  describe("two runners of one cluster, whose work queue redelivers after 1 s without a heartbeat", () => {
+    const CLUSTER = "pair";
+    let pair: RunningRunner[];
+    /** Per runner: the dispatches it was handed and those it finished handling. */
+    let receivedBy: Map<string, string[]>;
+    let handledBy: Map<string, string[]>;
+    /** Per runner: the times it found a run held by another runner's live claim. */
+    let foundHeld: Map<string, number>;
+    beforeEach(() => {
+      pair = [];
+      receivedBy = new Map();
+      handledBy = new Map();
+      foundHeld = new Map();
+    });
+    afterEach(async () => {
+      for (const r of pair) await r.stop();
+    });
+
+    const startPaired = async (runnerId: string, more: Partial<RunnerConfig>) => {
+      const jsQueue = await JetStreamWorkQueue.open(nc, prefix, dispatchCodec, { ackWaitMs: 1000 });
+      const seen = (m: Map<string, string[]>, run: string) => m.set(runnerId, [...(m.get(runnerId) ?? []), run]);
+      const watchedQueue: WorkQueue<pb.StepDispatch> = {
+        publish: (c, id, d) => jsQueue.publish(c, id, d),
+        consume: (c, o, h) => jsQueue.consume(c, o, async (item) => {
+          seen(receivedBy, item.data.runId);
+          await h(item);
+          seen(handledBy, item.data.runId);
+        }),
+        cancel: (c, m) => jsQueue.cancel(c, m),
+        onCancel: (c, h) => jsQueue.onCancel(c, h),
+      };
+      const watchedClaims: ClaimStore = {
+        read: (id) => claims.read(id),
+        acquire: async (id, holder, ttlMs, options) => {
+          const got = await claims.acquire(id, holder, ttlMs, options);
+          if (!got.taken) foundHeld.set(runnerId, (foundHeld.get(runnerId) ?? 0) + 1);
+          return got;
+        },
+        renew: (c, ttlMs) => claims.renew(c, ttlMs),
+        release: (c) => claims.release(c),
+      };
+      const r = await start({
+        natsUrl: "", prefix, cluster: CLUSTER, concurrency: 1, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
+        workdir: await mkdtemp(join(workdir, `${runnerId}-`)), listen: "127.0.0.1:0", runnerId, launcher: LAUNCHER,
+        hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" }, stepNetwork: "host", cancelGraceMs: 500, shutdownGraceMs: 0, ...more,
+      }, { store, queue: watchedQueue, logs, claims: watchedClaims, logger: createLogger("test", "silent"), signingKey: TEST_KEY, values });
+      pair.push(r);
+      return r;
+    };
+    const release = (routingKey: string) => writeFile(join(scratchDir, `${routingKey}.go`), "");
+
+    it("leaves a run alone that another runner still runs when its dispatch is redelivered, and the step runs once", async () => {
+      // Runner A's heartbeat never comes within the ack wait: its item goes to B while A runs the step.
+      await startPaired("runner-a", { heartbeatMs: 60_000, claimTtlMs: 120_000 });
+      const d = await dispatch("rkp", "hold", {}, CLUSTER);
+      await started("rkp");
+      await startPaired("runner-b", { heartbeatMs: 200 });
+      // Barrier: B has been handed the run and found A's claim live.
+      await waitFor(() => (foundHeld.get("runner-b") ?? 0) > 0, { timeoutMs: 20_000, what: "runner B to find the run held by A" });
+      expect(receivedBy.get("runner-b")).toEqual([d.runId]);
+      await release("rkp");
+      const e = await result(d.runId);
+      expect(e.type).toBe("ephemera.steprun.succeeded.v1");
+      await waitFor(() => handledBy.get("runner-b")?.includes(d.runId), { timeoutMs: 20_000, what: "B to be done with the delivery it held" });
+      expect((await stepRunEvents(d.runId)).map((x) => x.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
+      expect(await readFile(join(scratchDir, "count-rkp"), "utf8")).toBe("ran\n");
+      expect(await claims.read(d.runId)).toBeUndefined();
+    });
+
+    it("declares a run lost once, when the claim of the runner that stopped renewing it has expired", async () => {
+      // A renews neither its item nor its claim (3 s) in time: to the others it is a runner that died running the step.
+      await startPaired("runner-a", { heartbeatMs: 60_000, claimTtlMs: 3_000 });
+      const d = await dispatch("rkq", "hold", {}, CLUSTER);
+      await started("rkq");
+      const held = await claims.read(d.runId);
+      expect(held).toMatchObject({ holder: "runner-a" });
+      await startPaired("runner-b", { heartbeatMs: 200 });
+      const e = await result(d.runId);
+      expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "RunnerLost", message: expect.stringContaining("runner-a") });
+      // B waited for the claim: found it held first, and recorded the loss only after it expired.
+      expect(foundHeld.get("runner-b")).toBeGreaterThan(0);
+      const lost = (await store.read(Aggregates.steprun, d.runId)).events.at(-1)!;
+      expect(Date.parse(lost.time)).toBeGreaterThanOrEqual(held!.until);
+      // A's step ends later; its result comes after the loss and changes nothing.
+      await release("rkq");
+      await waitFor(() => handledBy.get("runner-a")?.includes(d.runId), { timeoutMs: 20_000, what: "A to be done with the run" });
+      expect((await stepRunEvents(d.runId)).map((x) => x.type === "ephemera.steprun.failed.v1" ? x.data.failure?.reason : x.type))
+        .toEqual(["ephemera.steprun.started.v1", "RunnerLost"]);
+      expect(await readFile(join(scratchDir, "count-rkq"), "utf8")).toBe("ran\n");
+    });
   });
 });

@@ -2,15 +2,18 @@
 // aggregate, runs the step through a driver while heartbeating the work item and streaming
 // its log, records the result, and only then lets the item be acknowledged.
 import * as pb from "@ephemera/proto";
-import { recordDeadLetter, deadLetter, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer } from "@ephemera/eventstore";
+import {
+  isClaimLostError, recordDeadLetter, deadLetter,
+  type Claim, type ClaimStore, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer,
+} from "@ephemera/eventstore";
 import { journalOutputs, type ValueJournal } from "@ephemera/events";
 import { FailureReason, type StepReport } from "@ephemera/io-agent";
-import { errorMessage, isRetryable, longTimeout, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
+import { UnavailableError, delay, errorMessage, isRetryable, longTimeout, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { LiveLog, StepLog } from "./log.js";
 import type { StepMetrics } from "./metrics.js";
-import type { StepRunCommand } from "./steprun/decide.js";
-import { executeStepRun, readStepRun, type Cause } from "./steprun/store.js";
+import { isFinished, type StepRunCommand } from "./steprun/decide.js";
+import { executeStepRun, readStepRun, type Cause, type KnownStepRun } from "./steprun/store.js";
 import { unwantedBecause } from "./wanted.js";
 
 const SOURCE = "runner";
@@ -29,7 +32,14 @@ export interface RunnerOptions {
   logger: Logger;
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
   cancelGraceMs: number;
+  /** Also how often the run's claim is renewed. */
   heartbeatMs: number;
+  /** Who works on each run: taken before a run is started or declared lost, renewed with the heartbeat. */
+  claims: ClaimStore;
+  /** How long a claim lasts unrenewed: a run whose holder stopped renewing for this long is declared lost. */
+  claimTtlMs: number;
+  /** Whether a claim's holder is an incarnation known to be dead (on this host): its claim is taken at once. */
+  holderGone?: (holder: string) => boolean;
   /** The output journal: a succeeded run's values go there, its result event names them by digest. */
   values: ValueJournal;
   now: () => number;
@@ -53,6 +63,8 @@ interface ActiveRun {
   done: Promise<void>;
   step?: RunningStep;
   stopped?: Stop;
+  /** This runner's claim on the run, once taken (renewed with the heartbeat, released when handled). */
+  claim?: Claim;
 }
 
 export class Runner {
@@ -61,6 +73,7 @@ export class Runner {
   private readonly pendingResults = new Map<string, StepRunCommand>();
   private consumer?: WorkQueueConsumer;
   private cancels?: WorkQueueConsumer;
+  private stopping = false;
 
   constructor(private readonly o: RunnerOptions) {}
 
@@ -88,6 +101,7 @@ export class Runner {
 
   /** Stops taking work; running steps get `graceMs` to finish, then are stopped and recorded as lost. */
   async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
     const deadline = longTimeout(() => {
       for (const run of this.active.values()) {
         this.stopRun(run, { reason: FailureReason.RunnerLost, message: "the runner shut down before the step finished" });
@@ -121,18 +135,34 @@ export class Runner {
     const d = item.data;
     const log = this.o.logger.child({ runId: d.runId });
     const cause: Cause = { correlationId: d.correlationId, causationId: d.causationId };
-    // The work item stays ours for as long as we handle it, not only while the script runs.
-    const beat = setInterval(() => item.heartbeat(), this.o.heartbeatMs);
+    // The work item and the run's claim stay ours for as long as we handle it, not only while the script runs.
+    let renewing = Promise.resolve();
+    const beat = setInterval(() => {
+      item.heartbeat();
+      renewing = renewing.then(() => this.renew(run, log));
+    }, this.o.heartbeatMs);
     try {
       // A success's values are journaled first (idempotently: a retry puts the same values again).
-      const record = (command: StepRunCommand) => retry(async () => executeStepRun(this.o.store, d.runId, await this.journaled(d.runId, command), SOURCE, cause), {
-        attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable,
-      });
+      // A command after this handler's own append starts from what that append left (a read
+      // saved); the first reads, as the run may have moved while its claim was elsewhere.
+      let known: KnownStepRun | undefined;
+      const record = (command: StepRunCommand) => retry(async () => {
+        const result = await executeStepRun(this.o.store, d.runId, await this.journaled(d.runId, command), SOURCE, cause, 5, known);
+        known = result.known;
+        return result;
+      }, { attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable });
       // Both facts at once (each a round trip): whether the run is new, and whether it is still wanted.
-      const [{ state }, unwantedAtFirst] = await Promise.all([
+      let [read, unwantedAtFirst] = await Promise.all([
         readStepRun(this.o.store, d.runId), unwantedBecause(this.o.store, d.workflowId, d.step, d.runId),
       ]);
-      if (state.status === "succeeded" || state.status === "failed") {
+      if (!isFinished(read.state) && await this.claim(d.runId, run, log)) {
+        // Another runner held the run while this delivery waited: what it did is read again.
+        [read, unwantedAtFirst] = await Promise.all([
+          readStepRun(this.o.store, d.runId), unwantedBecause(this.o.store, d.workflowId, d.step, d.runId),
+        ]);
+      }
+      const state = read.state;
+      if (isFinished(state)) {
         // A runner that died between recording and tidying up left this much (a pod) behind.
         await this.o.driver.cleanup?.(d.runId);
         log.info("run already finished; dispatch acknowledged");
@@ -140,8 +170,9 @@ export class Runner {
       }
       let adopt = false;
       if (state.status === "started" && state.runner !== this.o.runnerId) {
-        // Started by a runner that is gone: its result may be on disk (the step ended, the record did not).
-        const found = await this.resultOnDisk(d, log);
+        // Started by a runner whose claim expired (or that is known dead): it is gone. Its result
+        // may be kept with the claim (the step ended, the record did not), or on this host's disk.
+        const found = this.resultKept(run, log) ?? await this.resultOnDisk(d, log);
         if (found) {
           await record(found);
           await this.o.driver.cleanup?.(d.runId);
@@ -165,7 +196,7 @@ export class Runner {
         return;
       }
       // Re-attach: the result of a run that ended while nobody recorded it.
-      const pending = this.pendingResults.get(d.runId) ?? await this.resultOnDisk(d, log);
+      const pending = this.pendingResults.get(d.runId) ?? this.resultKept(run, log) ?? await this.resultOnDisk(d, log);
       if (pending) {
         await record(pending);
         this.pendingResults.delete(d.runId);
@@ -179,7 +210,12 @@ export class Runner {
       if (unwanted) run.stopped = { reason: FailureReason.Cancelled, message: `dropped: ${unwanted}` };
       else if (early) run.stopped = { reason: FailureReason.Cancelled, message: early.reason || "cancelled before it started" };
       const before = run.stopped;
-      const command = before ? fail(before, "", 0) : await this.execute(item, run, log, adopt);
+      const command = before ? fail(before, "", 0) : await this.execute(item, run, log, adopt, (kept) => {
+        // With the heartbeat's renewals, one write after another: each renews the revision the last one left.
+        const keeping = renewing.then(() => this.keep(run, kept, log));
+        renewing = keeping;
+        return keeping;
+      });
       // Kept until recorded: a redelivery to this runner records it without running anything again.
       this.pendingResults.set(d.runId, command);
       await record(command);
@@ -189,7 +225,59 @@ export class Runner {
       log.info({ result: command.type, ...(command.type === "fail" ? { reason: command.failure.reason } : {}) }, "step run recorded");
     } finally {
       clearInterval(beat);
+      await renewing;
+      await this.release(run, log);
     }
+  }
+
+  /**
+   * Takes the run's claim, waiting while another runner's claim on it is live: a delivery of
+   * a run that runs elsewhere (redelivered past a heartbeat gap) is held here, heartbeated,
+   * until that runner ends the run and releases its claim, or dies and its claim expires.
+   * Holding it, rather than a nak or a term, keeps the one message that lets a runner
+   * declare the run lost if its holder dies, without counting deliveries towards the dead
+   * letter (a long step would reach it) or sending it round in a loop. Resolves to whether it waited.
+   */
+  private async claim(runId: string, run: ActiveRun, log: Logger): Promise<boolean> {
+    const options = this.o.holderGone ? { holderGone: this.o.holderGone } : {};
+    for (let waited = false; ; waited = true) {
+      const got = await retry(() => this.o.claims.acquire(runId, this.o.runnerId, this.o.claimTtlMs, options), {
+        attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable,
+      });
+      if (got.taken) {
+        run.claim = got.claim;
+        return waited;
+      }
+      if (!waited) log.info({ holder: got.claim.holder }, "the run is held by a live runner; waiting until it ends or its claim expires");
+      if (this.stopping) throw new UnavailableError(`the run is held by ${got.claim.holder} and this runner is stopping`);
+      await delay(this.o.heartbeatMs);
+    }
+  }
+
+  private async renew(run: ActiveRun, log: Logger): Promise<void> {
+    if (!run.claim) return;
+    try {
+      run.claim = await this.o.claims.renew(run.claim, this.o.claimTtlMs);
+    } catch (err) {
+      if (!isClaimLostError(err)) {
+        log.warn({ err }, "cannot renew the run's claim; trying again with the next heartbeat");
+        return;
+      }
+      run.claim = undefined;
+      log.error("this runner's claim on the run expired and another runner took it over; stopping the step");
+      this.stopRun(run, { reason: FailureReason.RunnerLost, message: "this runner's claim on the run expired and another runner took the run over" });
+    }
+  }
+
+  /** Once the run is handled: a claim left behind (NATS away) only delays a redelivery until it expires. */
+  private async release(run: ActiveRun, log: Logger): Promise<void> {
+    if (!run.claim) return;
+    try {
+      await this.o.claims.release(run.claim);
+    } catch (err) {
+      log.warn({ err }, "cannot release the run's claim; it expires unrenewed");
+    }
+    run.claim = undefined;
   }
 
   /** A report a step left on disk before this runner (or a previous incarnation of it) could record it. */
@@ -201,7 +289,9 @@ export class Runner {
     return this.succeeded(report, new StepLog(), 0);
   }
 
-  private async execute(item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger, adopted: boolean): Promise<StepRunCommand> {
+  private async execute(
+    item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger, adopted: boolean, keep: (result: StepRunCommand) => Promise<void>,
+  ): Promise<StepRunCommand> {
     const d = item.data;
     const started = this.o.now();
     const stepLog = new LiveLog(this.o.logs, d.runId, { onError: (err) => log.warn({ err }, "cannot store the step's log; trying again") });
@@ -219,19 +309,49 @@ export class Runner {
       log.warn({ timeoutMs: d.timeoutMs }, "step ran past its timeout; stopping it");
       this.stopRun(run, { reason: "DeadlineExceeded", message: `the step ran longer than its timeout of ${formatMs(d.timeoutMs)}` });
     }, d.timeoutMs) : undefined;
+    // The timeout is the step's: once its program has exited, storing its outputs (which waits out
+    // an IO context or NATS failover) is the runner's work, and no reason to fail the step and run it again.
+    void run.step.exited?.then(() => deadline?.clear());
     let report: StepReport;
+    let durationMs = 0;
+    const outcome = () => {
+      if (run.stopped) return fail(run.stopped, stepLog.tail(), durationMs);
+      if (report.outcome === "failed") return fail(report, stepLog.tail(), durationMs);
+      return this.succeeded(report, stepLog, durationMs);
+    };
     try {
+      report = await (run.step.ended ?? run.step.result);
+      durationMs = Math.round(this.o.now() - started);
+      // First of all, the result is kept with the run's claim (one write): a runner that dies from
+      // here on leaves it to the next, which records it rather than running the step again.
+      await keep(outcome());
       report = await run.step.result;
     } finally {
       deadline?.clear();
       this.o.metrics?.stopped();
     }
-    const durationMs = Math.round(this.o.now() - started);
     // The whole log, and its end, are stored before the result is recorded: a reader that sees the result has the log.
     await stepLog.close();
-    if (run.stopped) return fail(run.stopped, stepLog.tail(), durationMs);
-    if (report.outcome === "failed") return fail(report, stepLog.tail(), durationMs);
-    return this.succeeded(report, stepLog, durationMs);
+    return outcome();
+  }
+
+  /** Keeps `result` with the run's claim; a claim that cannot be written costs only this shortcut. */
+  private async keep(run: ActiveRun, result: StepRunCommand, log: Logger): Promise<void> {
+    const encoded = encodeKept(result);
+    if (!run.claim || encoded === undefined) return;
+    try {
+      run.claim = await this.o.claims.renew(run.claim, this.o.claimTtlMs, encoded);
+    } catch (err) {
+      // Lost to another runner, or NATS away: the result is recorded all the same, only not kept first.
+      log.warn({ err }, "cannot keep the step's result with its claim; recording it");
+    }
+  }
+
+  /** The result a runner kept with the claim this runner now holds, if any. */
+  private resultKept(run: ActiveRun, log: Logger): StepRunCommand | undefined {
+    const kept = decodeKept(run.claim?.result);
+    if (kept) log.info({ result: kept.type }, "found the result a lost runner kept with the run's claim");
+    return kept;
   }
 
   /** The outputs come from the step's own report, to be journaled (Redis is only a cache). */
@@ -278,6 +398,33 @@ export class Runner {
     run.stopped ??= stop;
     run.step?.stop(this.o.cancelGraceMs);
   }
+}
+
+/** A kept result larger than this is not kept (a claim is one KV entry, under NATS's max payload): it is recorded only. */
+const MAX_KEPT_BYTES = 256 * 1024;
+
+/** A result as kept with a claim: JSON, output values in base64 (NATS already holds them, in the journal). */
+function encodeKept(result: StepRunCommand): string | undefined {
+  if (result.type !== "succeed" && result.type !== "fail") return undefined;
+  const kept = result.type === "succeed"
+    ? { ...result, outputs: result.outputs.map((o) => ({ ...o, value: Buffer.from(o.value.buffer, o.value.byteOffset, o.value.byteLength).toString("base64") })) }
+    : result;
+  const text = JSON.stringify(kept);
+  return Buffer.byteLength(text) <= MAX_KEPT_BYTES ? text : undefined;
+}
+
+function decodeKept(text: string | undefined): StepRunCommand | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const kept = JSON.parse(text) as
+      | { type: "succeed"; durationMs: number; outputs: Array<Omit<pb.OutputValue, "value"> & { value: string }> }
+      | Extract<StepRunCommand, { type: "fail" }>;
+    if (kept.type === "succeed") return { ...kept, outputs: kept.outputs.map((o) => ({ ...o, value: Buffer.from(o.value, "base64") })) };
+    if (kept.type === "fail") return kept;
+  } catch {
+    // Not ours to read: the run goes on as if nothing was kept.
+  }
+  return undefined;
 }
 
 const formatMs = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms} ms`);

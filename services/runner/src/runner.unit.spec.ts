@@ -2,7 +2,7 @@
 // journals comes from the step's report, never from the IO context (it has no client of it).
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, ev, journaledValues, runId, workflowId } from "@ephemera/events";
-import { InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, NO_AGGREGATE } from "@ephemera/eventstore";
+import { InMemoryClaimStore, InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, NO_AGGREGATE } from "@ephemera/eventstore";
 import type { StepReport } from "@ephemera/io-agent";
 import { createLogger, waitFor } from "@ephemera/kit";
 import type { StepDriver } from "./driver/driver.js";
@@ -15,22 +15,28 @@ const ending = (report: StepReport): StepDriver => ({
   run: () => ({ result: Promise.resolve(report), stop: () => undefined }),
 });
 
-async function runOne(report: StepReport, values = new InMemoryValueStore()) {
+const wf = workflowId("rk", "db", "create");
+const run = runId(wf, "a", 1);
+
+async function setup(driver: StepDriver, values = new InMemoryValueStore(), claims = new InMemoryClaimStore()) {
   const store = new InMemoryEventStore();
   const queue = new InMemoryWorkQueue<pb.StepDispatch>();
-  const runner = new Runner({
-    cluster: "c", concurrency: 1, runnerId: "r1", driver: ending(report), store, queue, logs: new InMemoryLogStore(),
-    logger: createLogger("test", "silent"), cancelGraceMs: 100, heartbeatMs: 1000, values, now: () => performance.now(),
+  const r = new Runner({
+    cluster: "c", concurrency: 1, runnerId: "r1", driver, store, queue, logs: new InMemoryLogStore(),
+    logger: createLogger("test", "silent"), cancelGraceMs: 100, heartbeatMs: 50, claims, claimTtlMs: 1000, values, now: () => performance.now(),
     signingKey: TEST_KEY,
   });
-  const wf = workflowId("rk", "db", "create");
-  const run = runId(wf, "a", 1);
   await store.append(Aggregates.workflow, wf, NO_AGGREGATE, [
     ev("ephemera.workflow.started.v1", { workflowId: wf, steps: [{ name: "a" }] }),
     ev("ephemera.workflow.step_dispatched.v1", { step: "a", runId: run, attempt: 1 }),
   ].map(encode), { source: "test" });
+  return { runner: r, store, queue };
+}
+
+async function runOne(report: StepReport, values = new InMemoryValueStore(), { driver = ending(report), timeoutMs = 0 }: { driver?: StepDriver; timeoutMs?: number } = {}) {
+  const { runner, store, queue } = await setup(driver, values);
   runner.start();
-  await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c" }));
+  await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c", timeoutMs }));
   const last = await waitFor(async () => {
     const events = (await store.read(Aggregates.steprun, run)).events.map(decode);
     const e = events.at(-1);
@@ -68,9 +74,57 @@ describe("runner: results from the step's report", () => {
     expect((await journaledValues(values, e.data.runId, e.data.outputs)).get("host")?.toString()).toBe("db-42");
   });
 
+  describe("a step's timeout counts while its program runs, not while its outputs are stored", () => {
+    const report: StepReport = { outcome: "succeeded", outputs: [{ name: "host", size: 5, base64: Buffer.from("db-42").toString("base64") }] };
+    /** A step that runs for `programMs`, then takes `storingMs` more to report (its outputs stored through a slow IO context). */
+    const slowToStore = (programMs: number, storingMs: number, stops: number[]): StepDriver => ({
+      name: "twin",
+      run: () => {
+        const exited = new Promise<void>((r) => setTimeout(r, programMs));
+        return { exited, result: exited.then(() => new Promise<StepReport>((r) => setTimeout(() => r(report), storingMs))), stop: () => void stops.push(Date.now()) };
+      },
+    });
+
+    it("records the success of a program that exited within its timeout, though storing its outputs ran past it", async () => {
+      const stops: number[] = [];
+      const e = await runOne(report, undefined, { driver: slowToStore(50, 600, stops), timeoutMs: 300 });
+      expect(e?.type).toBe("ephemera.steprun.succeeded.v1");
+      expect(stops).toEqual([]);
+    });
+
+    it("still stops a program that runs past its timeout (DeadlineExceeded)", async () => {
+      const stops: number[] = [];
+      const e = await runOne(report, undefined, { driver: slowToStore(600, 0, stops), timeoutMs: 300 });
+      expect(e?.type === "ephemera.steprun.failed.v1" && e.data.failure?.reason).toBe("DeadlineExceeded");
+      expect(stops).toHaveLength(1);
+    });
+  });
+
   it("fails a step whose report does not hold what it says (DriverError)", async () => {
     const e = await runOne({ outcome: "succeeded", outputs: [{ name: "host", size: 9, base64: Buffer.from("db").toString("base64") }] });
     expect(e?.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "DriverError", message: expect.stringContaining("host") });
   });
 
+});
+
+describe("runner: claims", () => {
+  it("leaves a run alone while another runner's claim on it is live, and records nothing once that runner ended it", async () => {
+    const claims = new InMemoryClaimStore();
+    let ran = 0;
+    const { runner: r, store, queue } = await setup({ name: "twin", run: () => { ran++; return { result: new Promise(() => undefined), stop: () => undefined }; } }, undefined, claims);
+    const started = await store.append(Aggregates.steprun, run, NO_AGGREGATE, [ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step: "a", attempt: 1, runner: "r0" })].map(encode), { source: "test" });
+    const held = await claims.acquire(run, "r0", 60_000);
+    if (!held.taken) throw new Error("expected to take the claim");
+    r.start();
+    await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c" }));
+    await waitFor(() => r.running().includes(run), { what: "the delivery to be held" });
+    // r0 ends the run and lets go of it: the held delivery ends with nothing recorded and nothing run.
+    await store.append(Aggregates.steprun, run, started, [ev("ephemera.steprun.succeeded.v1", { runId: run, workflowId: wf, step: "a", durationMs: 5 })].map(encode), { source: "test" });
+    await claims.release(held.claim);
+    await waitFor(() => !r.running().includes(run), { what: "the held delivery to end" });
+    expect((await store.read(Aggregates.steprun, run)).events.map((e) => e.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
+    expect(ran).toBe(0);
+    expect(await claims.read(run)).toBeUndefined();
+    await r.stop(100);
+  });
 });

@@ -2,8 +2,10 @@
 // Kubernetes driver's watch listed, before any work is taken), the work-queue consumer and
 // a gRPC health endpoint.
 import { access, mkdir } from "node:fs/promises";
+import { hostname } from "node:os";
+import { deadHere } from "./incarnation.js";
 import type * as pb from "@ephemera/proto";
-import { JetStreamEventStore, JetStreamWorkQueue, type EventStore, type LogStore, type WorkQueue } from "@ephemera/eventstore";
+import { JetStreamEventStore, JetStreamWorkQueue, type ClaimStore, type EventStore, type LeaseStore, type LogStore, type SnapshotStore, type WorkQueue } from "@ephemera/eventstore";
 import { errorMessage, followHealth, startGrpcServer, type Logger, type SigningKey } from "@ephemera/kit";
 import { grpcClientMetrics, grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import type { ValueJournal } from "@ephemera/events";
@@ -28,6 +30,8 @@ export interface RunnerDeps {
   store: EventStore;
   queue: WorkQueue<pb.StepDispatch>;
   logs: LogStore;
+  /** Who holds each run (JetStreamClaimStore): what keeps a redelivered live run from being run again. */
+  claims: ClaimStore;
   logger: Logger;
   /** Signs the runs' capability tokens (kit's signingKeys: the first key). */
   signingKey: SigningKey;
@@ -35,6 +39,10 @@ export interface RunnerDeps {
   values: ValueJournal;
   /** The service's metrics registry (served by main); absent: nothing counted. */
   metrics?: Registry;
+  /** Where the replicas of a cluster's runner hold the fork reconciler's lease; absent: this process is the only one. */
+  leases?: LeaseStore;
+  /** Where the fork, local and group pod reconcilers keep their projections' snapshots (with the code's fingerprint); absent: each start replays the stream. */
+  snapshots?: { store: SnapshotStore; fingerprint: string };
 }
 
 export interface RunningRunner {
@@ -65,6 +73,10 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
     logger,
     cancelGraceMs: config.cancelGraceMs ?? 10_000,
     heartbeatMs: config.heartbeatMs ?? 5_000,
+    claims: deps.claims,
+    claimTtlMs: config.claimTtlMs ?? 6 * (config.heartbeatMs ?? 5_000),
+    // A process-driver step dies with its runner: a dead incarnation's claim here is void at once.
+    ...(processes ? { holderGone: deadHere(hostname()) } : {}),
     values: deps.values,
     now: () => performance.now(),
     signingKey: deps.signingKey,
@@ -77,10 +89,16 @@ export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<Run
   }
   const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
   // The sandboxes' forks on this cluster (answered skipped where it runs no workloads).
-  const forks = new ForkReconciler({ store: deps.store, cluster: forkCluster, clusterName: config.cluster, logger: logger.child({ component: "forks" }) });
+  const forks = new ForkReconciler({
+    store: deps.store, cluster: forkCluster, clusterName: config.cluster, logger: logger.child({ component: "forks" }), ...(deps.leases ? { leases: deps.leases } : {}),
+    ...(deps.snapshots ? { snapshots: deps.snapshots } : {}),
+  });
   // The sandboxes' local workloads a workstation serves (a cluster that runs no workloads has nothing to route to them).
   const locals = localCluster
-    && new LocalReconciler({ store: deps.store, cluster: localCluster, clusterName: config.cluster, logger: logger.child({ component: "locals" }) });
+    && new LocalReconciler({
+      store: deps.store, cluster: localCluster, clusterName: config.cluster, logger: logger.child({ component: "locals" }), ...(deps.leases ? { leases: deps.leases } : {}),
+      ...(deps.snapshots ? { snapshots: deps.snapshots } : {}),
+    });
   // NOT_SERVING while NATS is unreachable or a consumer (the work queue's included) is re-creating itself,
   // and for good once a projection cannot fold an event.
   const projections = [forks.health, ...(locals ? [locals.health] : []), ...(jobPods ? [jobPods.health] : [])];
@@ -163,6 +181,7 @@ async function kubeDriver(
   const jobPods = kube.podJobs ? new (await import("./jobs/group-pods.js")).GroupPods({
     store: deps.store, kubeconfig, calls: driver.calls, clusterName: config.cluster, prefix: config.prefix,
     agentImage: kube.agentImage, podJobs: kube.podJobs, signingKey: deps.signingKey, logger: deps.logger.child({ component: "jobpods" }),
+    ...(deps.leases ? { leases: deps.leases } : {}), ...(deps.snapshots ? { snapshots: deps.snapshots } : {}),
   }) : undefined;
   return { driver, forkCluster, localCluster: forkCluster, jobPods };
 }

@@ -1,6 +1,6 @@
 // The scheduler service: workflow planning, timers, and the outbox that dispatches.
 import { dispatchCodec } from "@ephemera/events";
-import { JetStreamEventStore, JetStreamWorkQueue, connectNats } from "@ephemera/eventstore";
+import { JetStreamEventStore, JetStreamLeaseStore, JetStreamWorkQueue, connectNats, JetStreamSnapshotStore, codeFingerprint } from "@ephemera/eventstore";
 import { followHealth, startGrpcServer, type CommonConfig, type Logger } from "@ephemera/kit";
 import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { workflowMetrics } from "./metrics.js";
@@ -25,7 +25,10 @@ export async function start(config: SchedulerConfig, logger: Logger): Promise<{ 
   const replicas = config.streamReplicas ?? 1;
   const store = await JetStreamEventStore.open(nc, { prefix: config.prefix, logger, replicas, ...(registry ? { metrics: registry } : {}) });
   const queue = await JetStreamWorkQueue.open(nc, config.prefix, dispatchCodec, { logger, replicas });
-  const scheduler = new Scheduler({ store, queue, logger, ...(registry ? { metrics: workflowMetrics(registry) } : {}) });
+  const snapshots = { store: await JetStreamSnapshotStore.open(nc, config.prefix, { replicas }), fingerprint: codeFingerprint() };
+  // The replicas share one timers' lease: one fires the retries, deadlines and no-runner timers.
+  const leases = await JetStreamLeaseStore.open(nc, config.prefix, { replicas });
+  const scheduler = new Scheduler({ store, queue, leases, logger, snapshots, ...(registry ? { metrics: workflowMetrics(registry) } : {}) });
   await scheduler.start();
   const server = await startGrpcServer(config.listen, [], logger, registry ? { interceptors: [grpcServerMetrics(registry)] } : {});
   // NOT_SERVING while NATS is unreachable or a consumer is re-creating itself, and for good once a projection cannot fold an event.

@@ -3,8 +3,8 @@
 // publishes are idempotent (message id = run id, or the event's id), so a crash at any
 // point neither loses nor doubles one.
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode } from "@ephemera/events";
-import type { Commit, EventStore, Feed, Lane, Projection, Subscription, WorkQueue } from "@ephemera/eventstore";
+import { Aggregates, decode, type DomainEvent } from "@ephemera/events";
+import type { Commit, EventStore, Feed, Lane, Projection, RecordedEvent, Subscription, WorkQueue } from "@ephemera/eventstore";
 import { UnavailableError, stepGrants, type Logger } from "@ephemera/kit";
 import type { PluginFacts } from "./facts.js";
 import type { WorkflowState } from "./workflow/state.js";
@@ -18,36 +18,62 @@ export interface OutboxDeps {
   logger: Logger;
 }
 
-export function startOutbox(deps: OutboxDeps): Subscription {
+export function startOutbox(deps: OutboxDeps, direct?: DirectDispatches): Subscription {
   // A publish that fails for want of NATS is tried again for as long as the outage lasts
   // (every 30 s at most): given up, the run would wait for a dispatch that never comes.
   return deps.store.subscribe(
     { durable: "scheduler-outbox", aggregate: Aggregates.workflow, redelivery: { maxDeliver: Infinity, backoffMs: [200, 1000, 5000, 15_000, 30_000] } },
-    (commit) => publish(deps, commit),
+    (commit) => publish(deps, commit, direct),
   );
 }
 
-async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
+/**
+ * The dispatches this process published itself right after their decision's append: the
+ * outbox, meeting them on the stream, has nothing to publish. Bounded: an id the outbox of
+ * another replica met is dropped with the oldest (and would only be published again, which
+ * the queue drops as a duplicate of its message id).
+ */
+export class DirectDispatches {
+  private readonly ids = new Set<string>();
+  constructor(private readonly limit = 10_000) {}
+
+  add(runId: string): void {
+    this.ids.add(runId);
+    if (this.ids.size > this.limit) this.ids.delete(this.ids.values().next().value!);
+  }
+
+  /** Whether `runId` was published here; forgotten once asked. */
+  take(runId: string): boolean {
+    return this.ids.delete(runId);
+  }
+
+  get size(): number {
+    return this.ids.size;
+  }
+}
+
+/** An event of a commit the outbox has to act on. */
+type Todo = { recorded: RecordedEvent; e: Extract<DomainEvent, { type: `ephemera.workflow.${"step_dispatched" | "cancel_requested" | "run_stop_requested"}.v1` }> };
+
+async function publish(deps: OutboxDeps, commit: Commit, direct: DirectDispatches | undefined): Promise<void> {
+  // What is left to publish: dispatches not published at once, cancels and stops naming runs.
+  const todo = commit.events.flatMap((recorded): Todo[] => {
+    const e = decode(recorded);
+    if (e?.type === "ephemera.workflow.step_dispatched.v1") return direct?.take(e.data.runId) ? [] : [{ recorded, e }];
+    if (e?.type === "ephemera.workflow.cancel_requested.v1" || e?.type === "ephemera.workflow.run_stop_requested.v1") return e.data.runIds.length ? [{ recorded, e }] : [];
+    return [];
+  });
+  // Nothing left (the common case: every dispatch went out with its append): no wait, no read.
+  if (todo.length === 0) return;
   await deps.feed.waitFor(commit.position);
-  const wf = deps.workflows.get(commit.aggregateId)?.state;
+  // A workflow that ended and whose sandbox is gone has left memory: read from the store.
+  const wf = (deps.workflows.get(commit.aggregateId) ?? (await deps.workflows.read(deps.store, commit.aggregateId))).state;
   if (!wf || wf.status === "none") throw new UnavailableError(`workflow ${commit.aggregateId} is not in the projection yet`);
   const started = wf.started;
-  for (const recorded of commit.events) {
-    const e = decode(recorded);
-    if (e?.type === "ephemera.workflow.step_dispatched.v1") {
-      const planned = started.steps.find((s) => s.name === e.data.step);
-      const spec = deps.plugins.get(started.plugin)?.state.get(started.version);
-      const runner = spec?.runner;
-      const step = spec?.[started.phase === "delete" ? "delete" : "create"].find((s) => s.name === e.data.step);
-      await deps.queue.publish(started.cluster, e.data.runId, pb.StepDispatch.fromPartial({
-        runId: e.data.runId, workflowId: started.workflowId, sandbox: started.sandbox, routingKey: started.routingKey,
-        resource: started.resource, phase: started.phase, step: e.data.step, attempt: e.data.attempt, cluster: started.cluster,
-        plugin: started.plugin, version: started.version, runner, timeoutMs: planned?.timeoutMs ?? 0,
-        correlationId: recorded.correlationId, causationId: recorded.id, ...capabilityOf(step),
-      }), laneOf(planned, e.data.attempt));
-      deps.logger.info({ workflow: started.workflowId, step: e.data.step, runId: e.data.runId }, "step dispatched");
-    } else if (e?.type === "ephemera.workflow.cancel_requested.v1" || e?.type === "ephemera.workflow.run_stop_requested.v1") {
-      if (e.data.runIds.length === 0) continue;
+  for (const { recorded, e } of todo) {
+    if (e.type === "ephemera.workflow.step_dispatched.v1") {
+      await publishDispatch(deps, wf, recorded);
+    } else {
       await deps.queue.cancel(started.cluster, {
         id: `${commit.aggregateId}.${recorded.sequence}`,
         body: pb.StepCancel.toJSON({ runIds: e.data.runIds, reason: e.data.reason }),
@@ -55,6 +81,30 @@ async function publish(deps: OutboxDeps, commit: Commit): Promise<void> {
       deps.logger.info({ workflow: started.workflowId, runIds: e.data.runIds, reason: e.data.reason }, "runs told to stop");
     }
   }
+}
+
+/**
+ * Publishes the dispatch a recorded `step_dispatched` event of `wf` decided (message id: its
+ * run id, so a second publish of it is dropped). Does nothing for another event.
+ */
+export async function publishDispatch(
+  deps: Pick<OutboxDeps, "queue" | "plugins" | "logger">, wf: WorkflowState, recorded: RecordedEvent,
+): Promise<string | undefined> {
+  const e = decode(recorded);
+  if (e?.type !== "ephemera.workflow.step_dispatched.v1" || wf.status === "none") return undefined;
+  const started = wf.started;
+  const planned = started.steps.find((s) => s.name === e.data.step);
+  const spec = deps.plugins.get(started.plugin)?.state.get(started.version);
+  const runner = spec?.runner;
+  const step = spec?.[started.phase === "delete" ? "delete" : "create"].find((s) => s.name === e.data.step);
+  await deps.queue.publish(started.cluster, e.data.runId, pb.StepDispatch.fromPartial({
+    runId: e.data.runId, workflowId: started.workflowId, sandbox: started.sandbox, routingKey: started.routingKey,
+    resource: started.resource, phase: started.phase, step: e.data.step, attempt: e.data.attempt, cluster: started.cluster,
+    plugin: started.plugin, version: started.version, runner, timeoutMs: planned?.timeoutMs ?? 0,
+    correlationId: recorded.correlationId, causationId: recorded.id, ...capabilityOf(step),
+  }), laneOf(planned, e.data.attempt));
+  deps.logger.info({ workflow: started.workflowId, step: e.data.step, runId: e.data.runId }, "step dispatched");
+  return e.data.runId;
 }
 
 /**

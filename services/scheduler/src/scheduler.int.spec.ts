@@ -2,7 +2,7 @@
 // dispatches out, step-run results recorded; a simulated runner stands in for pods.
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, ev, workflowId, type DomainEvent } from "@ephemera/events";
-import { InMemoryWorkQueue, JetStreamEventStore, NO_AGGREGATE, ProjectionFaultError, connectNats, type EventStore } from "@ephemera/eventstore";
+import { InMemoryWorkQueue, JetStreamEventStore, JetStreamLeaseStore, NO_AGGREGATE, ProjectionFaultError, connectNats, type EventStore } from "@ephemera/eventstore";
 import { createLogger, waitFor } from "@ephemera/kit";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
@@ -76,8 +76,12 @@ describe("scheduler on JetStream", () => {
       return config.max_deliver === -1 && config.ack_wait === 30_000_000_000;
     };
     await waitFor(declared, { what: "the outbox consumer with max_deliver -1 and a 30 s ack wait" });
+    // The publish right after the decision fails: the dispatch can come from the outbox only.
+    queue.setAvailable(false);
     await createSandbox();
-    await waitFor(() => queue.published.length === 1, { what: "the root step dispatched by the outbox" });
+    await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_dispatched"), { what: "the recorded dispatch" });
+    queue.setAvailable(true);
+    await waitFor(() => queue.published.length === 1, { timeoutMs: 15_000, what: "the root step dispatched by the outbox" });
     expect(queue.published[0]).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1" });
   });
 
@@ -132,6 +136,32 @@ describe("scheduler on JetStream", () => {
     expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started", "cancel_requested", "step_failed", "cancelled"]);
     const del = (await store.read(Aggregates.workflow, "rk1.db.delete")).events.map(decode)[0];
     expect(del?.data).toMatchObject({ phase: "delete", createWorkflowId: "rk1.db.create", params: { p: "v" } });
+  });
+
+  it("publishes a dispatch right after its decision's append, without the outbox, with the lane, capability and timeout it would give", async () => {
+    // The barrier: the outbox's consumer never delivers, so whatever is published was published at once.
+    const outboxHeld: string[] = [];
+    const held: EventStore = new Proxy(store, {
+      get(target, key, receiver) {
+        if (key !== "subscribe") return Reflect.get(target, key, receiver) as unknown;
+        return (options: Parameters<EventStore["subscribe"]>[0], handler: Parameters<EventStore["subscribe"]>[1]) => {
+          if (options.durable !== "scheduler-outbox") return target.subscribe(options, handler);
+          outboxHeld.push(options.durable);
+          return { stop: async () => undefined, caughtUp: Promise.resolve() };
+        };
+      },
+    });
+    scheduler = new Scheduler({ store: held, queue, logger: createLogger("test", "silent") });
+    await scheduler.start();
+    expect(outboxHeld).toEqual(["scheduler-outbox"]);
+    await createSandbox();
+    await waitFor(() => queue.published.length === 1, { what: "the root step dispatched at once" });
+    expect(queue.published[0]).toMatchObject({ cluster: "c1", id: "rk1.db.create.a.1", lane: "start" });
+    expect(queue.published[0]!.data).toMatchObject({ runId: "rk1.db.create.a.1", step: "a", plugin: "db", version: "1.0.0", outputs: ["x"], outputPaths: ["/tmp/x"] });
+    // a's success: b and c, each in the lane of a later step.
+    await finish(queue.published[0]!.data);
+    await waitFor(() => queue.published.length === 3, { what: "b and c dispatched at once" });
+    expect(queue.published.slice(1).map((p) => [p.data.step, p.lane]).sort()).toEqual([["b", "next"], ["c", "next"]]);
   });
 
   it("publishes a dispatch whose first publish failed once the queue is back (outbox), and only once", async () => {
@@ -207,6 +237,40 @@ describe("scheduler on JetStream", () => {
     const del = (await store.read(Aggregates.workflow, "rk1.db.delete")).events.map(decode)[0];
     expect(del?.data).toMatchObject({ steps: [], skippedReason: expect.stringContaining("no create step ever started") });
     expect(queue.cancels[0]).toMatchObject({ cluster: "c1", body: { runIds: ["rk1.db.create.a.1"] } });
+  });
+
+  it("fires the workflow timers in the replica holding the timers' lease only, and in the other once it is handed over", async () => {
+    const fire = jest.spyOn(Scheduler.prototype as unknown as { fireTimers: (ids: string[], now: number) => Promise<void> }, "fireTimers");
+    const firedBy = (id: string) => new Set(fire.mock.contexts.filter((_, i) => fire.mock.calls[i]![0].includes(id)));
+    const nc2 = await connectNats("nats://127.0.0.1:4222", "scheduler-test-2");
+    const leases = await JetStreamLeaseStore.open(nc, prefix);
+    const replica = (s: EventStore) => new Scheduler({ store: s, queue, leases, leaseTtlMs: 600, logger: createLogger("test", "silent"), policy: { unclaimedAfterMs: 300 } });
+    const a = replica(store);
+    const b = replica(await JetStreamEventStore.open(nc2, { prefix }));
+    try {
+      await a.start();
+      await waitFor(() => a.firesTimers, { what: "A to hold the timers' lease" });
+      await b.start();
+      await createSandbox();
+      await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_unclaimed"), { what: "the unclaimed report" });
+      expect(firedBy("rk1.db.create")).toEqual(new Set([a]));
+      expect(b.firesTimers).toBe(false);
+      // A goes away: B takes the lease and fires the next sandbox's timer.
+      await a.stop();
+      await waitFor(() => b.firesTimers, { what: "B to take the timers' lease" });
+      const other = { ...resource, name: "cache" };
+      await append(Aggregates.sandbox, "sb2", [
+        ev("ephemera.sandbox.created.v1", { name: "sb2", routingKey: "rk2", spec: { cluster: "c1" }, resources: [other] }),
+        ev("ephemera.sandbox.resource_provision_requested.v1", { sandbox: "sb2", routingKey: "rk2", cluster: "c1", resource: other }),
+      ]);
+      await waitFor(async () => (await workflowTypes("rk2.cache.create")).includes("step_unclaimed"), { what: "the second unclaimed report" });
+      expect(firedBy("rk2.cache.create")).toEqual(new Set([b]));
+    } finally {
+      await a.stop();
+      await b.stop();
+      fire.mockRestore();
+      await nc2.close();
+    }
   });
 
   it("fails a workflow at once, with a reason, when its plugin version is missing", async () => {

@@ -5,15 +5,18 @@
 // one resource and does what is missing, so replays, redeliveries and restarts are harmless.
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, folding, outputSize, runId, workflowId, type DomainEvent, type Phase } from "@ephemera/events";
-import { Feed, Projection, execute, type Commit, type EventStore, type RecordedEvent, type Subscription, type WorkQueue } from "@ephemera/eventstore";
+import {
+  Feed, InMemoryLeaseStore, Lease, Projection, execute, leaseHolderId,
+  type Commit, type EventStore, type LeaseStore, type RecordedEvent, type SnapshotStore, type Subscription, type WorkQueue,
+} from "@ephemera/eventstore";
 import { DueIndex, type HealthSource, type Logger } from "@ephemera/kit";
 import { foldPlugin, foldSandbox, noPlugin, noSandbox, type PluginFacts, type SandboxFacts } from "./facts.js";
 import type { WorkflowMetrics } from "./metrics.js";
-import { startOutbox } from "./outbox.js";
+import { DirectDispatches, publishDispatch, startOutbox } from "./outbox.js";
 import { commandKey, decide, nextDue, type WorkflowCommand } from "./workflow/decide.js";
 import { DEFAULT_POLICY, type Policy } from "./workflow/policy.js";
 import { planSteps } from "./workflow/plan.js";
-import { evolve, initialWorkflow, isActive, type WorkflowState } from "./workflow/state.js";
+import { evolve, initialWorkflow, isActive, isTerminal, type WorkflowState } from "./workflow/state.js";
 
 export interface SchedulerDeps {
   store: EventStore;
@@ -24,7 +27,19 @@ export interface SchedulerDeps {
   policy?: Partial<Policy>;
   /** Counts what the decisions append (metrics.ts); absent: nothing counted. */
   metrics?: WorkflowMetrics;
+  /** Where the projections' snapshot is kept, and the code's fingerprint (codeFingerprint); absent: the stream is replayed at each start. */
+  snapshots?: { store: SnapshotStore; fingerprint: string };
+  /**
+   * Where the replicas hold the timers' lease (retries, deadlines and runs nobody took fire
+   * in one replica at a time). Absent: a store of this process's own, so it is the only holder.
+   */
+  leases?: LeaseStore;
+  /** How long the timers' lease lasts unless renewed (default 10 s). */
+  leaseTtlMs?: number;
 }
+
+/** The lease whose holder fires the scheduler's timers. */
+export const SCHEDULER_TIMERS_LEASE = "scheduler-timers";
 
 /** Where a command comes from, for the events it appends. */
 interface Cause { correlationId: string; causationId: string }
@@ -34,30 +49,77 @@ const foldWorkflow = (s: WorkflowState, r: RecordedEvent): WorkflowState => {
   return e ? evolve(s, e, Date.parse(r.time)) : s;
 };
 
+/**
+ * Holds what is live: a deleted sandbox leaves memory once its workflows have ended (a
+ * force-deleted one still has its create workflow cancelled first), and with it its
+ * workflows; a workflow that ended, or never started, of a routing key no held sandbox has
+ * is retired; so is a plugin with no version left.
+ */
+/** The routing key a workflow id begins with. */
+const routingKeyOf = (id: string) => id.split(".")[0]!;
+
 export class Scheduler {
-  readonly sandboxes = new Projection<SandboxFacts | undefined>(Aggregates.sandbox, noSandbox, folding(foldSandbox));
-  readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, foldWorkflow);
-  readonly plugins = new Projection<PluginFacts>(Aggregates.plugin, noPlugin, folding(foldPlugin));
-  private readonly feed: Feed;
+  readonly sandboxes = new Projection<SandboxFacts | undefined>(Aggregates.sandbox, noSandbox, folding(foldSandbox), {
+    retired: (s) => !!s?.deleted && this.workflowsEnded(s),
+  });
+  readonly workflows = new Projection<WorkflowState>(Aggregates.workflow, initialWorkflow, foldWorkflow, {
+    retired: (s, id) => (s.status === "none" || isTerminal(s.status)) && !this.byRoutingKey.has(routingKeyOf(id)),
+  });
+  readonly plugins = new Projection<PluginFacts>(Aggregates.plugin, noPlugin, folding(foldPlugin), { retired: (s) => s.size === 0 });
+  readonly feed: Feed;
+  /** Routing key → name of each sandbox held. */
   private readonly byRoutingKey = new Map<string, string>();
   private readonly timers: DueIndex;
+  private timersLease?: Lease;
   private readonly now: () => number;
   private readonly policy: Policy;
   private subscriptions: Subscription[] = [];
+  /** Dispatches published right after their decision's append: the outbox skips them. */
+  private readonly direct = new DirectDispatches();
 
   constructor(private readonly deps: SchedulerDeps) {
     this.now = deps.now ?? Date.now;
     this.policy = { ...DEFAULT_POLICY, ...deps.policy };
-    this.feed = new Feed(deps.store, [this.sandboxes, this.workflows, this.plugins], deps.logger);
+    this.feed = new Feed(deps.store, [this.sandboxes, this.workflows, this.plugins], deps.logger, deps.snapshots && { ...deps.snapshots, name: "scheduler" });
     this.timers = new DueIndex((ids, now) => this.fireTimers(ids, now), this.now);
+    // Every replica keeps the index; only the lease's holder fires it (start()).
+    this.timers.pause();
+    this.feed.onRestore(() => {
+      for (const [name, { state }] of this.sandboxes.entries()) if (state) this.byRoutingKey.set(state.routingKey, name);
+    });
     this.feed.onCommit((c) => {
       if (c.aggregate === Aggregates.sandbox) {
-        const rk = this.sandboxes.get(c.aggregateId)?.state?.routingKey;
-        if (rk) this.byRoutingKey.set(rk, c.aggregateId);
+        const held = this.sandboxes.get(c.aggregateId)?.state;
+        if (held) this.byRoutingKey.set(held.routingKey, c.aggregateId);
+        else this.forget(this.sandboxes.latest(c.aggregateId)?.state);
       } else if (c.aggregate === Aggregates.workflow) {
         this.timers.set(c.aggregateId, nextDue(this.workflows.getOrEmpty(c.aggregateId).state, this.policy));
+        // The last workflow of a deleted sandbox ended: the sandbox leaves memory now.
+        const name = this.byRoutingKey.get(routingKeyOf(c.aggregateId));
+        const sandbox = name ? this.sandboxes.get(name)?.state : undefined;
+        if (name && sandbox?.deleted && this.workflowsEnded(sandbox)) {
+          this.sandboxes.retire(name);
+          this.forget(sandbox);
+        }
       }
     });
+  }
+
+  /** Whether every workflow of the sandbox's resources has ended or never started. */
+  private workflowsEnded(sandbox: SandboxFacts): boolean {
+    return sandbox.resources.every((r) => (["create", "delete"] as const).every((phase) => {
+      const status = this.workflows.getOrEmpty(workflowId(sandbox.routingKey, r.name, phase)).state.status;
+      return status === "none" || isTerminal(status);
+    }));
+  }
+
+  /** A sandbox that left memory takes its routing key and its ended workflows with it. */
+  private forget(sandbox: SandboxFacts | undefined): void {
+    if (!sandbox || this.sandboxes.get(sandbox.name)) return;
+    this.byRoutingKey.delete(sandbox.routingKey);
+    for (const r of sandbox.resources) {
+      for (const phase of ["create", "delete"] as const) this.workflows.retire(workflowId(sandbox.routingKey, r.name, phase));
+    }
   }
 
   /** Unhealthy for good once a projection cannot fold an event. */
@@ -68,15 +130,26 @@ export class Scheduler {
   async start(): Promise<void> {
     await this.feed.start();
     for (const [name] of this.sandboxes.entries()) await this.reconcileSandbox(name, undefined);
-    this.timers.arm();
+    this.timersLease = Lease.hold(this.deps.leases ?? new InMemoryLeaseStore(), {
+      name: SCHEDULER_TIMERS_LEASE, holder: leaseHolderId("scheduler"), ttlMs: this.deps.leaseTtlMs ?? 10_000, logger: this.deps.logger,
+      // The new holder fires what came due meanwhile at once.
+      onAcquired: () => this.timers.arm(),
+      onLost: () => this.timers.pause(),
+    });
     this.subscriptions = [
-      startOutbox({ ...this.deps, feed: this.feed, workflows: this.workflows, plugins: this.plugins }),
+      startOutbox({ ...this.deps, feed: this.feed, workflows: this.workflows, plugins: this.plugins }, this.direct),
       this.deps.store.subscribe({ durable: "scheduler", from: this.feed.position }, (c) => this.react(c)),
     ];
   }
 
+  /** Whether this replica fires the timers now (holds their lease). */
+  get firesTimers(): boolean {
+    return this.timersLease?.held ?? false;
+  }
+
   async stop(): Promise<void> {
     this.timers.stop();
+    await this.timersLease?.stop();
     await Promise.all(this.subscriptions.map((s) => s.stop()));
     await this.feed.stop();
   }
@@ -213,6 +286,25 @@ export class Scheduler {
     for (const recorded of appended?.events ?? []) {
       const data = recorded.data as { step?: string; runId?: string };
       this.deps.logger.info({ workflow: id, type: recorded.type, step: data.step, runId: data.runId }, "workflow event");
+    }
+    if (appended && !appended.duplicate) await this.dispatchNow(entity.state, appended.events);
+  }
+
+  /**
+   * Publishes the dispatches just decided without waiting for the outbox to meet them on the
+   * stream (a hop on every step's path). The append came first, so nothing undecided is ever
+   * published; a publish that fails is left to the outbox, which publishes every dispatch it
+   * did not see published here.
+   */
+  private async dispatchNow(wf: WorkflowState, events: RecordedEvent[]): Promise<void> {
+    const deps = { queue: this.deps.queue, plugins: this.plugins, logger: this.deps.logger };
+    for (const recorded of events) {
+      try {
+        const runId = await publishDispatch(deps, wf, recorded);
+        if (runId) this.direct.add(runId);
+      } catch (err) {
+        this.deps.logger.debug({ err, workflow: wf.status === "none" ? "" : wf.started.workflowId }, "dispatch not published at once; the outbox publishes it");
+      }
     }
   }
 }

@@ -152,7 +152,7 @@ async function sandbox(pod: PodIdentity, labels: string[], images: ImageEntry[],
         image, ...(c.command ? rest : []), ...(c.args ?? [])], CALL_TIMEOUT_MS, env).catch((err: Error) => {
         throw new CreateContainerError(err.message, { cause: err });
       });
-      return attach(id, c.logFile);
+      return attach(id, c.logFile, ((c.resources["limits"] ?? {}) as Rec)["memory"] !== undefined);
     },
     remove: async () => {
       await removeContainers((await docker(["ps", "-a", "-q", "--filter", `label=${POD_LABEL}=${pod.uid}`])).split("\n").filter(Boolean));
@@ -201,7 +201,7 @@ export function createArgs(c: ContainerLaunch, imageUser: string, pod: string): 
 }
 
 /** Starts a created container attached to its log file; its exit read back from Docker, then it is removed. */
-function attach(id: string, logFile: string): RunningContainer {
+function attach(id: string, logFile: string, hasMemoryLimit: boolean): RunningContainer {
   const log = openSync(logFile, "a");
   let proc;
   try {
@@ -214,7 +214,15 @@ function attach(id: string, logFile: string): RunningContainer {
     proc.once("exit", (cliCode) => {
       void (async (): Promise<ContainerExit> => {
         try {
-          const [code, oom, error] = (await docker(["inspect", "--format", "{{.State.ExitCode}}\t{{.State.OOMKilled}}\t{{.State.Error}}", id])).split("\t");
+          const inspect = async () => (await docker(["inspect", "--format", "{{.State.ExitCode}}\t{{.State.OOMKilled}}\t{{.State.Error}}", id])).split("\t");
+          let [code, oom, error] = await inspect();
+          // Docker 20.10 on cgroup v2 may handle the exit before the OOM event and set
+          // OOMKilled only after: a SIGKILLed container with a memory limit is looked at
+          // again, until OOMKilled is set or a second has passed (then it was another kill).
+          for (const deadline = Date.now() + 1_000; code === "137" && oom !== "true" && hasMemoryLimit && Date.now() < deadline;) {
+            await new Promise((resolve) => setTimeout(resolve, 100));
+            [code, oom, error] = await inspect();
+          }
           return { exitCode: Number(code), oomKilled: oom === "true", ...(error ? { startError: `failed to start the container: ${error}` } : {}) };
         } catch {
           return { exitCode: cliCode ?? 137 };

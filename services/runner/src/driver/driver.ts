@@ -21,6 +21,17 @@ export interface RunningStep {
   readonly result: Promise<StepReport>;
   /** Asks the step to stop: SIGTERM (or pod deletion), then a forced kill after the grace period. */
   stop(graceMs: number): void;
+  /**
+   * Settles once the step's own program has exited, before the driver stores its outputs: the
+   * step's timeout stops counting then (a driver without it: once `result` settles).
+   */
+  readonly exited?: Promise<void>;
+  /**
+   * Settles with the step's report as soon as it is known, before the driver's own work after
+   * it (caching the outputs at the IO context): the runner keeps it with the run's claim then.
+   * A driver without it: `result`.
+   */
+  readonly ended?: Promise<StepReport>;
 }
 
 export interface StepDriver {

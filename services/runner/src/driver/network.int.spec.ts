@@ -15,7 +15,7 @@ import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent, journaledValues } from "@ephemera/events";
 import {
-  connectNats, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue, type EventStore, type WorkQueue,
+  connectNats, InMemoryClaimStore, JetStreamEventStore, JetStreamLogStore, JetStreamValueStore, JetStreamWorkQueue, type EventStore, type WorkQueue,
 } from "@ephemera/eventstore";
 import { createLogger, errorMessage, stepGrants, waitFor } from "@ephemera/kit";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
@@ -254,7 +254,7 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
       // As nobody; the host stays writable so that two steps can meet in the scratch directory.
       stepSandbox: { uid: 65534, gid: 65534, tmpSizeBytes: 16 * 1024 * 1024 },
       cancelGraceMs: 1000, shutdownGraceMs: 1000, ...(stepNetwork ? { stepNetwork } : {}), ...more,
-    }, { store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger, signingKey: TEST_KEY, values });
+    }, { store, queue, logs: await JetStreamLogStore.open(nc, prefix), claims: new InMemoryClaimStore(), logger, signingKey: TEST_KEY, values });
     runners.push(runner);
     return runner;
   };
@@ -368,7 +368,7 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
     });
     const runner = new Runner({
       cluster: "local", concurrency: 2, runnerId: "one-slot-runner", driver, store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger,
-      cancelGraceMs: 1000, heartbeatMs: 5000, now: () => performance.now(), signingKey: TEST_KEY, values,
+      cancelGraceMs: 1000, heartbeatMs: 5000, claims: new InMemoryClaimStore(), claimTtlMs: 30_000, now: () => performance.now(), signingKey: TEST_KEY, values,
     });
     runner.start();
     try {

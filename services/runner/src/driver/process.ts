@@ -97,6 +97,10 @@ export class ProcessDriver implements StepDriver {
     const stopping = new AbortController();
     let pgid: number | undefined;
     let exited = false;
+    let programExited: () => void = () => undefined;
+    const exitedOnce = new Promise<void>((resolve) => { programExited = resolve; });
+    let reportKnown: (report: StepReport) => void = () => undefined;
+    const endedEarly = new Promise<StepReport>((resolve) => { reportKnown = resolve; });
     let force: LongTimeout | undefined;
     const say = (line: string) => request.onLog(Buffer.from(`[ephemera] ${line}\n`));
     const retrying = (what: string): IOCallOptions => ({
@@ -158,6 +162,7 @@ export class ProcessDriver implements StepDriver {
         child.once("exit", (code, signal) => resolve({ code, signal }));
       });
       exited = true;
+      programExited();
       force?.clear();
       // Without a pid namespace, whatever the step left in its group goes with it.
       signalGroup("SIGKILL");
@@ -188,6 +193,8 @@ export class ProcessDriver implements StepDriver {
         if (value.length !== found.size) return { outcome: "failed", reason: FailureReason.DriverError, message: `output "${o.name}" was not copied whole` };
         values.push({ name: o.name, value, size: value.length, sha256: "" });
       }
+      const report: StepReport = { outcome: "succeeded", outputs: values.map((v) => ({ name: v.name, size: v.value.length, base64: Buffer.from(v.value).toString("base64") })) };
+      reportKnown(report);
       if (values.length) {
         try {
           await storeStepOutputs(this.io(), dispatch.runId, request.token, values, retrying("cannot store the outputs"));
@@ -197,7 +204,7 @@ export class ProcessDriver implements StepDriver {
           say(`outputs not cached in the IO context (they are journaled all the same): ${errorMessage(err)}`);
         }
       }
-      return { outcome: "succeeded", outputs: values.map((v) => ({ name: v.name, size: v.value.length, base64: Buffer.from(v.value).toString("base64") })) };
+      return report;
     };
 
     const result = attempt()
@@ -215,6 +222,9 @@ export class ProcessDriver implements StepDriver {
 
     return {
       result,
+      exited: exitedOnce,
+      // A success is known before its outputs are cached at the IO context; anything else when it settles.
+      ended: Promise.race([endedEarly, result]),
       stop: (graceMs: number) => {
         if (stopping.signal.aborted || exited) return;
         stopping.abort();

@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm, rmdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent, journaledValues } from "@ephemera/events";
-import { connectNats, JetStreamEventStore, JetStreamValueStore, JetStreamLogStore, JetStreamWorkQueue, type EventStore, type WorkQueue } from "@ephemera/eventstore";
+import { connectNats, InMemoryClaimStore, JetStreamEventStore, JetStreamValueStore, JetStreamLogStore, JetStreamWorkQueue, type EventStore, type WorkQueue } from "@ephemera/eventstore";
 import { createLogger, stepGrants, waitFor } from "@ephemera/kit";
 import { openRedis, start as startIOContext, type Redis, type RunningIOContext } from "@ephemera/iocontext";
 import { Runner } from "../runner.js";
@@ -105,7 +105,7 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     });
     runner = new Runner({
       cluster: "local", concurrency: 4, runnerId: "sandbox-runner", driver, store, queue, logs: await JetStreamLogStore.open(nc, prefix), logger,
-      cancelGraceMs: 2000, heartbeatMs: 5000, now: () => performance.now(), signingKey: TEST_KEY, values,
+      cancelGraceMs: 2000, heartbeatMs: 5000, claims: new InMemoryClaimStore(), claimTtlMs: 30_000, now: () => performance.now(), signingKey: TEST_KEY, values,
     });
     runner.start();
     await append(Aggregates.plugin, "sandboxed", ev("ephemera.plugin.published.v1", { name: "sandboxed", version: "1.0.0", spec }));

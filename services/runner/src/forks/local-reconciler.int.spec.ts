@@ -135,6 +135,11 @@ describe("the local workloads' reconciler on a Kubernetes cluster", () => {
     await append(store, Aggregates.sandbox, "sb", [ev("ephemera.sandbox.deleting.v1", {})]);
     await waitFor(async () => (await lastRecord(store))?.length === 0, { timeoutMs: 10_000, what: "the deleted sandbox's local Services removed" });
     expect(await gone("backend-rk1-local")).toBe(true);
+    // Deleting is not deleted: kept. Deleted, with nothing of it on the cluster: it and its routing key's records leave memory.
+    expect(reconciler.desires.get("sb")?.state?.ending).toBe(true);
+    await append(store, Aggregates.sandbox, "sb", [ev("ephemera.sandbox.deleted.v1", { forced: false })]);
+    await waitFor(() => reconciler.desires.get("sb") === undefined, { timeoutMs: 10_000, what: "the deleted sandbox to leave memory" });
+    expect([reconciler.desires.size, reconciler.served.size, reconciler.records.size]).toEqual([0, 0, 0]);
   });
 
   it("removes a connected local's Service and Endpoints once an update drops it from the sandbox", async () => {

@@ -4,13 +4,19 @@
 // where they are on the forks aggregate (forks.locals_applied), which the Routes API reads as
 // it reads the forks' placements. A disconnect, a local dropped by an update and a deleted
 // sandbox remove them; a reconnect writes them again. A durable consumer of the sandbox and
-// locals events drives it; on start it brings every sandbox of its cluster to what it owes.
+// locals events drives it; when it begins it brings every sandbox of its cluster to what it
+// owes. One replica per cluster does: the holder of the lease `locals-<cluster>`. Its
+// projections hold live sandboxes only: a deleted sandbox's desire, what was served on its
+// routing key and its record leave memory once no local's Service of it is on the cluster
+// (settledLocals); they are kept in the snapshot `locals-<cluster>`, restored at start.
 import type * as pb from "@ephemera/proto";
 import { Aggregates, encode, folding } from "@ephemera/events";
-import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
-import { KeyedLock, errorMessage, type HealthSource, type Logger } from "@ephemera/kit";
 import {
-  decideLocals, foldLocalDesire, foldLocalRecord, foldServed, noLocalDesire, noLocalRecord, noServed, servedLocals,
+  Feed, LeasedRole, Projection, execute, leaseHolderId, type Commit, type EventStore, type LeaseStore, type SnapshotStore, type Subscription,
+} from "@ephemera/eventstore";
+import { Backoff, KeyedLock, errorMessage, type HealthSource, type Logger } from "@ephemera/kit";
+import {
+  decideLocals, foldLocalDesire, foldLocalRecord, foldServed, noLocalDesire, noLocalRecord, noServed, servedLocals, settledLocals,
   type LocalDesire, type LocalRecord, type Served, type ServedLocal,
 } from "./local-state.js";
 
@@ -25,10 +31,14 @@ export interface LocalReconcilerDeps {
   cluster: LocalCluster;
   clusterName: string;
   logger: Logger;
+  /** Where the replicas of the cluster's runner hold the reconciler's lease; absent: this process is the only one. */
+  leases?: LeaseStore;
+  leaseTtlMs?: number;
+  /** Where the projections' snapshot `locals-<cluster>` is kept; absent: every start replays the stream. */
+  snapshots?: { store: SnapshotStore; fingerprint: string };
 }
 
-const CATCH_UP_BASE_MS = 1000;
-const CATCH_UP_MAX_MS = 30_000;
+const CATCH_UP = { firstMs: 1000, maxMs: 30_000 };
 
 export class LocalReconciler {
   readonly desires = new Projection<LocalDesire | undefined>(Aggregates.sandbox, noLocalDesire, folding(foldLocalDesire));
@@ -38,9 +48,18 @@ export class LocalReconciler {
   private subscription?: Subscription;
   private readonly locks = new KeyedLock();
   private stopped = false;
+  private readonly role: LeasedRole;
 
   constructor(private readonly deps: LocalReconcilerDeps) {
-    this.feed = new Feed(deps.store, [this.desires, this.served, this.records], deps.logger);
+    const cluster = deps.clusterName.replace(/[^A-Za-z0-9_-]/g, "_");
+    this.feed = new Feed(deps.store, [this.desires, this.served, this.records], deps.logger, deps.snapshots && { ...deps.snapshots, name: `locals-${cluster}` });
+    this.feed.onCommit((c) => this.retireSettled(c));
+    this.role = new LeasedRole(deps.leases, {
+      name: `locals-${cluster}`, holder: leaseHolderId("runner"), ttlMs: deps.leaseTtlMs ?? 10_000, logger: deps.logger,
+    }, {
+      begin: () => this.begin(),
+      end: async () => { const s = this.subscription; this.subscription = undefined; await s?.stop(); },
+    });
   }
 
   /** Unhealthy for good once a projection cannot fold an event. */
@@ -50,7 +69,11 @@ export class LocalReconciler {
 
   async start(): Promise<void> {
     await this.feed.start();
-    for (const [name] of this.desires.entries()) await this.catchUp(name, 0);
+    await this.role.start();
+  }
+
+  private async begin(): Promise<void> {
+    for (const [name] of this.desires.entries()) await this.catchUp(name, new Backoff(CATCH_UP));
     const durable = `locals-${this.deps.clusterName.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     this.subscription = this.deps.store.subscribe(
       { durable, from: this.feed.position, redelivery: { maxDeliver: Infinity, backoffMs: [250, 1000, 2000, 5000, 10_000] } },
@@ -65,7 +88,7 @@ export class LocalReconciler {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.subscription?.stop();
+    await this.role.stop();
     await this.feed.stop();
   }
 
@@ -75,14 +98,39 @@ export class LocalReconciler {
     return undefined;
   }
 
-  private async catchUp(name: string, failures: number): Promise<void> {
-    if (this.stopped) return;
+  /**
+   * After the feed applied `c`: a deleted sandbox's desire leaves memory, with what its routing
+   * key held, once settled; what a routing key of no live sandbox holds leaves at once. A
+   * record this replica wrote past the feed's position waits for the feed to reach it, so a
+   * restored snapshot holds what a replay does.
+   */
+  private retireSettled(c: Commit): void {
+    let name: string | undefined = c.aggregateId;
+    if (c.aggregate === Aggregates.locals || c.aggregate === Aggregates.forks) {
+      name = this.sandboxOf(c.aggregateId);
+      if (name === undefined) {
+        this.served.retire(c.aggregateId);
+        this.records.retire(c.aggregateId);
+        return;
+      }
+    } else if (c.aggregate !== Aggregates.sandbox) return;
+    const d = this.desires.get(name)?.state;
+    if (!d) return;
+    const record = this.records.get(d.routingKey);
+    if ((record?.revision ?? 0) > c.position || !settledLocals(d, record?.state)) return;
+    this.desires.retire(name);
+    this.served.retire(d.routingKey);
+    this.records.retire(d.routingKey);
+  }
+
+  private async catchUp(name: string, backoff: Backoff): Promise<void> {
+    if (this.stopped || !this.role.active) return;
     try {
       await this.reconcile(name);
     } catch (err) {
-      const delayMs = Math.min(CATCH_UP_MAX_MS, CATCH_UP_BASE_MS * 2 ** failures);
+      const delayMs = backoff.next();
       this.deps.logger.warn({ sandbox: name, err: errorMessage(err), retryInMs: delayMs }, "local workloads not reconciled; trying again");
-      setTimeout(() => void this.catchUp(name, failures + 1), delayMs).unref();
+      setTimeout(() => void this.catchUp(name, backoff), delayMs).unref();
     }
   }
 

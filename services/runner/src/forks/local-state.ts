@@ -13,6 +13,8 @@ export interface LocalDesire {
   locals: pb.Local[];
   /** Being deleted or gone: nothing of its locals may stay on the cluster. */
   ending: boolean;
+  /** Deleted: once none of its locals' Services is recorded on the cluster, it leaves memory (see settledLocals). */
+  deleted: boolean;
   /** Every namespace any local of it was ever in: where its objects may be. */
   namespaces: string[];
 }
@@ -26,12 +28,13 @@ export function foldLocalDesire(state: LocalDesire | undefined, event: DomainEve
   };
   switch (event.type) {
     case "ephemera.sandbox.created.v1":
-      return withSpec({ sandbox: event.data.name, routingKey: event.data.routingKey, cluster: event.data.spec?.cluster ?? "", locals: [], ending: false, namespaces: [] }, event.data.spec);
+      return withSpec({ sandbox: event.data.name, routingKey: event.data.routingKey, cluster: event.data.spec?.cluster ?? "", locals: [], ending: false, deleted: false, namespaces: [] }, event.data.spec);
     case "ephemera.sandbox.updated.v1":
       return state && withSpec(state, event.data.spec);
     case "ephemera.sandbox.deleting.v1":
-    case "ephemera.sandbox.deleted.v1":
       return state && { ...state, ending: true };
+    case "ephemera.sandbox.deleted.v1":
+      return state && { ...state, ending: true, deleted: true };
     default:
       return state;
   }
@@ -90,3 +93,6 @@ export function decideLocals(state: LocalRecord, sandbox: string, locals: pb.Loc
   if (state ? same(state, locals) : locals.length === 0) return [];
   return [ev("ephemera.forks.locals_applied.v1", { sandbox, locals })];
 }
+
+/** Pure: whether a desire is over: its sandbox deleted and no local's Service recorded on the cluster (none ever, or all removed). */
+export const settledLocals = (d: LocalDesire, record: LocalRecord) => d.deleted && !record?.length;

@@ -2,13 +2,20 @@
 // (`sandbox.forks_requested`, one generation at a time), then records what became of it
 // on the runner's forks aggregate: applied (with where each fork is), then available,
 // or failed, or skipped where the cluster runs no workloads. A durable consumer of the
-// sandbox events drives it; on start it catches up with every sandbox it owes an answer,
-// and waits again for forks it applied but never saw available.
+// sandbox events drives it; when it begins it catches up with every sandbox it owes an
+// answer, and waits again for forks it applied but never saw available. One replica per
+// cluster reconciles: the holder of the lease `forks-<cluster>`; the others keep their
+// projections and begin when it is handed over. Its projections hold live sandboxes only: a
+// desire leaves memory, with its records, once its sandbox is deleted and nothing is owed
+// (state.ts settled); they are kept in the snapshot `forks-<cluster>`, which a start
+// restores before following the stream from its position.
 import type * as pb from "@ephemera/proto";
-import { Aggregates, encode, folding } from "@ephemera/events";
-import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
-import { KeyedLock, errorMessage, type HealthSource, type Logger } from "@ephemera/kit";
-import { behind, decideReport, foldDesire, foldRecord, noDesire, noRecord, target, type ForkDesire, type ForkRecord, type ForkReport } from "./state.js";
+import { Aggregates, decode, encode, folding } from "@ephemera/events";
+import {
+  Feed, LeasedRole, Projection, execute, leaseHolderId, type Commit, type EventStore, type LeaseStore, type SnapshotStore, type Subscription,
+} from "@ephemera/eventstore";
+import { Backoff, KeyedLock, errorMessage, type HealthSource, type Logger } from "@ephemera/kit";
+import { behind, decideReport, foldDesire, foldRecord, noDesire, noRecord, settled, target, type ForkDesire, type ForkRecord, type ForkReport } from "./state.js";
 
 export type ApplyResult =
   | { kind: "applied"; forks: pb.ForkPlacement[] }
@@ -37,26 +44,42 @@ export interface ForkReconcilerDeps {
   /** The cluster this runner serves: only its sandboxes' forks are reconciled. */
   clusterName: string;
   logger: Logger;
+  /** Where the replicas of the cluster's runner hold the reconciler's lease; absent: this process is the only one. */
+  leases?: LeaseStore;
+  /** How long the lease lasts unless renewed (default 10 s). */
+  leaseTtlMs?: number;
+  /** Where the projections' snapshot `forks-<cluster>` is kept; absent: every start replays the stream. */
+  snapshots?: { store: SnapshotStore; fingerprint: string };
 }
 
 /** Retrying an available report that could not be recorded (the store is down). */
 const REPORT_RETRY_MS = 1000;
 /** Retrying a catch-up at start that failed: 1 s doubling to 30 s. */
-const CATCH_UP_BASE_MS = 1000;
-const CATCH_UP_MAX_MS = 30_000;
+const CATCH_UP = { firstMs: 1000, maxMs: 30_000 };
 
 export class ForkReconciler {
   readonly desires = new Projection<ForkDesire | undefined>(Aggregates.sandbox, noDesire, folding(foldDesire));
   readonly records = new Projection<ForkRecord>(Aggregates.forks, noRecord, folding(foldRecord));
-  private readonly feed: Feed;
+  readonly feed: Feed;
   private subscription?: Subscription;
   private readonly locks = new KeyedLock();
   /** Per routing key: the generation being waited on, and how to stop waiting. */
   private readonly waiting = new Map<string, { generation: number; cancel: () => void }>();
   private stopped = false;
+  private readonly role: LeasedRole;
 
   constructor(private readonly deps: ForkReconcilerDeps) {
-    this.feed = new Feed(deps.store, [this.desires, this.records], deps.logger);
+    const cluster = deps.clusterName.replace(/[^A-Za-z0-9_-]/g, "_");
+    this.feed = new Feed(deps.store, [this.desires, this.records], deps.logger, deps.snapshots && { ...deps.snapshots, name: `forks-${cluster}` });
+    this.feed.onCommit((c) => this.retireSettled(c));
+    this.role = new LeasedRole(deps.leases, {
+      name: `forks-${cluster}`, holder: leaseHolderId("runner"), ttlMs: deps.leaseTtlMs ?? 10_000, logger: deps.logger,
+    }, { begin: () => this.begin(), end: () => this.end() });
+  }
+
+  /** Whether this replica reconciles the cluster's forks now (holds the lease). */
+  get reconciling(): boolean {
+    return this.role.active;
   }
 
   /** Unhealthy for good once a projection cannot fold an event. */
@@ -66,7 +89,11 @@ export class ForkReconciler {
 
   async start(): Promise<void> {
     await this.feed.start();
-    for (const [name] of this.desires.entries()) await this.catchUp(name, 0);
+    await this.role.start();
+  }
+
+  private async begin(): Promise<void> {
+    for (const [name] of this.desires.entries()) await this.catchUp(name, new Backoff(CATCH_UP));
     const durable = `forks-${this.deps.clusterName.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     this.subscription = this.deps.store.subscribe(
       // A cluster that cannot be reached is waited for: the same commit is tried again, with backoff, for as long as it takes.
@@ -78,25 +105,50 @@ export class ForkReconciler {
     );
   }
 
-  /** Reconciles a sandbox found owed at start; what fails (the cluster unreachable) is tried again with backoff. */
-  private async catchUp(name: string, failures: number): Promise<void> {
-    if (this.stopped) return;
+  /** Another replica reconciles from now on: stop reading and waiting (what it owes, it finds when it begins). */
+  private async end(): Promise<void> {
+    const subscription = this.subscription;
+    this.subscription = undefined;
+    for (const w of this.waiting.values()) w.cancel();
+    this.waiting.clear();
+    await subscription?.stop();
+  }
+
+  /** Reconciles a sandbox found owed when it begins; what fails (the cluster unreachable) is tried again with backoff. */
+  private async catchUp(name: string, backoff: Backoff): Promise<void> {
+    if (this.stopped || !this.role.active) return;
     try {
       await this.reconcile(name);
     } catch (err) {
-      const delayMs = Math.min(CATCH_UP_MAX_MS, CATCH_UP_BASE_MS * 2 ** failures);
+      const delayMs = backoff.next();
       this.deps.logger.warn({ sandbox: name, err: errorMessage(err), retryInMs: delayMs }, "forks not reconciled; trying again");
-      setTimeout(() => void this.catchUp(name, failures + 1), delayMs).unref();
+      setTimeout(() => void this.catchUp(name, backoff), delayMs).unref();
     }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const w of this.waiting.values()) w.cancel();
-    this.waiting.clear();
-    await this.subscription?.stop();
+    await this.role.stop();
     await this.feed.stop();
     await this.deps.cluster.stop();
+  }
+
+  /**
+   * After the feed applied `c`: the desire it concerns leaves memory, with its records, once
+   * settled; a record of a routing key no live desire has leaves at once. Decided on the
+   * feed's position only: a record this replica wrote past it (applied at once by execute)
+   * waits for the feed to reach it, so a restored snapshot holds what a replay does.
+   */
+  private retireSettled(c: Commit): void {
+    const name = c.aggregate === Aggregates.sandbox ? c.aggregateId : c.aggregate === Aggregates.forks ? sandboxOf(c) : undefined;
+    if (name === undefined) return;
+    const d = this.desires.get(name)?.state;
+    const keys = d ? [d.routingKey, ...d.earlier.map((e) => e.routingKey)] : [];
+    if (c.aggregate === Aggregates.forks && !keys.includes(c.aggregateId)) this.records.retire(c.aggregateId);
+    if (!d?.deleted || keys.some((k) => (this.records.get(k)?.revision ?? 0) > c.position)) return;
+    if (!settled(d, (k) => this.records.getOrEmpty(k).state)) return;
+    this.desires.retire(name);
+    for (const k of keys) this.records.retire(k);
   }
 
   /**
@@ -142,7 +194,7 @@ export class ForkReconciler {
     };
     const superseded = () => {
       const now = current();
-      return this.stopped || this.records.getOrEmpty(d.routingKey).state.reported >= generation || !now || target(now).generation !== generation;
+      return this.stopped || !this.role.active || this.records.getOrEmpty(d.routingKey).state.reported >= generation || !now || target(now).generation !== generation;
     };
     const record = (failure?: pb.ForkFailure): void => {
       if (superseded()) return;
@@ -173,6 +225,15 @@ export class ForkReconciler {
       source: "runner", command: `forks-${report.kind}:${generation}`,
     });
   }
+}
+
+/** The sandbox a forks commit is about (every forks event names it). */
+function sandboxOf(c: Commit): string | undefined {
+  for (const e of c.events) {
+    const event = decode(e);
+    if (event && "sandbox" in event.data && typeof event.data.sandbox === "string") return event.data.sandbox;
+  }
+  return undefined;
 }
 
 /** The cluster of a runner that runs no workloads (the process driver): every request is answered skipped. */

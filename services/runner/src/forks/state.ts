@@ -17,6 +17,8 @@ export interface ForkDesire {
   resources: string[];
   /** Force-deleted: nothing of it may stay on the cluster, though it asked nothing more. */
   gone: boolean;
+  /** Deleted (forced or not): it asks nothing more, and once answered it leaves memory (see settled). */
+  deleted: boolean;
   /**
    * Every namespace and kind any generation asked a fork in (`Deployment/shop`): where
    * something of the sandbox may be, even what a failed or interrupted apply wrote.
@@ -32,7 +34,7 @@ export function foldDesire(state: ForkDesire | undefined, event: DomainEvent): F
   switch (event.type) {
     case "ephemera.sandbox.created.v1":
       return {
-        sandbox: event.data.name, routingKey: event.data.routingKey, cluster: event.data.spec?.cluster ?? "", generation: 0, forks: [], resources: [], gone: false, touched: [],
+        sandbox: event.data.name, routingKey: event.data.routingKey, cluster: event.data.spec?.cluster ?? "", generation: 0, forks: [], resources: [], gone: false, deleted: false, touched: [],
         earlier: state ? [...state.earlier, ...(state.generation > 0 ? [{ ...state, earlier: [] }] : [])] : [],
       };
     case "ephemera.sandbox.forks_requested.v1": {
@@ -41,7 +43,7 @@ export function foldDesire(state: ForkDesire | undefined, event: DomainEvent): F
       return { ...state, generation: event.data.generation, forks: event.data.forks, resources: event.data.resources, touched: [...touched].sort() };
     }
     case "ephemera.sandbox.deleted.v1":
-      return state && { ...state, gone: event.data.forced };
+      return state && { ...state, gone: event.data.forced, deleted: true };
     default:
       return state;
   }
@@ -97,3 +99,13 @@ export function decideReport(state: ForkRecord, sandbox: string, generation: num
 
 /** Whether the record still owes the desire something. */
 export const behind = (d: ForkDesire, r: ForkRecord) => target(d).generation > r.reported && (d.generation > 0);
+
+/**
+ * Whether a desire is over: its sandbox is deleted and nothing is owed to it or to the earlier
+ * sandboxes it carries. A normal deletion removed the forks before `sandbox.deleted` (the
+ * generation it asked last has none, and is answered); a forced one is settled once the
+ * generation that removes them is. Nothing more comes of it: it may leave memory.
+ */
+export function settled(d: ForkDesire, recordOf: (routingKey: string) => ForkRecord): boolean {
+  return d.deleted && [d, ...d.earlier].every((e) => !behind(e, recordOf(e.routingKey)));
+}

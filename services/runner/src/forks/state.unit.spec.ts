@@ -2,7 +2,8 @@
 // what the runner recorded, and that each generation is reported once, never after a later one.
 import * as pb from "@ephemera/proto";
 import { ev, type DomainEvent } from "@ephemera/events";
-import { behind, decideReport, foldDesire, foldRecord, noRecord, target, type ForkDesire, type ForkRecord } from "./state.js";
+import { behind, decideReport, foldDesire, foldRecord, noRecord, settled, target, type ForkDesire, type ForkRecord } from "./state.js";
+import { foldLocalDesire, settledLocals, type LocalDesire } from "./local-state.js";
 import { availability } from "./kube.js";
 
 const fork = pb.Fork.fromPartial({ forkOf: { kind: "Deployment", namespace: "shop", name: "orders" } });
@@ -44,6 +45,30 @@ describe("fork reconciler state", () => {
     expect(behind(desire(created, ev("ephemera.sandbox.deleted.v1", { forced: true })), record())).toBe(false);
   });
 
+  it("is settled only once its sandbox is deleted and the generation that removes its forks is answered", () => {
+    const available = (generation: number) => ev("ephemera.forks.available.v1", { sandbox: "sb", generation });
+    const none = () => noRecord();
+    // Live: never settled, whatever is recorded.
+    expect(settled(desire(created, requested(1, [fork])), () => record(available(1)))).toBe(false);
+    // Deleted without ever asking for forks: nothing to remove.
+    expect(settled(desire(created, ev("ephemera.sandbox.deleted.v1", { forced: false })), none)).toBe(true);
+    // A normal deletion asks for a generation with no forks first: settled once it is answered.
+    const normal = desire(created, requested(1, [fork]), requested(2, []), ev("ephemera.sandbox.deleted.v1", { forced: false }));
+    expect(normal.deleted).toBe(true);
+    expect(settled(normal, () => record(available(1)))).toBe(false);
+    expect(settled(normal, () => record(available(1), ev("ephemera.forks.applied.v1", { sandbox: "sb", generation: 2, forks: [] })))).toBe(false);
+    expect(settled(normal, () => record(available(1), available(2)))).toBe(true);
+    // A forced one still has its forks on the cluster: settled once the runner's own removal generation is answered.
+    const forced = desire(created, requested(1, [fork]), ev("ephemera.sandbox.deleted.v1", { forced: true }));
+    expect(settled(forced, () => record(available(1)))).toBe(false);
+    expect(settled(forced, () => record(available(1), available(2)))).toBe(true);
+    // A deleted sandbox that carries a force-deleted earlier one: settled only once that one's forks are removed too.
+    const again = ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk2", spec: { cluster: "c1" } });
+    const later = desire(created, requested(1, [fork]), ev("ephemera.sandbox.deleted.v1", { forced: true }), again, ev("ephemera.sandbox.deleted.v1", { forced: false }));
+    expect(settled(later, (rk) => (rk === "rk1" ? record(available(1)) : none()))).toBe(false);
+    expect(settled(later, (rk) => (rk === "rk1" ? record(available(2)) : none()))).toBe(true);
+  });
+
   it("records each report of a generation once, and none of a generation older than one reported", () => {
     const applied = decideReport(record(), "sb", 1, { kind: "applied", forks: [placement] });
     expect(applied).toEqual([ev("ephemera.forks.applied.v1", { sandbox: "sb", generation: 1, forks: [placement] })]);
@@ -83,5 +108,22 @@ describe("a fork's availability", () => {
     expect(availability(rollout("Healthy"))).toEqual({ available: true });
     expect(availability(rollout("Progressing"))).toEqual({ available: false });
     expect(availability(rollout("Degraded"))).toEqual({ available: false, failed: "Rollout shop/r is Degraded" });
+  });
+});
+
+describe("local workloads' desire", () => {
+  const local = (...events: DomainEvent[]) => events.reduce<LocalDesire | undefined>(foldLocalDesire, undefined)!;
+  const withLocal = ev("ephemera.sandbox.created.v1", { name: "sb", routingKey: "rk1", spec: { cluster: "c1", local: [{ name: "api", from: { kind: "Deployment", namespace: "shop", name: "api" } }] } });
+  const placed = [pb.LocalPlacement.fromPartial({ local: "api" })];
+
+  it("is settled once its sandbox is deleted and no local's Service of it is recorded on the cluster", () => {
+    const deleting = local(withLocal, ev("ephemera.sandbox.deleting.v1", { force: false, reason: "" }));
+    expect(deleting.ending).toBe(true);
+    expect(settledLocals(deleting, undefined)).toBe(false);
+    const deleted = local(withLocal, ev("ephemera.sandbox.deleted.v1", { forced: true }));
+    expect(settledLocals(deleted, placed)).toBe(false);
+    expect(settledLocals(deleted, [])).toBe(true);
+    expect(settledLocals(deleted, undefined)).toBe(true);
+    expect(settledLocals(local(withLocal), undefined)).toBe(false);
   });
 });

@@ -3,13 +3,15 @@
 // the job agent, each with its token Secret; a pod deleted by hand is replaced; the count
 // follows an update; a new spec replaces the pods; the group's deletion removes them all.
 // The group's ready pods are reported on jobpods.<group> as they change, and only then.
+// Of two runners of the cluster, only the holder of the lease jobpods-<cluster> keeps them.
+// A deleted group leaves memory, and its report once it says no pod is ready.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, ev, type DomainEvent } from "@ephemera/events";
-import { InMemoryEventStore } from "@ephemera/eventstore";
+import { InMemoryEventStore, InMemoryLeaseStore } from "@ephemera/eventstore";
 import { startKubeSim, type KubeSim } from "@ephemera/kube-sim";
 import { createLogger, signingKey, verifyPodCapability, waitFor } from "@ephemera/kit";
 import { ApiCalls } from "../driver/kube/calls.js";
@@ -134,5 +136,42 @@ describe("job runner groups' pods on a Kubernetes cluster", () => {
     await waitFor(async () => (await core.listNamespacedSecret({ namespace, labelSelector: `${GROUP_LABEL}=builders` })).items.length === 0,
       { timeoutMs: 15_000, what: "the token Secrets to be gone" });
     await reported(store, "builders", (p) => p.length === 0, "no ready pod reported once the group is deleted");
+    // The deleted group left memory at once; its report once it said no pod is ready.
+    await waitFor(() => pods!.reports.get("builders") === undefined, { timeoutMs: 15_000, what: "the deleted group's last report to leave memory" });
+    expect([...pods!.groups.entries()].map(([name]) => name)).toEqual(["elsewhere"]);
+  });
+  it("of two runners of the cluster, only the lease's holder keeps the pods; the other takes over when it stops, without doubling them", async () => {
+    const store = new InMemoryEventStore();
+    const leases = new InMemoryLeaseStore();
+    await append(store, "pair", [ev("ephemera.jobrunnergroup.created.v1", { name: "pair", spec: spec(2) })]);
+    const replica = () => new GroupPods({
+      store, kubeconfig: kc, calls: new ApiCalls(), clusterName: "c1", prefix: "t1", agentImage: "ephemera/agent:test",
+      podJobs: "sandbox.ephemera:7400", signingKey: KEY, logger, leases, leaseTtlMs: 600,
+    });
+    const a = replica();
+    const b = replica();
+    try {
+      await a.start();
+      await b.start();
+      await waitFor(() => a.reconciling !== b.reconciling, { what: "one of the two to hold the lease" });
+      const [holder, other] = a.reconciling ? [a, b] : [b, a];
+      await count("pair", 2);
+      const before = await names("pair");
+      expect(other.reconciling).toBe(false);
+      // The other does nothing meanwhile: an update is followed by the holder alone, to exactly 3.
+      await append(store, "pair", [ev("ephemera.jobrunnergroup.updated.v1", { spec: spec(3), changes: [] })]);
+      await count("pair", 3);
+      // The holder goes (releasing the lease): the other takes over and keeps the same pods, then follows the next update.
+      await holder.stop();
+      await waitFor(() => other.reconciling, { what: "the other runner to take the lease" });
+      await append(store, "pair", [ev("ephemera.jobrunnergroup.updated.v1", { spec: spec(1), changes: [] })]);
+      await count("pair", 1);
+      expect(before.length).toBe(2);
+      await append(store, "pair", [ev("ephemera.jobrunnergroup.deleted.v1", {})]);
+      await count("pair", 0);
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
   });
 });

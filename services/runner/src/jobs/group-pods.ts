@@ -5,13 +5,17 @@
 // the group. Each pod gets a capability token (scope job-agent, claims group and pod) in a
 // Secret it owns. When the group's Running and ready pods change (their number or names) it
 // reports them on its own aggregate `jobpods.<group>` (pods_reported), once per change.
+// Its projections hold live groups only: a deleted group leaves memory, and its last report
+// once it says no pod is ready (kept in the snapshot `jobpods-<cluster>`, restored at start).
 // docs/jobs.md, "Pods".
 import { createHash } from "node:crypto";
 import * as k8s from "@kubernetes/client-node";
 import type * as pb from "@ephemera/proto";
 import { Aggregates, encode, ev, folding, type DomainEvent } from "@ephemera/events";
-import { Feed, Projection, execute, type EventStore, type Subscription } from "@ephemera/eventstore";
-import { KeyedLock, errorMessage, signPodCapability, type HealthSource, type Logger, type SigningKey } from "@ephemera/kit";
+import {
+  Feed, LeasedRole, Projection, execute, leaseHolderId, type Commit, type EventStore, type LeaseStore, type SnapshotStore, type Subscription,
+} from "@ephemera/eventstore";
+import { Backoff, KeyedLock, errorMessage, signPodCapability, type HealthSource, type Logger, type SigningKey } from "@ephemera/kit";
 import { statusOf, type ApiCalls } from "../driver/kube/calls.js";
 import { ObjectWatch } from "../driver/kube/watch.js";
 import { GROUP_LABEL, PREFIX_LABEL, SPEC_LABEL, buildGroupPod, buildTokenSecret, groupLabels, groupPodName, specDigest } from "./pod.js";
@@ -62,12 +66,17 @@ export interface GroupPodsOptions {
   /** How long a pod's token is valid (default 30 days). */
   tokenTtlMs?: number;
   logger: Logger;
+  /** Where the replicas of the cluster's runner hold this reconciler's lease; absent: this process is the only one. */
+  leases?: LeaseStore;
+  /** How long the lease lasts unless renewed (default 10 s). */
+  leaseTtlMs?: number;
+  /** Where the projections' snapshot `jobpods-<cluster>` is kept; absent: every start replays the stream. */
+  snapshots?: { store: SnapshotStore; fingerprint: string };
 }
 
 const DEFAULT_TOKEN_TTL_MS = 30 * 24 * 3600_000;
 const SYNC_TIMEOUT_MS = 30_000;
-const RETRY_BASE_MS = 1000;
-const RETRY_MAX_MS = 30_000;
+const RETRY = { firstMs: 1000, maxMs: 30_000 };
 
 interface Watched {
   watch: ObjectWatch<k8s.V1Pod>;
@@ -79,20 +88,33 @@ interface Watched {
 }
 
 export class GroupPods {
-  readonly groups = new Projection<GroupState>(Aggregates.jobrunnergroup, () => undefined, folding(foldGroup));
+  /** A deleted group (undefined) leaves memory; a later one of the same name folds from nothing, as on a new group. */
+  readonly groups = new Projection<GroupState>(Aggregates.jobrunnergroup, () => undefined, folding(foldGroup), { retired: (s) => s === undefined });
   /** What was reported of each group's ready pods (by this runner or another of the cluster). */
   readonly reports = new Projection<PodsReport>(Aggregates.jobpods, () => undefined, folding(foldPodsReport));
   private readonly feed: Feed;
   private readonly core: k8s.CoreV1Api;
   private readonly watched = new Map<string, Watched>();
   private readonly locks = new KeyedLock();
-  private readonly failures = new Map<string, number>();
+  private readonly failures = new Map<string, Backoff>();
   private subscription?: Subscription;
   private stopped = false;
+  /** One runner of the cluster keeps the groups' pods: the holder of the lease `jobpods-<cluster>`. */
+  private readonly role: LeasedRole;
 
   constructor(private readonly o: GroupPodsOptions) {
-    this.feed = new Feed(o.store, [this.groups, this.reports], o.logger);
+    const cluster = o.clusterName.replace(/[^A-Za-z0-9_-]/g, "_");
+    this.feed = new Feed(o.store, [this.groups, this.reports], o.logger, o.snapshots && { ...o.snapshots, name: `jobpods-${cluster}` });
+    this.feed.onCommit((c) => this.retireReport(c));
     this.core = o.kubeconfig.makeApiClient(k8s.CoreV1Api);
+    this.role = new LeasedRole(o.leases, {
+      name: `jobpods-${cluster}`, holder: leaseHolderId("runner"), ttlMs: o.leaseTtlMs ?? 10_000, logger: o.logger,
+    }, { begin: () => this.begin(), end: () => this.end() });
+  }
+
+  /** Whether this replica keeps the cluster's group pods now (holds the lease). */
+  get reconciling(): boolean {
+    return this.role.active;
   }
 
   /** Unhealthy for good once a projection cannot fold an event. */
@@ -102,6 +124,10 @@ export class GroupPods {
 
   async start(): Promise<void> {
     await this.feed.start();
+    await this.role.start();
+  }
+
+  private async begin(): Promise<void> {
     for (const [name] of this.groups.entries()) this.schedule(name);
     const durable = `jobpods-${this.o.clusterName.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     this.subscription = this.o.store.subscribe(
@@ -113,10 +139,36 @@ export class GroupPods {
     );
   }
 
+  /** Another replica keeps the pods from now on: stop reading and watching (the pods stay; it finds them when it begins). */
+  private async end(): Promise<void> {
+    const subscription = this.subscription;
+    this.subscription = undefined;
+    await subscription?.stop();
+    await this.unwatchAll();
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.subscription?.stop();
+    await this.role.stop();
     await this.feed.stop();
+    await this.unwatchAll();
+  }
+
+  /**
+   * After the feed applied `c`: the report of a group that is gone leaves memory once it says
+   * no pod is ready (its pods are removed with the group, then reported). A report this
+   * replica wrote past the feed's position waits for the feed to reach it, so a restored
+   * snapshot holds what a replay does.
+   */
+  private retireReport(c: Commit): void {
+    if (c.aggregate !== Aggregates.jobrunnergroup && c.aggregate !== Aggregates.jobpods) return;
+    const group = c.aggregateId;
+    const report = this.reports.get(group);
+    if (this.groups.get(group) || !report || report.revision > c.position || (report.state?.pods.length ?? 0) > 0) return;
+    this.reports.retire(group);
+  }
+
+  private async unwatchAll(): Promise<void> {
     for (const w of this.watched.values()) {
       w.stopListening();
       await w.watch.stop();
@@ -126,13 +178,13 @@ export class GroupPods {
 
   /** Reconciles a group now, and again with backoff while that fails (the cluster unreachable). */
   private schedule(name: string): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.role.active) return;
     this.reconcile(name).then(
       () => this.failures.delete(name),
       (err: unknown) => {
-        const n = this.failures.get(name) ?? 0;
-        this.failures.set(name, n + 1);
-        const delayMs = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** n);
+        let backoff = this.failures.get(name);
+        if (!backoff) this.failures.set(name, (backoff = new Backoff(RETRY)));
+        const delayMs = backoff.next();
         this.o.logger.warn({ group: name, err: errorMessage(err), retryInMs: delayMs }, "the group's pods not reconciled; trying again");
         setTimeout(() => this.schedule(name), delayMs).unref();
       },
@@ -142,7 +194,7 @@ export class GroupPods {
   /** Brings one group's pods to its spec (none when it is deleted or on another cluster); once at a time per group. */
   private reconcile(name: string): Promise<void> {
     return this.locks.run([name], async () => {
-      if (this.stopped) return;
+      if (this.stopped || !this.role.active) return;
       const state = this.groups.get(name)?.state;
       const spec = state?.spec?.cluster === this.o.clusterName ? state.spec : undefined;
       let w = this.watched.get(name);

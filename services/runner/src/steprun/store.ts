@@ -1,14 +1,23 @@
-// Runs a StepRun command against the event store: read the aggregate, decide, append
-// with the revision read; on a concurrent append, read again and decide again.
+// Runs a StepRun command against the event store: read the aggregate (or start from what
+// the caller knows of it), decide, append with that revision; on a concurrent append, read
+// again and decide again.
 import { Aggregates, decode, encode } from "@ephemera/events";
-import { commitIdOf, type EventStore } from "@ephemera/eventstore";
+import { commitIdOf, type EventStore, type Expected } from "@ephemera/eventstore";
 import { delay, isConcurrencyError } from "@ephemera/kit";
 import { decide, evolve, initialStepRun, type StepRunCommand, type StepRunEvent, type StepRunState } from "./decide.js";
+
+/** A step run as the caller's own append left it: its state and the revision the next append goes over. */
+export interface KnownStepRun {
+  state: StepRunState;
+  expected: Expected;
+}
 
 export interface StepRunResult {
   /** What this command appended (empty: nothing to do, e.g. the result was already recorded). */
   appended: StepRunEvent[];
   state: StepRunState;
+  /** The run as this command's own append left it, for the caller's next command; absent when it appended nothing of its own. */
+  known?: KnownStepRun;
 }
 
 export async function readStepRun(store: EventStore, runId: string) {
@@ -23,23 +32,34 @@ export async function readStepRun(store: EventStore, runId: string) {
 
 export interface Cause { correlationId?: string; causationId?: string }
 
+/**
+ * `known`: the run as the caller's own last append left it (`StepRunResult.known`), which
+ * saves the read (one round trip) while nobody else wrote it since; if someone did, the
+ * append is refused and the run read. Never what the caller only read: a commit's id comes
+ * from the revision and the command, so another runner's same command over that revision
+ * would be taken for this one's. Tried again with the same `known` after a failure, an
+ * append that had landed is the same commit and is dropped as a duplicate.
+ */
 export async function executeStepRun(
-  store: EventStore, runId: string, command: StepRunCommand, source: string, cause: Cause = {}, attempts = 5,
+  store: EventStore, runId: string, command: StepRunCommand, source: string, cause: Cause = {}, attempts = 5, known?: KnownStepRun,
 ): Promise<StepRunResult> {
   for (let attempt = 1; ; attempt++) {
-    const { state, expected } = await readStepRun(store, runId);
+    const { state, expected } = attempt === 1 && known ? known : await readStepRun(store, runId);
     const events = decide(command, state);
     if (events.length === 0) return { appended: [], state };
     try {
       const commitId = commitIdOf(Aggregates.steprun, runId, expected.version, command.type);
-      await store.append(Aggregates.steprun, runId, expected, events.map(encode), {
+      const appended = await store.append(Aggregates.steprun, runId, expected, events.map(encode), {
         source, commitId, ...(cause.correlationId ? { correlationId: cause.correlationId } : {}),
         ...(cause.causationId ? { causationId: cause.causationId } : {}),
       });
-      return { appended: events, state: events.reduce(evolve, state) };
+      const after = events.reduce(evolve, state);
+      // A duplicate's revision is not this caller's to build on: the next command reads.
+      return { appended: events, state: after, ...(appended.duplicate ? {} : { known: { state: after, expected: { revision: appended.revision, version: appended.version } } }) };
     } catch (err) {
       if (!isConcurrencyError(err) || attempt >= attempts) throw err;
-      await delay(10 * attempt);
+      // What the caller knew is out of date: read at once. Two readers racing: back off.
+      if (!(attempt === 1 && known)) await delay(10 * attempt);
     }
   }
 }

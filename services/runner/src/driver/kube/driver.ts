@@ -83,15 +83,21 @@ export class KubeDriver implements StepDriver {
     const d = request.dispatch;
     let stop: ((graceMs: number) => void) | undefined;
     let stopAsked: number | undefined;
+    let mainExited!: () => void;
+    const exited = new Promise<void>((resolve) => (mainExited = resolve));
     const result = this.follow(request, (s) => {
       stop = s;
       if (stopAsked !== undefined) s(stopAsked);
-    }).catch((err: unknown): StepReport => {
+    }, () => mainExited()).catch((err: unknown): StepReport => {
       this.o.logger.error({ runId: d.runId, err }, "the Kubernetes driver failed");
       return { outcome: "failed", reason: FailureReason.DriverError, message: `the Kubernetes driver failed: ${errorMessage(err)}` };
     });
+    void result.then(() => mainExited());
     return {
       result,
+      // The script's container ended: the sidecar's storing of its outputs (which waits out an
+      // IO context or NATS failover) is no longer the step's time.
+      exited,
       stop: (graceMs) => {
         stopAsked = graceMs;
         stop?.(graceMs);
@@ -153,7 +159,7 @@ export class KubeDriver implements StepDriver {
     return (this.client ??= ioContextClient(this.o.iocontext, this.o.iocontextTls));
   }
 
-  private async follow(request: RunRequest, onStoppable: (stop: (graceMs: number) => void) => void): Promise<StepReport> {
+  private async follow(request: RunRequest, onStoppable: (stop: (graceMs: number) => void) => void, onMainExited: () => void): Promise<StepReport> {
     const d = request.dispatch;
     const podRequest: PodRequest = {
       dispatch: d, prefix: this.o.prefix, agentImage: this.o.agentImage, iocontext: this.o.podIOContext,
@@ -170,7 +176,7 @@ export class KubeDriver implements StepDriver {
     const namespace = this.namespaceOf(d);
     const watch = await this.watch(namespace);
     const log = new LogFollower(this.o.kubeconfig, namespace, name, this.calls, skipping(request.skipLogBytes ?? 0, request.onLog));
-    const ended = this.outcome(watch, name, log);
+    const ended = this.outcome(watch, name, log, onMainExited);
     // Stopped: the pod is deleted (SIGTERM, then SIGKILL after the grace); stopped before it exists: never made.
     let stopGrace: number | undefined;
     let exists = false;
@@ -267,7 +273,7 @@ export class KubeDriver implements StepDriver {
   }
 
   /** Settles with the pod's outcome, from the watch's events and the graces' timers. */
-  private outcome(watch: NamespaceWatch, name: string, log: LogFollower) {
+  private outcome(watch: NamespaceWatch, name: string, log: LogFollower, onMainExited: () => void) {
     const k = key(watch.namespace, name);
     let settle!: (o: Ended) => void;
     const result = new Promise<Ended>((resolve) => (settle = resolve));
@@ -284,6 +290,7 @@ export class KubeDriver implements StepDriver {
     const look = (pod: k8s.V1Pod) => {
       const status = (pod.status ?? {}) as PodStatus;
       if (mainStarted(status)) log.start();
+      if (mainEnded(status)) onMainExited();
       if (pod.metadata?.deletionTimestamp) {
         // Being deleted: the kubelet stops the containers and may write Failed (exit 143)
         // before the pod goes; what ended it is the deletion, named when DELETED comes.
@@ -492,6 +499,9 @@ function refusal(err: unknown, what: "pod" | "token Secret", namespace: string):
   if (code === 422 || code === 400) return failed(FailureReason.ConfigError, `the cluster refused the runner ${what}: ${why}`);
   return failed(FailureReason.DriverError, `cannot create the runner ${what} in namespace ${namespace}: ${why}`);
 }
+
+/** main has ended (whatever its exit code): the script is done. */
+const mainEnded = (s: PodStatus) => Boolean(s.containerStatuses?.find((c) => c.name === "main")?.state?.terminated);
 
 /** main has started (or ended): its log exists. */
 const mainStarted = (s: PodStatus) => {

@@ -12,6 +12,7 @@
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
 import { parse } from "yaml";
+import { DEFAULT_RETRY } from "@ephemera/io-agent";
 import { ValidationError, shortHash } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import { strategicMerge, type Json } from "./merge.js";
@@ -22,6 +23,13 @@ export const AGENT_PROGRAM = "/agent/agent.cjs";
 const STEP_HOME = "/tmp";
 /** How much longer than the step's timeout the sidecar waits for main's exit code (the pod's deadline comes first). */
 const SIDECAR_WAIT_MARGIN_MS = 5 * 60_000;
+/**
+ * The pod's own deadline is the step's timeout plus the time the sidecar may spend storing
+ * the outputs (its retries through an IO context or NATS failover): the timeout is the
+ * script's, which the runner enforces itself (stopping counting when main has ended); the
+ * pod's deadline is the backstop for a pod nobody follows.
+ */
+export const OUTPUTS_STORE_GRACE_S = Math.ceil(DEFAULT_RETRY.totalMs / 1000);
 /** Where the agents write their report's summary, which the pod's status carries to the runner. */
 export const TERMINATION_MESSAGE_PATH = "/dev/termination-log";
 /** The full run id (labels cannot hold it): how a restarted runner knows whose pod it finds. */
@@ -161,7 +169,7 @@ export function buildPod(r: PodRequest): Json {
     metadata: { labels, annotations: { [RUN_ID_ANNOTATION]: d.runId } },
     spec: {
       restartPolicy: "Never",
-      ...(d.timeoutMs > 0 ? { activeDeadlineSeconds: Math.ceil(d.timeoutMs / 1000) } : {}),
+      ...(d.timeoutMs > 0 ? { activeDeadlineSeconds: Math.ceil(d.timeoutMs / 1000) + OUTPUTS_STORE_GRACE_S } : {}),
       // The step talks to the IO context with its token, never to the API server.
       automountServiceAccountToken: false,
       securityContext: { seccompProfile: { type: "RuntimeDefault" } },

@@ -3,7 +3,7 @@
 // informer re-lists on 410 Gone). A watch that fails is started again with backoff;
 // nothing polls.
 import * as k8s from "@kubernetes/client-node";
-import { errorMessage, type Logger } from "@ephemera/kit";
+import { Backoff, errorMessage, type Logger } from "@ephemera/kit";
 import type { ApiCalls } from "./calls.js";
 
 export type PodEvent = { type: "change"; pod: k8s.V1Pod } | { type: "delete"; pod: k8s.V1Pod };
@@ -22,8 +22,7 @@ export interface WatchTarget<T extends k8s.KubernetesObject> {
 }
 
 /** Backoff of a failed watch: 250 ms doubling to 10 s. */
-const RESTART_BASE_MS = 250;
-const RESTART_MAX_MS = 10_000;
+const RESTART = { firstMs: 250, maxMs: 10_000 };
 
 /** The runner pods of a namespace (see ObjectWatch). */
 export class NamespaceWatch {
@@ -66,7 +65,7 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
   readonly namespace: string;
   private readonly informer: k8s.Informer<T> & k8s.ObjectCache<T>;
   private readonly listeners = new Set<(e: ObjectEvent<T>) => void>();
-  private failures = 0;
+  private readonly restarts = new Backoff(RESTART);
   private restart?: NodeJS.Timeout;
   private stopped = false;
   private lastError: unknown;
@@ -127,14 +126,14 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
   }
 
   private emit(e: ObjectEvent<T>): void {
-    this.failures = 0;
+    this.restarts.reset();
     for (const l of this.listeners) l(e);
   }
 
   private failed(err: unknown): void {
     this.lastError = err;
     if (this.stopped) return;
-    const delayMs = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** this.failures++);
+    const delayMs = this.restarts.next();
     this.logger.warn({ namespace: this.namespace, err: errorMessage(err), retryInMs: delayMs }, `the watch of ${this.what} failed; starting it again`);
     this.restart = setTimeout(() => {
       this.informer.start().catch((e: unknown) => this.failed(e));
