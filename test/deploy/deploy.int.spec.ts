@@ -148,15 +148,51 @@ describe("deploy/ rendered", () => {
     ]);
   });
 
-  it("makes prod a three-server NATS with streams of three replicas and disruption budgets", () => {
+  it("makes prod a three-server NATS with streams of three replicas, one NATS server at a time drained", () => {
     const objs = objects(rendered.prod);
     expect(objs.find((o) => o["kind"] === "StatefulSet")!["spec"].replicas).toBe(3);
     expect(objs.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "ephemera-config")!["data"].EPHEMERA_STREAM_REPLICAS).toBe("3");
     expect(objs.find((o) => o["kind"] === "ConfigMap" && o["metadata"].name === "nats-config")!["data"]["cluster.conf"]).toContain("nats-2.nats-headless:6222");
-    expect(objs.filter((o) => o["kind"] === "PodDisruptionBudget").map((o) => o["metadata"].name).sort()).toEqual(["ephemera-services", "nats"]);
+    const nats = objs.find((o) => o["kind"] === "PodDisruptionBudget" && o["metadata"].name === "nats")!;
+    expect(nats["spec"]).toEqual({ maxUnavailable: 1, selector: { matchLabels: { "app.kubernetes.io/name": "nats" } } });
     const dev = objects(rendered.dev);
     expect(dev.find((o) => o["kind"] === "StatefulSet")!["spec"].replicas).toBe(1);
     expect(dev.filter((o) => o["kind"] === "PodDisruptionBudget")).toEqual([]);
+  });
+
+  // The services a second replica serves (docs/deploy.md, Replicas); the webhook stays at one (one CA per pod).
+  const REPLICATED = ["sandbox", "scheduler", "runner", "iocontext", "tunnel", "console"];
+
+  it.each(REPLICATED)("runs %s in prod as two replicas on different nodes, updated one new pod at a time, never both drained", (service) => {
+    const objs = objects(rendered.prod);
+    const deployment = objs.find((o) => o["kind"] === "Deployment" && o["metadata"].name === service)!;
+    const labels = deployment["spec"].template.metadata.labels as Record<string, string>;
+    expect(deployment["spec"].replicas).toBe(2);
+    expect(deployment["spec"].strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    const spread = deployment["spec"].template.spec.topologySpreadConstraints as Obj[];
+    expect(spread).toEqual([{
+      maxSkew: 1, topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "DoNotSchedule",
+      labelSelector: { matchLabels: { "app.kubernetes.io/name": service } },
+    }]);
+    // The spread and the budget count this service's pods: their selectors match its pods and no other Deployment's.
+    const selects = (selector: Record<string, string>, podLabels: Record<string, string>) => Object.entries(selector).every(([k, v]) => podLabels[k] === v);
+    const others = objs.filter((o) => o["kind"] === "Deployment" && o["metadata"].name !== service).map((o) => o["spec"].template.metadata.labels as Record<string, string>);
+    const budgets = objs.filter((o) => o["kind"] === "PodDisruptionBudget" && selects(o["spec"].selector.matchLabels ?? {}, labels));
+    expect(budgets.map((b) => [b["metadata"].name, b["spec"].minAvailable, b["spec"].maxUnavailable])).toEqual([[service, 1, undefined]]);
+    for (const selector of [spread[0]!["labelSelector"].matchLabels, budgets[0]!["spec"].selector.matchLabels]) {
+      expect(selects(selector, labels)).toBe(true);
+      expect(others.filter((l) => selects(selector, l))).toEqual([]);
+    }
+    // In dev: one replica, replaced whole, no budget.
+    const dev = objects(rendered.dev).find((o) => o["kind"] === "Deployment" && o["metadata"].name === service)!;
+    expect(dev["spec"].replicas).toBe(service === "console" ? 2 : 1);
+  });
+
+  it("keeps the webhook at one replica in prod, without a budget that would block every drain", () => {
+    const objs = objects(rendered.prod);
+    const webhook = objs.find((o) => o["kind"] === "Deployment" && o["metadata"].name === "webhook")!;
+    expect(webhook["spec"].replicas).toBe(1);
+    expect(objs.filter((o) => o["kind"] === "PodDisruptionBudget").map((o) => o["metadata"].name).sort()).toEqual(["nats", ...REPLICATED].sort());
   });
 
   it.each(OVERLAYS)("%s: every object validates against the Kubernetes OpenAPI schemas", (overlay) => {
