@@ -24,6 +24,10 @@ module.exports = {
     { ...common, displayName: "e2e", testMatch: ["<rootDir>/{services,test}/**/*.e2e.spec.ts"] },
     // *.faults.spec.ts: own NATS/Redis/services killed, restarted and flushed (~4 min); part of `pnpm test`, so CI runs it.
     { ...common, displayName: "faults", testMatch: ["<rootDir>/test/**/*.faults.spec.ts"] },
+    // *.cluster.spec.ts: a three-node NATS cluster, kube-sim and two replicas of every service, a replica and a node
+    // killed (`pnpm test:cluster`, about 2 minutes); part of `pnpm test`. Where nats-server cannot make a cluster it
+    // says so in one line.
+    { ...common, displayName: "cluster", testMatch: ["<rootDir>/test/cluster/**/*.cluster.spec.ts"] },
     // *.images.spec.ts: ephemera's images built with Docker and run as containers (`pnpm test:images`, a few
     // minutes the first time); part of `pnpm test`. Where Docker cannot run it says so in one line.
     { ...common, displayName: "images", testMatch: ["<rootDir>/test/images/**/*.images.spec.ts"] },

@@ -1,7 +1,7 @@
 // Every way a runner pod can end, named (the simulated cluster's failure injection, set
 // through the plugin's podTemplateOverlay), and a runner killed with SIGKILL mid-step that
 // follows its pod again instead of running the step twice.
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { waitFor } from "@ephemera/kit";
 import { ephOk } from "../support/eph.js";
@@ -226,6 +226,36 @@ describe("runner pod outcomes and re-attachment (Kubernetes driver, simulated cl
     rmSync(gate, { recursive: true, force: true });
   }, 150_000);
 
+  it("a step whose script ended within its timeout succeeds, though storing its outputs (the IO context away) ran past it", async () => {
+    const gate = gateDir("gate-store");
+    const started = join(gate, "started");
+    await ephOk(stack.eph, ["plugin", "apply", "-f", file("store-plugin.yaml", plugin("store", "", [
+      "#!/bin/sh", `touch ${started}`, `while [ ! -e ${gate}/open ]; do sleep 0.05; done`, "printf done > /tmp/out", "",
+    ].join("\n"), "    timeout: 3s\n    outputs: [{name: out, valueFromPath: /tmp/out}]\n"))]);
+    const before = await sim.stats();
+    const applying = stack.eph(["sandbox", "apply", "-f", sandbox("store", "store")], { timeoutMs: 120_000 });
+    await waitFor(() => existsSync(started), { timeoutMs: 30_000, what: "the step to start" });
+    const startedAt = statSync(started).mtimeMs;
+    // The pod's sidecar cannot store the outputs until the IO context is back.
+    await stack.services.kill("iocontext");
+    writeFileSync(join(gate, "open"), "");
+    const mainEnded = async () => (await ourPods()).some((p) => p["metadata"].labels["ephemera.dev/sandbox"] === "store" &&
+      (p["status"]?.containerStatuses ?? []).some((c: Json) => c.name === "main" && c.state?.terminated));
+    await waitFor(mainEnded, { timeoutMs: 30_000, intervalMs: 100, what: "the script's container to end" });
+    // The step's timeout passes while its outputs wait to be stored (a deadline, not a guess: the time is the condition).
+    await waitFor(() => Date.now() > startedAt + 4_000, { timeoutMs: 10_000, intervalMs: 100, what: "the step's 3 s timeout to pass" });
+    await stack.services.start("iocontext");
+    const applied = await applying;
+    expect({ code: applied.code, stderr: applied.code ? applied.stderr : "" }).toEqual({ code: 0, stderr: "" });
+    expect(await failures("store")).toEqual([]);
+    const after = await sim.stats();
+    expect((after.calls["create pods"] ?? 0) - (before.calls["create pods"] ?? 0)).toBe(1);
+    const shown = JSON.parse((await ephOk(stack.eph, ["sandbox", "get", "store", "--show-outputs", "-o", "json"])).stdout) as Json;
+    expect(shown["resources"][0].outputs["step.out"].value).toBe("done");
+    await ephOk(stack.eph, ["sandbox", "delete", "store"]);
+    rmSync(gate, { recursive: true, force: true });
+  }, 150_000);
+
   it("a runner killed while a fork is progressing waits for it again when restarted, without writing it again", async () => {
     await kubectl(sim, ["apply", "-f", "-"], { stdin: `apiVersion: v1
 kind: Namespace
@@ -258,9 +288,11 @@ spec:
     }, { timeoutMs: 30_000, intervalMs: 200, what: "the fork applied and progressing" });
     const fork = `web-${progressing["routingKey"]}`;
     const before = await sim.stats();
+    const takingWork = () => stack.services.log("runner").lines().filter((l) => l.line.includes("runner taking work")).length;
+    const incarnations = takingWork();
     await stack.services.kill("runner");
     await stack.services.start("runner");
-    await waitFor(() => stack.services.log("runner").lines().some((l) => l.line.includes("runner taking work")), { timeoutMs: 30_000, what: "the new runner up" });
+    await waitFor(() => takingWork() > incarnations, { timeoutMs: 30_000, what: "the new runner up (its own \"runner taking work\" line)" });
     await kubectl(sim, ["annotate", "deployment", fork, "-n", "shop", "sim.ephemera.dev/unavailable=false", "--overwrite"]);
     await waitFor(async () => (await view("held-fork"))["status"].ready === true, { timeoutMs: 30_000, intervalMs: 200, what: "the sandbox ready once the fork is available" });
     // The new runner only watched: it wrote the fork neither again nor anew.

@@ -160,6 +160,8 @@ describe("ephemera under faults (own NATS and Redis, services as processes)", ()
         notDeleted.splice(notDeleted.indexOf(batch), 1);
         toDelete = batch;
       }
+      // Each service's last lines since the fault, to read what a failure cannot show in the lines about one sandbox.
+      if (problems.items.length) for (const service of ["sandbox", "scheduler", "runner", "iocontext"] as const) timeline.push(`${service}, last lines:\n${stack.services.tail(service, 12, since)}`);
       problems.throwIfAny(scenario.title, timeline);
       console.info(`${scenario.title}: passed\n${timeline.join("\n")}`);
     }, scenario.maxMs + 30_000);

@@ -23,7 +23,11 @@ describeWithDocker("pnpm demo:local", () => {
     const env: NodeJS.ProcessEnv = { ...process.env, EPHEMERA_PREFIX: prefix };
     for (const p of ports) env[`DEMO_${p}_PORT`] = String(await freePort());
     const demo = await run("bash", [join(ROOT, "examples/demo-local.sh"), "--no-build"], { cwd: ROOT, env, timeout: 420_000, maxBuffer: 64 << 20 })
-      .catch((err: Error & { stdout?: string; stderr?: string }) => { throw new Error(`the demo failed: ${err.message}\n${err.stdout}\n${err.stderr}`); });
+      .catch((err: Error & { stdout?: string; stderr?: string; code?: unknown; signal?: unknown }) => {
+        // What it said last first (the services' log tails, printed by its cleanup): a long message is cut in the middle.
+        const last = (text = "", n = 80) => text.split("\n").slice(-n).join("\n");
+        throw new Error(`the demo failed (exit ${String(err.code)}${err.signal ? `, ${String(err.signal)}` : ""}); the last of what it said:\n${last(err.stderr)}\n--- its output:\n${last(err.stdout, 30)}`);
+      });
     const out = demo.stdout.split("\n");
     const said = demo.stderr.split("\n");
     const workstation = '{"service":"frontend","version":"baseline","backend":{"service":"backend","version":"workstation"}}';

@@ -9,7 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, type Commit, type EventStore, type RecordedEvent,
+  InMemoryClaimStore, InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, type Commit, type EventStore, type RecordedEvent,
   type ValueStore,
 } from "@ephemera/eventstore";
 import { createLogger, startGrpcServer, waitFor, type ClientTls, type Logger, type RunningServer, type ServerTls } from "@ephemera/kit";
@@ -133,7 +133,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
       hostEnv: Object.fromEntries(["PATH", "LANG"].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
       // Steps still running when the test ends are stopped at once.
       cancelGraceMs: 500, shutdownGraceMs: 0, heartbeatMs: 1_000,
-    }, { store, queue, logs, logger, signingKey: TEST_KEY, values });
+    }, { store, queue, logs, claims: new InMemoryClaimStore(), logger, signingKey: TEST_KEY, values });
     stops.push(() => runner.stop());
 
     const events = async (): Promise<RecordedEvent[]> => {

@@ -13,11 +13,11 @@ export function uniquePrefix(tag = "t"): string {
   return `${tag}${randomBytes(5).toString("hex")}`;
 }
 
-/** Deletes every stream whose name starts with the prefix (object stores' `OBJ_<prefix>_…` included). */
+/** Deletes every stream whose name starts with the prefix (object stores' `OBJ_<prefix>_…` and KV buckets' `KV_<prefix>_…` included). */
 export async function deleteStreams(nc: NatsConnection, prefix: string): Promise<void> {
   const jsm = await jetstreamManager(nc);
   for await (const s of jsm.streams.list()) {
-    if (s.config.name.startsWith(`${prefix}_`) || s.config.name.startsWith(`OBJ_${prefix}_`)) await jsm.streams.delete(s.config.name);
+    if ([`${prefix}_`, `OBJ_${prefix}_`, `KV_${prefix}_`].some((p) => s.config.name.startsWith(p))) await jsm.streams.delete(s.config.name);
   }
 }
 

@@ -139,7 +139,9 @@ export async function relay(target: number): Promise<{ port: number; freeze(): v
     inbound.on("data", (chunk) => { if (!frozen) outbound.write(chunk); });
     outbound.on("data", (chunk) => { if (!frozen) inbound.write(chunk); });
     const end = () => { inbound.destroy(); outbound.destroy(); pairs.delete(pair); };
-    inbound.on("close", end);
+    // Frozen, the workstation's side closing (its client gave up on the silence) is not passed
+    // on: to the tunnel the workstation stays silent, its TCP connection open, until cut or closed.
+    inbound.on("close", () => { if (!frozen) end(); });
     outbound.on("close", end);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
