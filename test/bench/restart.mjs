@@ -1,61 +1,72 @@
-// Restart of the sandbox service (the API) on a stream that already holds many events:
-// from its start to gRPC health SERVING (it replays the stream into its views first),
-// against the same on an empty stream.
-import { jetstream } from "@nats-io/jetstream";
-import { headers } from "@nats-io/nats-core";
-import { JetStreamEventStore, connectNats, eventSubject } from "../../services/eventstore/dist/index.js";
-import { freePort, newPrefix, serviceEnv, startService } from "./system.mjs";
+// Restart of each service on a prefix with a realistic history (test/bench/history.mjs):
+// a fresh process of one service alone, from its start to gRPC health SERVING, and its
+// resident memory then, against the same service on a prefix that never held a sandbox.
+// Both prefixes had the whole stack run on them first, so streams, buckets and durables
+// exist on each and only the history differs.
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { makeHistory } from "./history.mjs";
+import { SERVICES, newPrefix, procUsage, stackEnv, startServers, startService, startStack, stopAll } from "./system.mjs";
 
-/** `count` small steprun.started commits (one event each, as the runner writes them) under `prefix`, published in parallel batches. */
-export async function fillStream(natsUrl, prefix, count, batch = 1000) {
-  const nc = await connectNats(natsUrl, "bench-fill");
+/** One start of `service` alone on `prefix`: ms to SERVING and VmRSS (MB) at that moment. */
+async function startOnce({ natsUrl, redisUrl, scratch, prefix, service }) {
+  const { env, at } = await stackEnv({ natsUrl, redisUrl, scratch, prefix });
+  const { proc, ms } = await startService(service, env, at(service), 120_000);
   try {
-    await JetStreamEventStore.open(nc, { prefix }); // creates the stream as the services would
-    const js = jetstream(nc, { timeout: 30_000 });
-    const time = new Date().toISOString();
-    for (let from = 0; from < count; from += batch) {
-      const acks = [];
-      for (let i = from; i < Math.min(count, from + batch); i++) {
-        const runId = `rk${i.toString(36)}.r.create.s.1`;
-        const id = `ev${i}`;
-        const event = {
-          specversion: "1.0", id, type: "ephemera.steprun.started.v1", source: "runner", subject: runId, time,
-          datacontenttype: "application/json",
-          data: { runId, workflowId: `rk${i.toString(36)}.r.create`, step: "s", attempt: 1, driver: "process", runner: "bench" },
-          correlationId: id, causationId: id, sequence: 1,
-        };
-        const h = headers();
-        h.set("Ephemera-Types", "ephemera.steprun.started.v1");
-        acks.push(js.publish(eventSubject(prefix, "steprun", runId), JSON.stringify([event]), { headers: h, msgID: id }));
-      }
-      await Promise.all(acks);
-    }
+    return { ms, rssMb: procUsage(proc.pid).rssMb };
   } finally {
-    await nc.close();
-  }
-}
-
-/** Starts the sandbox service on `prefix` `samples` times (after a warm-up), stopping it each time; the time to SERVING of each. */
-export async function timeRestarts({ natsUrl, redisUrl, scratch, prefix, samples }) {
-  const times = [];
-  for (let i = 0; i <= samples; i++) {
-    const api = `127.0.0.1:${await freePort()}`;
-    const env = serviceEnv({ NATS_URL: natsUrl, REDIS_URL: redisUrl, EPHEMERA_PREFIX: prefix, EPHEMERA_API_LISTEN: api, EPHEMERA_SIGNING_KEY_FILE: `${scratch}/${prefix}.key` });
-    const { proc, ms } = await startService("sandbox", env, api, 120_000);
     await proc.stop();
-    if (i > 0) times.push(ms); // the first start creates the stream's consumers: a warm-up
   }
-  return times;
 }
 
-export async function restartFigure({ natsUrl, redisUrl, scratch, events, samples }) {
+/**
+ * The history made, then for each service `samples` starts on each prefix (after a
+ * warm-up on each), the empty and the full prefix alternated so load from elsewhere on the
+ * machine falls on both alike. Resolves to { [service]: { empty, full } } of samples
+ * ({ ms[], rssMb[] }), and the history's making.
+ */
+export async function restartFigures({ natsUrl, redisUrl, scratch, deleted, ran, samples, log = () => {} }) {
+  const history = await makeHistory({ natsUrl, redisUrl, scratch, deleted, ran, log });
   const empty = newPrefix("empty");
-  const full = newPrefix("full");
-  await fillStream(natsUrl, empty, 0);
-  const t = performance.now();
-  await fillStream(natsUrl, full, events);
-  const fillMs = performance.now() - t;
-  const baseline = await timeRestarts({ natsUrl, redisUrl, scratch, prefix: empty, samples });
-  const measured = await timeRestarts({ natsUrl, redisUrl, scratch, prefix: full, samples });
-  return { baseline, measured, fillMs };
+  await (await startStack({ natsUrl, redisUrl, scratch, prefix: empty })).stop();
+  const byService = {};
+  for (const service of SERVICES) {
+    const figure = { empty: { ms: [], rssMb: [] }, full: { ms: [], rssMb: [] } };
+    for (let i = 0; i <= samples; i++) {
+      for (const [which, prefix] of [["empty", empty], ["full", history.prefix]]) {
+        const s = await startOnce({ natsUrl, redisUrl, scratch, prefix, service });
+        if (i === 0) continue; // warm-up: the file cache, and what a first start after the stack's stop still does
+        figure[which].ms.push(s.ms);
+        figure[which].rssMb.push(s.rssMb);
+      }
+    }
+    log(`restart of ${service}: ${figure.full.ms.map((x) => x.toFixed(0)).join(", ")} ms on the history, ${figure.empty.ms.map((x) => x.toFixed(0)).join(", ")} ms empty`);
+    byService[service] = figure;
+  }
+  return { history, byService, prefixes: [empty, history.prefix] };
+}
+
+// Alone, on servers of its own: node test/bench/restart.mjs [--deleted N] [--ran N] [--samples N]
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const arg = (name, fallback) => {
+    const at = process.argv.indexOf(`--${name}`);
+    return at > 0 ? Number(process.argv[at + 1]) : fallback;
+  };
+  const scratch = mkdtempSync("/var/tmp/ephemera-bench-");
+  const log = (s) => process.stderr.write(`[restart ${(performance.now() / 1000).toFixed(1)}s] ${s}\n`);
+  const range = (xs) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
+  try {
+    const servers = await startServers(join(scratch, "servers"));
+    const r = await restartFigures({ ...servers, scratch, deleted: arg("deleted", 20_000), ran: arg("ran", 1_000), samples: arg("samples", 3), log });
+    const h = r.history;
+    console.log(`history: ${h.commits} commits, ${(h.bytes / 2 ** 20).toFixed(1)} MiB; made in ${(h.deletedMs / 1000).toFixed(1)} s + ${(h.ranMs / 1000).toFixed(1)} s`);
+    for (const [service, f] of Object.entries(r.byService)) {
+      console.log(`${service}: start ${range(f.full.ms)} ms on the history, ${range(f.empty.ms)} ms empty; RSS ${range(f.full.rssMb)} MB against ${range(f.empty.rssMb)} MB`);
+    }
+    console.log(JSON.stringify(r));
+  } finally {
+    await stopAll();
+    rmSync(scratch, { recursive: true, force: true });
+  }
 }

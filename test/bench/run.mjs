@@ -12,14 +12,17 @@ import * as pb from "../../services/proto/dist/index.js";
 import { grpc } from "../../services/kit/dist/client.js";
 import { signCapability, signingKey, stepCapability } from "../../services/kit/dist/capability.js";
 import { redisOutageFigure } from "./redis-outage.mjs";
-import { restartFigure } from "./restart.mjs";
-import { ROOT, startServers, startStack, stopAll } from "./system.mjs";
+import { eventStreamState } from "./history.mjs";
+import { restartFigures } from "./restart.mjs";
+import { ROOT, natsMessages, startServers, startStack, stopAll } from "./system.mjs";
 import { chainPlugin, createAndWait, diamondPlugin, fourStepPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
 
 const quick = process.argv.includes("--quick");
+// --scale: only the batches and the restarts on a history (the rows of "Scale" in docs/performance.md).
+const all = !process.argv.includes("--scale");
 const P = quick
-  ? { samples: 3, chain: 10, diamonds: 3, small: 20, large: 50, events: 20_000, restarts: 2, reads: 100, deadlineMs: 180_000 }
-  : { samples: 5, chain: 30, diamonds: 5, small: 200, large: 1000, events: 100_000, restarts: 5, reads: 300, deadlineMs: 15 * 60_000 };
+  ? { samples: 3, chain: 10, diamonds: 3, small: 20, large: 50, deleted: 1_000, ran: 50, restarts: 2, reads: 100, deadlineMs: 900_000 }
+  : { samples: 5, chain: 30, diamonds: 5, small: 200, large: 1000, deleted: 20_000, ran: 1_000, restarts: 3, reads: 300, deadlineMs: 30 * 60_000 };
 const SLEEP_S = 1.5;
 
 const scratch = mkdtempSync("/var/tmp/ephemera-bench-");
@@ -47,6 +50,8 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const stats = (xs) => ({ min: Math.min(...xs), median: median(xs), n: xs.length });
+/** The nearest-rank `p`th percentile (0 < p ≤ 100) of `xs`. */
+const percentile = (xs, p) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)];
 
 /**
  * One row of the table. `measured` and `baseline`: samples (ms) or a single value; `goal`:
@@ -60,7 +65,7 @@ function record(figure, { measured, baseline, baselineLabel, goal, unit = "ms", 
   const judged = ratio ?? m.median;
   const row = { figure, baselineLabel, baseline: b, measured: m, unit, ratio, ratioMin: b ? m.min / b.min : undefined, goal, met: goal === undefined ? undefined : judged <= goal, ...extra };
   rows.push(row);
-  log(`${figure}: ${fmt(m, unit)}${b ? ` vs ${fmt(b, "ms")} → ${ratio.toFixed(2)}×` : ""}`);
+  log(`${figure}: ${fmt(m, unit)}${b ? ` vs ${fmt(b, unit)} → ${ratio.toFixed(2)}×` : ""}`);
   return row;
 }
 const num = (x, unit) => (unit === "ms" ? (x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 2 : 0)} ms`) : `${x.toFixed(1)} ${unit}`);
@@ -135,13 +140,20 @@ async function ioReadFigure(stack, api, sandboxName) {
   record("IO context read of a step's inputs", { measured, baseline: base, baselineLabel: "empty unary call (health Check), same channel", goal: 1.25 });
 }
 
-/** `count` sandboxes of the four-step plugin created at once (16 creates in flight) on a fresh stack; every figure the batch gives. */
-async function batch(servers, count) {
-  const stack = await startStack({ ...servers, scratch, tag: `b${count}` });
+/**
+ * `count` sandboxes of the four-step plugin created at once (16 creates in flight) on a
+ * fresh stack with `runners` runner processes; every figure the batch gives, with the
+ * commits it appended and the messages the (bench's own) NATS server took in and sent.
+ */
+async function batch(servers, count, runners = 1) {
+  const stack = await startStack({ ...servers, scratch, tag: `b${count}r${runners}`, runners });
   const api = new Api(stack.api, { timeoutMs: 30_000 });
   const watch = watchReadiness(api);
   try {
     await api.applyPlugin(fourStepPlugin());
+    // Commits in the prefix's event stream, messages into and out of the server.
+    const natsCounts = async () => ({ commits: (await eventStreamState(servers.natsUrl, stack.prefix)).messages, ...(await natsMessages(servers.natsMonitorUrl)) });
+    const natsBefore = await natsCounts();
     const before = stack.usage();
     const t0 = performance.now();
     const names = Array.from({ length: count }, (_, i) => `b${count}-${i}`);
@@ -160,9 +172,11 @@ async function batch(servers, count) {
     }));
     const totalMs = performance.now() - t0;
     const after = stack.usage();
+    const natsAfter = await natsCounts();
     const cpuMs = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].cpuMs - before[s].cpuMs]));
     const peakRssMb = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].peakRssMb]));
-    return { count, steps: count * 4, totalMs, readyAfterCreate, cpuMs, peakRssMb };
+    const nats = Object.fromEntries(Object.keys(natsAfter).map((k) => [k, natsAfter[k] - natsBefore[k]]));
+    return { count, runners, steps: count * 4, totalMs, readyAfterCreate, cpuMs, peakRssMb, nats };
   } finally {
     await watch.stop();
     await stack.stop();
@@ -172,12 +186,12 @@ async function batch(servers, count) {
 async function main() {
   const sha = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
   const machine = { cores: availableParallelism(), memGiB: Math.round(totalmem() / 2 ** 30), node: process.version };
-  log(`${quick ? "quick" : "full"} run at ${sha}: ${machine.cores} cores, ${machine.memGiB} GiB, node ${machine.node}; scratch ${scratch}`);
+  log(`${quick ? "quick" : "full"}${all ? "" : " scale"} run at ${sha}: ${machine.cores} cores, ${machine.memGiB} GiB, node ${machine.node}; scratch ${scratch}`);
   const servers = await startServers(join(scratch, "servers"));
   log(`own NATS ${servers.natsUrl}, Redis ${servers.redisUrl}`);
 
   // Chain, diamond and IO context reads on one stack.
-  {
+  if (all) {
     const stack = await startStack({ ...servers, scratch, tag: "steps" });
     const api = new Api(stack.api, { timeoutMs: 30_000 });
     const watch = watchReadiness(api);
@@ -192,13 +206,13 @@ async function main() {
   }
 
   // Steps while the IO context's Redis is stopped: a stack on a Redis of the figure's own.
-  await borrowed("4-step chain with Redis stopped", async () => {
+  if (all) await borrowed("4-step chain with Redis stopped", async () => {
     const { up, down } = await redisOutageFigure({ ...servers, scratch, samples: P.samples });
     record("4-step chain with Redis stopped", { measured: down, baseline: up, baselineLabel: "4-step chain, Redis up", goal: 2 });
   });
 
   // The Kubernetes driver on the simulated cluster: its own stack and simulator.
-  await borrowed("Kubernetes driver", async () => {
+  if (all) await borrowed("Kubernetes driver", async () => {
     const { kubeFigures } = await import("./kube.mjs");
     const k = await kubeFigures({ ...servers, scratch, chain: quick ? 5 : 10, samples: P.samples });
     record("Kubernetes: step-to-step gap (a pod's end → the next step's pod created), simulated cluster", { measured: k.gaps, goal: 100 });
@@ -216,23 +230,37 @@ async function main() {
   log(`batch of ${P.large}: all ready in ${(large.totalMs / 1000).toFixed(1)} s`);
   record(`${P.large} sandboxes × 4 steps, all ready`, { measured: large.totalMs, goal: quick ? undefined : 60_000 });
   record(`${P.large} vs ${P.small} sandboxes, all ready`, { measured: large.totalMs, baseline: small.totalMs, baselineLabel: `${P.small} sandboxes`, goal: 1.1 * (P.large / P.small) });
+  // Time-to-ready as fractions of the batch: a burst served fairly readies its first sandboxes early, and none late.
   record(`median time-to-ready, ${P.small} batch`, { measured: median(small.readyAfterCreate), baseline: small.totalMs, baselineLabel: "the batch's total", goal: 0.25 });
+  record(`p90 time-to-ready, ${P.small} batch`, { measured: percentile(small.readyAfterCreate, 90), baseline: small.totalMs, baselineLabel: "the batch's total", goal: 0.6 });
+  record(`max time-to-ready, ${P.small} batch`, { measured: Math.max(...small.readyAfterCreate), baseline: small.totalMs, baselineLabel: "the batch's total", goal: 1.1 });
   for (const [service, mb] of Object.entries(large.peakRssMb)) record(`peak RSS ${service}, ${P.large} batch`, { measured: mb, unit: "MB", goal: 300 });
   const cpuTotal = Object.values(large.cpuMs).reduce((a, b) => a + b, 0);
   notes.push(`service CPU in the ${P.large} batch, ms per step: ${Object.entries(large.cpuMs).map(([s, ms]) => `${s} ${(ms / large.steps).toFixed(1)}`).join(", ")}`);
   record(`service CPU per step, ${P.large} batch`, { measured: cpuTotal / large.steps, goal: 5, extra: { cpuMsByService: large.cpuMs, steps: large.steps } });
+  for (const [service, ms] of Object.entries(large.cpuMs)) record(`service CPU per step, ${service}, ${P.large} batch`, { measured: ms / large.steps });
+  const perStep = (n) => (n / large.steps).toFixed(2);
+  notes.push(`NATS in the ${P.large} batch, per step: ${perStep(large.nats.commits)} commits appended to the event stream, ` +
+    `${perStep(large.nats.in)} messages into the server, ${perStep(large.nats.out)} out of it (every stream, consumer and request of the prefix's, the bench's watch included)`);
+
+  // The same batch with a second runner process for the cluster.
+  const twoRunners = await batch(servers, P.large, 2);
+  log(`batch of ${P.large} with two runners: all ready in ${(twoRunners.totalMs / 1000).toFixed(1)} s`);
+  record(`${P.large} sandboxes × 4 steps, all ready, two runner processes`, {
+    measured: twoRunners.totalMs, baseline: large.totalMs, baselineLabel: "one runner process", extra: { cpuMsByService: twoRunners.cpuMs },
+  });
 
   // Start-ups: an eph command and the agent against a bare Node.
   process.env.NATS_URL = servers.natsUrl;
   process.env.REDIS_URL = servers.redisUrl;
   // Figures of other files (test/bench/cli-startup.mjs, agent-startup.mjs): a change in
   // what they return costs their row, not the run.
-  await borrowed("eph sandbox get", async () => {
+  if (all) await borrowed("eph sandbox get", async () => {
     const { cliStartup } = await import("./cli-startup.mjs");
     const cli = await cliStartup({ samples: P.samples, warmup: 2 });
     record("eph sandbox get", { measured: cli.measured.samples, baseline: cli.baseline.samples, baselineLabel: "node -e 0", goal: 3 });
   });
-  await borrowed("agent start-up", async () => {
+  if (all) await borrowed("agent start-up", async () => {
     const agentBench = await import("./agent-startup.mjs").catch(() => undefined);
     if (agentBench) {
       // Its result carries more cases than this table needs: node -e 0 ("baseline") and the agent as it starts in a pod ("agent").
@@ -251,7 +279,7 @@ async function main() {
   });
 
   // The routing sidecar in front of a baseline app: latency it adds, and load on one core.
-  await borrowed("ephemera-router", async () => {
+  if (all) await borrowed("ephemera-router", async () => {
     const { routerFigures } = await import("./router.mjs");
     const r = await routerFigures({ samples: P.samples, requests: quick ? 1000 : 2000 });
     record("router: p50 added to a baseline HTTP/1.1 request (through it − direct)", {
@@ -268,7 +296,7 @@ async function main() {
   });
 
   // The tunnel between a workstation and the cluster, on loopback, in this process.
-  await borrowed("tunnel", async () => {
+  if (all) await borrowed("tunnel", async () => {
     const { tunnelFigures } = await import("./tunnel.mjs");
     const t = await tunnelFigures({ natsUrl: servers.natsUrl, samples: P.samples, requests: quick ? 200 : 1000, largeSamples: quick ? 2 : P.samples });
     const pair = (f) => ({ directP50Ms: stats(f.direct), throughP50Ms: stats(f.through) });
@@ -292,10 +320,18 @@ async function main() {
       `dial ${median(t.dial.direct).toFixed(3)} / ${median(t.dial.through).toFixed(3)} ms (h2c; caller, tunnel and client share one process)`);
   });
 
-  // Restart of the API on a long stream.
-  const restart = await restartFigure({ ...servers, scratch, events: P.events, samples: P.restarts });
-  record(`API restart to SERVING, ${P.events / 1000}k events`, {
-    measured: restart.measured, baseline: restart.baseline, baselineLabel: "empty stream", extra: { fillMs: restart.fillMs },
+  // Restart of each service on a realistic history.
+  await borrowed("restarts on a history", async () => {
+    const r = await restartFigures({ ...servers, scratch, deleted: P.deleted, ran: P.ran, samples: P.restarts, log });
+    const { history } = r;
+    const what = `${P.deleted / 1000}k deleted + ${P.ran} run sandboxes`;
+    notes.push(`history: ${P.deleted} sandboxes of a plugin without steps created, ready and deleted in ${(history.deletedMs / 1000).toFixed(1)} s, ` +
+      `${P.ran} of the four-step plugin in ${(history.ranMs / 1000).toFixed(1)} s; ${history.commits} commits (${(history.bytes / 2 ** 20).toFixed(1)} MiB) in the event stream`);
+    for (const [service, f] of Object.entries(r.byService)) {
+      record(`${service} restart to SERVING, ${what}`, { measured: f.full.ms, baseline: f.empty.ms, baselineLabel: "empty prefix", goal: 1.3 });
+      record(`${service} RSS at SERVING, ${what}`, { measured: f.full.rssMb, baseline: f.empty.rssMb, baselineLabel: "empty prefix", unit: "MB", goal: 1.2 });
+    }
+    await removePrefixes(servers, r.prefixes);
   });
 
   notes.push(
@@ -307,8 +343,17 @@ async function main() {
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `${new Date().toISOString().slice(0, 10)}-${sha}.json`);
   const params = { ...P, runnerConcurrency: "default (max(2, cores))", readiness: "EventService.Watch (follow, ephemera.sandbox.*)" };
-  appendFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), sha, quick, machine, params, rows, notes, batches: { small, large: { ...large, readyAfterCreate: stats(large.readyAfterCreate) } } }, (k, v) => (k === "readyAfterCreate" && Array.isArray(v) ? stats(v) : v))}\n`);
+  appendFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), sha, quick, scaleOnly: !all, machine, params, rows, notes, batches: { small, large: { ...large, readyAfterCreate: stats(large.readyAfterCreate) }, twoRunners } }, (k, v) => (k === "readyAfterCreate" && Array.isArray(v) ? stats(v) : v))}\n`);
   log(`appended to ${file}`);
+}
+
+/** Removes what ephemera kept under each prefix (scripts/remove-prefix.mjs), so later figures run on a server that no longer holds them. */
+async function removePrefixes(servers, prefixes) {
+  for (const prefix of prefixes) {
+    execFileSync(process.execPath, [join(ROOT, "scripts", "remove-prefix.mjs"), prefix], {
+      env: { ...process.env, NATS_URL: servers.natsUrl, REDIS_URL: servers.redisUrl }, stdio: ["ignore", "ignore", "pipe"], timeout: 60_000,
+    });
+  }
 }
 
 async function borrowed(figure, fn) {
@@ -324,7 +369,7 @@ function printTable(machine, sha) {
   const head = ["figure", "baseline", "measured (min / median)", "ratio", "goal", "met?"];
   const lines = rows.map((r) => [
     r.figure,
-    r.baseline ? `${r.baselineLabel}: ${fmt(r.baseline, "ms")}` : "—",
+    r.baseline ? `${r.baselineLabel}: ${fmt(r.baseline, r.unit)}` : "—",
     fmt(r.measured, r.unit),
     r.ratio === undefined ? "—" : `${r.ratio.toFixed(2)}×`,
     r.goal === undefined ? "report" : r.ratio === undefined ? `≤ ${r.unit === "ms" && r.goal >= 1000 ? `${r.goal / 1000} s` : `${r.goal} ${r.unit}`}` : `≤ ${r.goal}×`,
@@ -332,7 +377,7 @@ function printTable(machine, sha) {
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(" | ")} |`;
-  console.log(`\nephemera bench (${quick ? "quick" : "full"}) at ${sha}: ${machine.cores} cores, ${machine.memGiB} GiB, node ${machine.node}`);
+  console.log(`\nephemera bench (${quick ? "quick" : "full"}${all ? "" : ", scale rows only"}) at ${sha}: ${machine.cores} cores, ${machine.memGiB} GiB, node ${machine.node}`);
   console.log(line(head));
   console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
   for (const l of lines) console.log(line(l));

@@ -82,10 +82,19 @@ async function startServer(name, command, args, ready, timeoutMs = 20_000) {
 export async function startServers(dir) {
   mkdirSync(join(dir, "nats"), { recursive: true });
   const natsPort = await freePort();
+  const monitorPort = await freePort();
   const nats = await startServer("nats-server", "/usr/sbin/nats-server",
-    ["-a", "127.0.0.1", "-p", String(natsPort), "-js", "-sd", join(dir, "nats")], /Server is ready/);
+    ["-a", "127.0.0.1", "-p", String(natsPort), "-m", String(monitorPort), "-js", "-sd", join(dir, "nats")], /Server is ready/);
   const { redis, redisUrl } = await startRedis(join(dir, "redis"));
-  return { nats, redis, natsUrl: `nats://127.0.0.1:${natsPort}`, redisUrl };
+  return { nats, redis, natsUrl: `nats://127.0.0.1:${natsPort}`, natsMonitorUrl: `http://127.0.0.1:${monitorPort}`, redisUrl };
+}
+
+/** Messages the NATS server has taken in and sent out since it started (its /varz): the bench's own server, so a figure's difference is its own. */
+export async function natsMessages(natsMonitorUrl) {
+  const res = await fetch(`${natsMonitorUrl}/varz`, { signal: AbortSignal.timeout(5_000) });
+  if (!res.ok) throw new Error(`GET ${natsMonitorUrl}/varz: ${res.status}`);
+  const v = await res.json();
+  return { in: v.in_msgs, out: v.out_msgs };
 }
 
 /** A redis-server of its own (no persistence) on a free port, data under `dir`: one a figure may stop. */
@@ -122,12 +131,8 @@ export async function startService(service, env, healthAddress, timeoutMs = 60_0
   return { proc: p, ms: performance.now() - t0 };
 }
 
-/**
- * The four services under a fresh prefix on the given servers, each listening on a port
- * of its own. Runner concurrency stays at its default unless `env` sets it.
- */
-export async function startStack({ natsUrl, redisUrl, scratch, tag, env: extra = {} }) {
-  const prefix = newPrefix(tag);
+/** The environment of the four services under `prefix`, each listening on a port of its own; `at(service)` is where. */
+export async function stackEnv({ natsUrl, redisUrl, scratch, prefix, env: extra = {} }) {
   const ports = {};
   for (const s of SERVICES) ports[s] = await freePort();
   const at = (s) => `127.0.0.1:${ports[s]}`;
@@ -139,9 +144,26 @@ export async function startStack({ natsUrl, redisUrl, scratch, tag, env: extra =
     EPHEMERA_SIGNING_KEY_FILE: join(scratch, prefix, "signing.key"),
     ...extra,
   });
+  return { env, at };
+}
+
+/**
+ * The four services under a fresh prefix (or `prefix`) on the given servers, each listening
+ * on a port of its own; `runners` runner processes for the one cluster (the second and
+ * later as `runner2`, … with a port and a work directory of their own). Runner concurrency
+ * stays at its default unless `env` sets it.
+ */
+export async function startStack({ natsUrl, redisUrl, scratch, tag, prefix = newPrefix(tag), runners = 1, env: extra = {} }) {
+  const { env, at } = await stackEnv({ natsUrl, redisUrl, scratch, prefix, env: extra });
+  const starts = SERVICES.map((s) => ({ name: s, service: s, env, health: at(s) }));
+  for (let i = 2; i <= runners; i++) {
+    const health = `127.0.0.1:${await freePort()}`;
+    starts.push({ name: `runner${i}`, service: "runner", health, env: { ...env, EPHEMERA_RUNNER_LISTEN: health, EPHEMERA_RUNNER_WORKDIR: join(scratch, prefix, `runner${i}`) } });
+  }
+  const names = starts.map((s) => s.name);
   const procs = {};
   try {
-    await Promise.all(SERVICES.map(async (s) => { procs[s] = (await startService(s, env, at(s))).proc; }));
+    await Promise.all(starts.map(async (s) => { procs[s.name] = (await startService(s.service, s.env, s.health)).proc; }));
   } catch (err) {
     await Promise.all(Object.values(procs).map((p) => p.stop()));
     throw err;
@@ -149,9 +171,9 @@ export async function startStack({ natsUrl, redisUrl, scratch, tag, env: extra =
   return {
     prefix, env, procs, api: at("sandbox"), iocontext: at("iocontext"),
     signingKey: () => readFileSync(env.EPHEMERA_SIGNING_KEY_FILE),
-    /** utime+stime (ms) and peak RSS (VmHWM, MB) of each service now. */
-    usage: () => Object.fromEntries(SERVICES.map((s) => [s, procUsage(procs[s].pid)])),
-    stop: () => Promise.all(SERVICES.map((s) => procs[s]?.stop())),
+    /** utime+stime (ms) and peak RSS (VmHWM, MB) of each service process now. */
+    usage: () => Object.fromEntries(names.map((s) => [s, procUsage(procs[s].pid)])),
+    stop: () => Promise.all(names.map((s) => procs[s]?.stop())),
   };
 }
 
