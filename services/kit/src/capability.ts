@@ -7,6 +7,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { SignJWT, errors as joseErrors, jwtVerify } from "jose";
+import { LRUCache } from "lru-cache";
 import type * as pb from "@ephemera/proto";
 import { envString, type Env } from "./config.js";
 import { PermissionDeniedError, UnauthenticatedError } from "./errors.js";
@@ -116,6 +117,13 @@ export async function signCapability(key: SigningKey, capability: StepCapability
  * token of another run. Messages never hold the token.
  */
 export async function verifyCapability(keys: SigningKey[], token: string, runId: string, now = new Date()): Promise<StepCapability> {
+  return (await verifiedToken(keys, token, runId, now)).capability;
+}
+
+/** How far past its expiry a token is still taken: the signer's clock and the verifier's differ. */
+const CLOCK_TOLERANCE_S = 5;
+
+async function verifiedToken(keys: SigningKey[], token: string, runId: string, now: Date): Promise<{ capability: StepCapability; exp?: number }> {
   if (!token) throw new UnauthenticatedError(`run ${runId}: no capability token`);
   let payload;
   try {
@@ -123,7 +131,7 @@ export async function verifyCapability(keys: SigningKey[], token: string, runId:
       const key = keys.find((k) => k.id === kid);
       if (!key) throw new UnauthenticatedError(`run ${runId}: the token is signed with an unknown key (${kid ?? "none named"})`);
       return key.secret;
-    }, { algorithms: ["HS256"], issuer: ISSUER, audience: AUDIENCE, currentDate: now, clockTolerance: 5 }));
+    }, { algorithms: ["HS256"], issuer: ISSUER, audience: AUDIENCE, currentDate: now, clockTolerance: CLOCK_TOLERANCE_S }));
   } catch (err) {
     if (err instanceof UnauthenticatedError) throw err;
     const why = err instanceof joseErrors.JWTExpired ? "the token has expired"
@@ -132,9 +140,40 @@ export async function verifyCapability(keys: SigningKey[], token: string, runId:
       : "the token is malformed";
     throw new UnauthenticatedError(`run ${runId}: ${why}`);
   }
-  if (payload.sub !== runId) throw new PermissionDeniedError(`run ${runId}: the token is for another run (${String(payload.sub)})`);
+  if (payload.sub !== runId) throw anotherRun(runId, String(payload.sub));
   const list = (v: unknown) => (Array.isArray(v) && v.every((x) => typeof x === "string") ? v : []);
-  return { run: runId, inputs: list(payload["in"]), outputs: list(payload["out"]) };
+  return { capability: { run: runId, inputs: list(payload["in"]), outputs: list(payload["out"]) }, ...(payload.exp === undefined ? {} : { exp: payload.exp }) };
+}
+
+const anotherRun = (runId: string, sub: string) => new PermissionDeniedError(`run ${runId}: the token is for another run (${sub})`);
+
+/**
+ * verifyCapability, remembering the tokens it verified until they expire: a run's calls after
+ * its first cost a lookup instead of a JWT parse and an HMAC. A token is recognised by its
+ * whole text, signature included, so only the exact string verified is; one without an
+ * expiry is never remembered. Bounded (least recently used first out).
+ */
+export class CapabilityVerifier {
+  private readonly verified: LRUCache<string, { capability: StepCapability; exp: number }>;
+
+  constructor(private readonly keys: SigningKey[], max = 10_000) {
+    this.verified = new LRUCache({ max });
+  }
+
+  async verify(token: string, runId: string, now = new Date()): Promise<StepCapability> {
+    const known = token ? this.verified.get(token) : undefined;
+    if (known) {
+      if (now.getTime() / 1000 > known.exp + CLOCK_TOLERANCE_S) {
+        this.verified.delete(token);
+        throw new UnauthenticatedError(`run ${runId}: the token has expired`);
+      }
+      if (known.capability.run !== runId) throw anotherRun(runId, known.capability.run);
+      return known.capability;
+    }
+    const { capability, exp } = await verifiedToken(this.keys, token, runId, now);
+    if (exp !== undefined) this.verified.set(token, { capability: Object.freeze(capability), exp });
+    return capability;
+  }
 }
 
 /**

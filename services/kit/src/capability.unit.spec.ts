@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { signCapability, signingKey, signingKeys, verifyCapability, type StepCapability } from "./capability.js";
+import { CapabilityVerifier, signCapability, signingKey, signingKeys, verifyCapability, type StepCapability } from "./capability.js";
 import { PermissionDeniedError, UnauthenticatedError } from "./errors.js";
 
 const key = signingKey(Buffer.from("k".repeat(32)));
@@ -42,6 +42,45 @@ describe("capability tokens", () => {
   it("verify with the previous key during a rotation", async () => {
     const token = await signCapability(other, cap, 60_000, at);
     expect(await verifyCapability([key, other], token, cap.run, at)).toEqual(cap);
+  });
+});
+
+describe("CapabilityVerifier: tokens verified once, recognised until they expire", () => {
+  const refusal = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as Error);
+
+  it("recognises a token it verified without verifying it again, and only that exact token", async () => {
+    const keys = [key];
+    const verifier = new CapabilityVerifier(keys);
+    const token = await signCapability(key, cap, 60_000, at);
+    expect(await verifier.verify(token, cap.run, at)).toEqual(cap);
+    // With no key left, only a token recognised from before can pass: this one is.
+    keys.length = 0;
+    expect(await verifier.verify(token, cap.run, at)).toEqual(cap);
+    // The same claims with another signature are not the token verified: checked, and refused.
+    const forged = `${token.slice(0, token.lastIndexOf(".") + 1)}${"A".repeat(43)}`;
+    expect(await refusal(verifier.verify(forged, cap.run, at))).toEqual(expect.any(UnauthenticatedError));
+  });
+
+  it("refuses a recognised token once it expired (past the clocks' tolerance), and for another run", async () => {
+    const verifier = new CapabilityVerifier([key]);
+    const token = await signCapability(key, cap, 60_000, at);
+    await verifier.verify(token, cap.run, at);
+    expect(await verifier.verify(token, cap.run, new Date(at.getTime() + 64_000))).toEqual(cap);
+    const other = await refusal(verifier.verify(token, "other.db.create.provision.1", at));
+    expect(other).toEqual(expect.any(PermissionDeniedError));
+    expect(other!.message).toContain(`the token is for another run (${cap.run})`);
+    const late = await refusal(verifier.verify(token, cap.run, new Date(at.getTime() + 66_000)));
+    expect(late).toEqual(expect.any(UnauthenticatedError));
+    expect(late!.message).toMatch(/expired/);
+    expect(late!.message).not.toContain(token);
+  });
+
+  it("remembers nothing it refused: a bad token is refused every time", async () => {
+    const verifier = new CapabilityVerifier([key]);
+    const token = await signCapability(other, cap, 60_000, at);
+    for (let i = 0; i < 2; i++) expect(await refusal(verifier.verify(token, cap.run, at))).toEqual(expect.any(UnauthenticatedError));
+    const stranger = await signCapability(key, { ...cap, run: "other.db.create.provision.1" }, 60_000, at);
+    for (let i = 0; i < 2; i++) expect(await refusal(verifier.verify(stranger, cap.run, at))).toEqual(expect.any(PermissionDeniedError));
   });
 });
 
