@@ -2,7 +2,7 @@
 // handed to the script (env var, file, or both).
 import type * as pb from "@ephemera/proto";
 import type { Phase } from "@ephemera/events";
-import { succeededRun, type WorkflowView } from "./state.js";
+import { outputDigest, succeededRun, type WorkflowView } from "./state.js";
 
 export type InputSource =
   /** A sandbox param; undefined when the sandbox does not set it (optional params are common). */
@@ -12,7 +12,7 @@ export type InputSource =
    * workflow, so the scheduler only dispatched this step after it succeeded. A create
    * step read by a delete step may never have run: its output is then simply absent.
    */
-  | { kind: "step"; step: string; output: string; runId: string | undefined; required: boolean };
+  | { kind: "step"; step: string; output: string; runId: string | undefined; required: boolean; sha256?: string };
 
 export interface PlannedInput {
   name: string;
@@ -52,11 +52,15 @@ function sourceOf(input: pb.StepInput, ctx: InputContext): InputSource {
   const ref = input.valueFromStep;
   if (!ref) return { kind: "param", value: input.valueFromSandbox ? ctx.workflow.started?.params[input.name] : undefined };
   if (findStep(ctx.spec, ctx.phase, ref.name)) {
-    return { kind: "step", step: ref.name, output: ref.output, runId: succeededRun(ctx.workflow, ref.name), required: true };
+    return stepSource(ref, ctx.workflow, true);
   }
   // Only a delete step may look across phases (validation rejects the other direction).
-  const crossPhase = ctx.phase === "delete";
-  return { kind: "step", step: ref.name, output: ref.output, runId: succeededRun(ctx.createWorkflow, ref.name), required: !crossPhase };
+  return stepSource(ref, ctx.createWorkflow, ctx.phase !== "delete");
+}
+
+function stepSource(ref: pb.StepRef, workflow: WorkflowView | undefined, required: boolean): InputSource {
+  const sha256 = outputDigest(workflow, ref.name, ref.output);
+  return { kind: "step", step: ref.name, output: ref.output, runId: succeededRun(workflow, ref.name), required, ...(sha256 ? { sha256 } : {}) };
 }
 
 /** Step sources whose producing run is not known yet: worth re-reading the workflows for. */

@@ -87,17 +87,17 @@ describe("iocontext against NATS and Redis", () => {
       ...runs.map((r) => ev("ephemera.workflow.step_dispatched.v1", { step: r.split(".")[3]!, runId: r, attempt: 1 })),
     );
   };
-  const succeed = async (wf: string, run: string, outputs: Record<string, string>) => {
+  /** The run's success, journaled; `digests`: its workflow's step_succeeded names them, as the scheduler now writes it. */
+  const succeed = async (wf: string, run: string, outputs: Record<string, string>, { digests = false } = {}) => {
     const step = run.split(".")[3]!;
     const started = (await store.read(Aggregates.steprun, run)).events.length > 0;
+    const journaled = await journalOutputs(values, run, Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) })));
     await append(Aggregates.steprun, run,
       ...(started ? [] : [ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step, attempt: 1 })]),
-      ev("ephemera.steprun.succeeded.v1", {
-        runId: run, workflowId: wf, step,
-        outputs: await journalOutputs(values, run, Object.entries(outputs).map(([name, v]) => ({ name, value: Buffer.from(v) }))),
-      }),
+      ev("ephemera.steprun.succeeded.v1", { runId: run, workflowId: wf, step, outputs: journaled }),
     );
-    await append(Aggregates.workflow, wf, ev("ephemera.workflow.step_succeeded.v1", { step, runId: run }));
+    const refs = digests ? journaled.map((o) => ({ key: o.name, size: o.size, sha256: o.sha256 })) : [];
+    await append(Aggregates.workflow, wf, ev("ephemera.workflow.step_succeeded.v1", { step, runId: run, outputs: refs }));
   };
 
   beforeEach(async () => {
@@ -196,6 +196,51 @@ describe("iocontext against NATS and Redis", () => {
     await append(Aggregates.workflow, create, ev("ephemera.workflow.step_dispatched.v1", { step: "seed", runId: seedRun, attempt: 1 }));
     expect(byName(await getInputs(seedRun))["host"]).toMatchObject({ present: true, value: "db-rk0001" });
     expect((await redis.hgetBuffer(`${prefix}:io:${provisionRun}`, "host"))?.toString()).toBe("db-rk0001");
+  });
+
+  it("serves a producing run's outputs from memory when its step_succeeded names their digests: the cache is not read", async () => {
+    await append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: RK }));
+    await waitFor(() => service.projections.sandboxes.get("feature-x") !== undefined, { what: "the sandbox to be live here" });
+    await startWorkflow(create, "create", provisionRun);
+    await putOutputs(provisionRun, { host: "db-rk0001", port: "5432" });
+    expect(service.recent?.size.runs).toBe(1);
+    await succeed(create, provisionRun, { host: "db-rk0001", port: "5432" }, { digests: true });
+    // The cache lost the run: a read of it would find nothing and write it back from the journal.
+    await redis.del(`${prefix}:io:${provisionRun}`);
+    await append(Aggregates.workflow, create, ev("ephemera.workflow.step_dispatched.v1", { step: "seed", runId: seedRun, attempt: 1 }));
+    expect(byName(await getInputs(seedRun))["host"]).toMatchObject({ present: true, value: "db-rk0001" });
+    expect(await redis.exists(`${prefix}:io:${provisionRun}`)).toBe(0);
+  });
+
+  it("serves memory only as journaled: a value held that differs from the digest is read from the cache and journal instead", async () => {
+    await append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: RK }));
+    await waitFor(() => service.projections.sandboxes.get("feature-x") !== undefined, { what: "the sandbox to be live here" });
+    await startWorkflow(create, "create", provisionRun);
+    await putOutputs(provisionRun, { host: "db-rk0001", port: "5432" });
+    await succeed(create, provisionRun, { host: "db-rk0001", port: "5432" }, { digests: true });
+    service.recent!.remember(provisionRun, RK, [{ name: "host", value: Buffer.from("db-evil") }]);
+    await redis.del(`${prefix}:io:${provisionRun}`);
+    await append(Aggregates.workflow, create, ev("ephemera.workflow.step_dispatched.v1", { step: "seed", runId: seedRun, attempt: 1 }));
+    expect(byName(await getInputs(seedRun))["host"]).toMatchObject({ present: true, value: "db-rk0001" });
+    // Read from the journal and written back to the cache, and held again as journaled.
+    expect((await redis.hgetBuffer(`${prefix}:io:${provisionRun}`, "host"))?.toString()).toBe("db-rk0001");
+    await redis.del(`${prefix}:io:${provisionRun}`);
+    expect(byName(await getInputs(seedRun))["host"]).toMatchObject({ present: true, value: "db-rk0001" });
+    expect(await redis.exists(`${prefix}:io:${provisionRun}`)).toBe(0);
+  });
+
+  it("forgets a deleted sandbox's outputs held in memory, and holds none of a sandbox it does not know live", async () => {
+    await startWorkflow(create, "create", provisionRun);
+    await putOutputs(provisionRun, { host: "db-rk0001", port: "5432" });
+    expect(service.recent?.size.runs).toBe(0); // no sandbox rk0001 is live here
+    await append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.created.v1", { name: "feature-x", routingKey: RK }));
+    await waitFor(() => service.projections.sandboxes.get("feature-x") !== undefined, { what: "the sandbox to be live here" });
+    await succeed(create, provisionRun, { host: "db-rk0001", port: "5432" }, { digests: true });
+    await append(Aggregates.workflow, create, ev("ephemera.workflow.step_dispatched.v1", { step: "seed", runId: seedRun, attempt: 1 }));
+    expect(byName(await getInputs(seedRun))["host"]).toMatchObject({ present: true, value: "db-rk0001" });
+    expect(service.recent?.size.runs).toBe(1); // held once read as journaled
+    await append(Aggregates.sandbox, "feature-x", ev("ephemera.sandbox.deleted.v1", {}));
+    await waitFor(() => service.recent?.size.runs === 0, { what: "the deleted sandbox's runs to leave memory" });
   });
 
   it("drops a sandbox's outputs once the sandbox is deleted", async () => {

@@ -2,16 +2,18 @@
 import { codeFingerprint, connectNats, JetStreamEventStore, JetStreamLeaseStore, JetStreamSnapshotStore, JetStreamValueStore } from "@ephemera/eventstore";
 import { tmpdir } from "node:os";
 import {
-  DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envString, onShutdown, signingKeys,
+  DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envInt, envString, onShutdown, signingKeys,
 } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { openRedis } from "./redis.js";
+import { DEFAULT_RECENT_BYTES } from "./recent.js";
 import { start } from "./start.js";
 
 const logger = createLogger("iocontext");
 const common = configured(logger, "iocontext", () => commonConfig(process.env));
 const listen = envString(process.env, "EPHEMERA_IOCONTEXT_LISTEN", DEFAULT_IOCONTEXT_LISTEN);
 const tls = configured(logger, "iocontext", () => serverTlsFromEnv(process.env));
+const recentBytes = configured(logger, "iocontext", () => envInt(process.env, "EPHEMERA_IOCONTEXT_RECENT_BYTES", DEFAULT_RECENT_BYTES));
 const metricsAt = metricsListen(process.env, "iocontext");
 const metrics = serviceRegistry("iocontext");
 
@@ -26,7 +28,7 @@ try {
   const snapshots = { store: await JetStreamSnapshotStore.open(nc, common.prefix, { replicas: common.streamReplicas }), fingerprint: codeFingerprint() };
   // One replica drops deleted sandboxes' outputs: the holder of the drops' lease.
   const leases = await JetStreamLeaseStore.open(nc, common.prefix, { replicas: common.streamReplicas });
-  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys, metrics }, { store, values, redis, logger, snapshots, leases });
+  const service = await start({ listen, prefix: common.prefix, ...(tls ? { tls } : {}), keys, metrics, recentBytes }, { store, values, redis, logger, snapshots, leases });
   onShutdown(logger, [
     () => metricsServer.stop(),
     async () => { await nc.drain(); },

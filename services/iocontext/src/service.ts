@@ -6,11 +6,12 @@ import type * as pb from "@ephemera/proto";
 import { Aggregates, decode, journalOutputs, journaledValues, outputSize, parseRunId, sha256Hex, valueKey } from "@ephemera/events";
 import type { EventStore, ValueStore } from "@ephemera/eventstore";
 import {
-  ConflictError, NotFoundError, PermissionDeniedError, UnavailableError, ValidationError, paramSource, stepSource, verifyCapability,
-  type FieldViolation, type Logger, type SigningKey, type StepCapability,
+  ConflictError, NotFoundError, PermissionDeniedError, UnavailableError, ValidationError, paramSource, stepSource,
+  CapabilityVerifier, type FieldViolation, type Logger, type SigningKey, type StepCapability,
 } from "@ephemera/kit";
 import { findStep, planInputs, unresolved, type InputContext, type PlannedInput } from "./inputs.js";
 import type { OutputStore } from "./outputs.js";
+import type { RecentOutputs } from "./recent.js";
 import { dispatched, type Projections, type WorkflowView } from "./state.js";
 
 export const MAX_OUTPUT_BYTES = 1024 * 1024;
@@ -26,6 +27,10 @@ export interface IOContextDeps {
   values: Pick<ValueStore, "put" | "get" | "read">;
   maxOutputBytes?: number;
   now?: () => Date;
+  /** Recent runs' outputs in memory, served when their digests match the journal's; absent: every read asks the cache. */
+  recent?: RecentOutputs;
+  /** Whether a sandbox (by routing key) is live: a deleted one's outputs are neither held nor served from memory. */
+  live?: (routingKey: string) => boolean;
 }
 
 interface KnownRun {
@@ -39,15 +44,18 @@ interface KnownRun {
 
 export class IOContextHandlers {
   private readonly maxOutputBytes: number;
+  /** A run's tokens are verified once, then recognised until they expire. */
+  private readonly verifier: CapabilityVerifier;
 
   constructor(private readonly deps: IOContextDeps) {
     this.maxOutputBytes = deps.maxOutputBytes ?? MAX_OUTPUT_BYTES;
+    this.verifier = new CapabilityVerifier(deps.keys);
   }
 
   /** The token alone decides what the caller may do; a refusal is logged with the run id it claimed, never the token. */
   private async capability(req: { runId: string; token: string }, method: string): Promise<StepCapability> {
     try {
-      return await verifyCapability(this.deps.keys, req.token, req.runId, this.deps.now?.());
+      return await this.verifier.verify(req.token, req.runId, this.deps.now?.());
     } catch (err) {
       this.deps.logger.warn({ runId: req.runId, method, err }, "IO context call refused");
       throw err;
@@ -77,10 +85,16 @@ export class IOContextHandlers {
     // One read per producing run, however many of its outputs are wanted.
     const runs = new Map<string, Promise<Map<string, Buffer>>>();
     const outputsOfRun = (runId: string) => {
-      const wanted = planned.flatMap((p) => (p.source.kind === "step" && p.source.runId === runId ? [p.source.output] : []));
-      const known = runs.get(runId) ?? this.outputsOf(runId, wanted);
-      runs.set(runId, known);
-      return known;
+      let read = runs.get(runId);
+      if (!read) {
+        const wanted = planned.flatMap((p) => (p.source.kind === "step" && p.source.runId === runId ? [p.source] : []));
+        // The workflow's step_succeeded names the digests: the run itself need not be read.
+        const journaled = wanted.every((w) => w.sha256)
+          ? wanted.map((w) => ({ name: w.output, value: Buffer.alloc(0), size: 0, sha256: w.sha256! })) : undefined;
+        read = this.outputsOf(runId, wanted.map((w) => w.output), [], journaled);
+        runs.set(runId, read);
+      }
+      return read;
     };
     // Every producing run's outputs are asked for at once; the values are then taken in order.
     for (const p of planned) if (p.source.kind === "step" && p.source.runId) outputsOfRun(p.source.runId).catch(() => undefined);
@@ -137,6 +151,7 @@ export class IOContextHandlers {
       if (stored.status === "rejected") throw stored.reason;
       this.unchanged(run.runId, req.outputs, stored.value);
       await this.deps.outputs.write(run.runId, run.routingKey, req.outputs);
+      this.remember(run.runId, req.outputs);
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
       // Only the cache missed them: the step need not wait. They go to the output journal,
@@ -144,6 +159,7 @@ export class IOContextHandlers {
       // runner journals them again from the step's report either way.
       this.deps.logger.warn({ runId: run.runId, outputs: sizes(req.outputs), err }, "output store unavailable: step outputs not cached");
       await this.journalUncached(run.runId, req.outputs, journaled.value);
+      this.remember(run.runId, req.outputs);
       return {};
     }
     this.deps.logger.info({ runId: run.runId, outputs: sizes(req.outputs) }, "step outputs stored");
@@ -256,9 +272,14 @@ export class IOContextHandlers {
    * the cache is down, those values if the journal holds them all, else UNAVAILABLE: the
    * cache may hold them.
    */
-  private async outputsOf(runId: string, wanted: string[] = [], declared: string[] = []): Promise<Map<string, Buffer>> {
+  private async outputsOf(
+    runId: string, wanted: string[] = [], declared: string[] = [], known?: pb.OutputValue[],
+  ): Promise<Map<string, Buffer>> {
+    // `known`: the digests, from the workflow's step_succeeded. Held in memory as journaled, they are served from there.
+    const held = known && this.isLive(runId) ? this.deps.recent?.take(runId, known) : undefined;
+    if (held) return held;
     // The cache and the run's journaled digests are read at once: one round trip, not two.
-    const journaling = this.journaledOutputs(runId);
+    const journaling = known ? Promise.resolve(known) : this.journaledOutputs(runId);
     journaling.catch(() => undefined); // awaited below on every path that does not throw first
     let cached: Map<string, Buffer> | undefined;
     try {
@@ -287,7 +308,19 @@ export class IOContextHandlers {
       for (const [name, value] of fetched) values.set(name, value);
       await this.rehydrate(runId, [...fetched].map(([name, value]) => ({ name, value, size: value.length, sha256: "" })));
     }
+    this.remember(runId, [...values].map(([name, value]) => ({ name, value })));
     return values;
+  }
+
+  private isLive(runId: string): boolean {
+    const routingKey = parseRunId(runId)?.routingKey;
+    return !!routingKey && (this.deps.live?.(routingKey) ?? true);
+  }
+
+  /** Holds a run's values in memory for the steps that read them next (a deleted sandbox's are not held). */
+  private remember(runId: string, outputs: Array<{ name: string; value: Uint8Array }>): void {
+    if (!this.deps.recent || !outputs.length || !this.isLive(runId)) return;
+    this.deps.recent.remember(runId, parseRunId(runId)!.routingKey, outputs);
   }
 
   /** The cached outputs of a run not journaled yet, and those of its `declared` ones the journal took while the cache was down. */

@@ -9,6 +9,7 @@ import { grpcServerMetrics, type Registry } from "@ephemera/kit/metrics";
 import { DropLedger, Dropper } from "./drops.js";
 import type { OutputStore } from "./outputs.js";
 import { RedisOutputStore } from "./outputs.redis.js";
+import { RecentOutputs } from "./recent.js";
 import { RedisHealth } from "./redis-health.js";
 import { IOContextHandlers } from "./service.js";
 import { projections as makeProjections, type Projections } from "./state.js";
@@ -24,6 +25,8 @@ export interface IOContextConfig {
   keys: SigningKey[];
   /** Counts and times every call (the service's registry, served by main); absent: nothing counted. */
   metrics?: Registry;
+  /** The bound, in bytes, of recent runs' outputs held in memory (EPHEMERA_IOCONTEXT_RECENT_BYTES); 0: none held. */
+  recentBytes?: number;
 }
 
 /** Outputs live in Redis; a test may hand in another OutputStore (the in-memory twin). */
@@ -46,6 +49,8 @@ export interface RunningIOContext {
   /** What the service holds, and where its feed began: live state only (see docs/architecture.md, Memory and persistence). */
   projections: Projections;
   feed: Feed;
+  /** Recent runs' outputs held in memory; absent when recentBytes is 0. */
+  recent?: RecentOutputs;
   stop(): Promise<void>;
 }
 
@@ -67,6 +72,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
   const feed = new Feed(store, [projections.plugins, projections.workflows, projections.sandboxes, ledger], logger,
     deps.snapshots && { ...deps.snapshots, name: "iocontext" });
   const dropper = new Dropper({ store, values: deps.values, outputs, logger });
+  const recent = config.recentBytes === 0 ? undefined : new RecentOutputs(config.recentBytes);
   let caughtUp = false;
   const drops = new LeasedRole(deps.leases, {
     name: DROPS_LEASE, holder: leaseHolderId("iocontext"), ttlMs: deps.leaseTtlMs ?? 10_000, logger,
@@ -90,6 +96,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     const gone = projections.sandboxes.latest(commit.aggregateId)?.state.routingKey;
     if (!gone) return;
     live.delete(gone);
+    recent?.forget(gone);
     for (const [id] of projections.workflows.entries()) if (id.startsWith(`${gone}.`)) projections.workflows.retire(id);
   });
   await feed.start();
@@ -98,6 +105,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
 
   const handlers = new IOContextHandlers({
     store, projections, outputs, values: deps.values, logger, keys: config.keys, ...(config.maxOutputBytes ? { maxOutputBytes: config.maxOutputBytes } : {}),
+    ...(recent ? { recent, live: (routingKey: string) => live.has(routingKey) } : {}),
   });
   const implementation: pb.IOContextServer = {
     getStepInputs: unary((req: pb.GetStepInputsRequest) => handlers.getStepInputs(req), logger),
@@ -113,6 +121,7 @@ export async function start(config: IOContextConfig, deps: IOContextServiceDeps)
     port: server.port,
     projections,
     feed,
+    ...(recent ? { recent } : {}),
     stop: async () => {
       await server.shutdown();
       await drops.stop();

@@ -7,7 +7,8 @@ import { Projection } from "@ephemera/eventstore";
 
 export interface WorkflowView {
   started?: pb.WorkflowStarted;
-  steps: Array<{ name: string; current?: string; succeeded?: string }>;
+  /** `digests`: of the succeeded run's outputs, name → hex SHA-256 (those its step_succeeded carried). */
+  steps: Array<{ name: string; current?: string; succeeded?: string; digests?: Record<string, string> }>;
 }
 
 /** Whether the workflow dispatched this run (the current attempt of one of its steps). */
@@ -15,6 +16,10 @@ export const dispatched = (w: WorkflowView, runId: string): boolean => w.steps.s
 
 /** The run whose outputs count for a step: the one that succeeded. */
 export const succeededRun = (w: WorkflowView | undefined, step: string): string | undefined => w?.steps.find((s) => s.name === step)?.succeeded;
+
+/** The digest the step's succeeded run journaled for an output; undefined when its event carried none. */
+export const outputDigest = (w: WorkflowView | undefined, step: string, output: string): string | undefined =>
+  w?.steps.find((s) => s.name === step)?.digests?.[output];
 
 export const initialWorkflowView = (): WorkflowView => ({ steps: [] });
 
@@ -28,7 +33,9 @@ export function foldWorkflow(w: WorkflowView, e: DomainEvent): WorkflowView {
     case "ephemera.workflow.step_dispatched.v1":
       return step(e.data.step, (s) => ({ ...s, current: e.data.runId }));
     case "ephemera.workflow.step_succeeded.v1":
-      return step(e.data.step, (s) => ({ ...s, succeeded: e.data.runId }));
+      return step(e.data.step, (s) => ({
+        ...s, succeeded: e.data.runId, digests: Object.fromEntries(e.data.outputs.flatMap((o) => (o.sha256 ? [[o.key, o.sha256]] : []))),
+      }));
     case "ephemera.workflow.retried.v1": {
       // A retried step's earlier success no longer counts (only failed steps are retried, but be exact).
       const again = new Set(e.data.steps);

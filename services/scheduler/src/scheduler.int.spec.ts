@@ -1,13 +1,16 @@
 // The scheduler against the real JetStream store: sandbox events in, workflows and
 // dispatches out, step-run results recorded; a simulated runner stands in for pods.
 import * as pb from "@ephemera/proto";
-import { Aggregates, decode, encode, ev, workflowId, type DomainEvent } from "@ephemera/events";
+import { Aggregates, decode, encode, ev, sha256Hex, workflowId, type DomainEvent } from "@ephemera/events";
 import { InMemoryWorkQueue, JetStreamEventStore, JetStreamLeaseStore, NO_AGGREGATE, ProjectionFaultError, connectNats, type EventStore } from "@ephemera/eventstore";
 import { createLogger, waitFor } from "@ephemera/kit";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { testNats } from "../../../test/support/servers.js";
 import { Scheduler } from "./scheduler.js";
+
+/** Step a's output x ("42"), as the runner journals it: its size and digest, the value in the output journal. */
+const X_JOURNALED = { name: "x", value: Buffer.alloc(0), size: 2, sha256: sha256Hex(Buffer.from("42")) };
 
 const spec = pb.ResourcePluginSpec.fromPartial({
   runner: { image: "debian:bookworm-slim" },
@@ -57,7 +60,7 @@ describe("scheduler on JetStream", () => {
   const finish = (d: pb.StepDispatch, ok = true) => append(Aggregates.steprun, d.runId, [ev("ephemera.steprun.started.v1", {
     runId: d.runId, workflowId: d.workflowId, step: d.step, attempt: d.attempt, runner: "r1",
   }), ok
-    ? ev("ephemera.steprun.succeeded.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "a" ? [{ name: "x", value: Buffer.from("42") }] : [] })
+    ? ev("ephemera.steprun.succeeded.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "a" ? [X_JOURNALED] : [] })
     : ev("ephemera.steprun.failed.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, failure: { step: d.step, runId: d.runId, exitCode: 2, reason: "Error" } })]);
   const workflowTypes = async (id: string) => (await store.read(Aggregates.workflow, id)).events.map((e) => decode(e)!.type.split(".")[2]);
   const dispatchedSteps = () => queue.published.map((p) => p.data.step);
@@ -113,6 +116,10 @@ describe("scheduler on JetStream", () => {
     for (const p of queue.published.slice(1)) await finish(p.data);
     await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("succeeded"), { what: "workflow success" });
     const wf = (await store.read(Aggregates.workflow, "rk1.db.create")).events.map(decode);
+    // A step's success names its outputs' digests, as the run journaled them: the IO context needs not read the run.
+    expect(wf).toContainEqual(ev("ephemera.workflow.step_succeeded.v1", {
+      step: "a", runId: "rk1.db.create.a.1", outputs: [{ key: "x", size: 2, sha256: X_JOURNALED.sha256 }],
+    }));
     expect(wf.at(-1)).toEqual(ev("ephemera.workflow.succeeded.v1", { outputs: [{ key: "a.x", size: 2 }] }));
   });
 

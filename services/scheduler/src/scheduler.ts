@@ -180,7 +180,7 @@ export class Scheduler {
     } else if (e?.type === "ephemera.steprun.succeeded.v1") {
       await this.command(e.data.workflowId, {
         kind: "record-success", step: e.data.step, runId: e.data.runId,
-        outputs: e.data.outputs.map((o) => ({ key: o.name, size: outputSize(o) })),
+        outputs: e.data.outputs.map((o) => ({ key: o.name, size: outputSize(o), ...(o.sha256 ? { sha256: o.sha256 } : {}) })),
       }, cause);
     } else if (e?.type === "ephemera.steprun.failed.v1") {
       await this.command(e.data.workflowId, {
