@@ -8,9 +8,7 @@ import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, totalmem } from "node:os";
 import { join } from "node:path";
 import { Api } from "../../services/cli/dist/api.js";
-import * as pb from "../../services/proto/dist/index.js";
-import { grpc } from "../../services/kit/dist/client.js";
-import { signCapability, signingKey, stepCapability } from "../../services/kit/dist/capability.js";
+import { GOAL as IO_READ_GOAL, measureIoRead } from "./ioread.mjs";
 import { redisOutageFigure } from "./redis-outage.mjs";
 import { eventStreamState } from "./history.mjs";
 import { restartFigures } from "./restart.mjs";
@@ -104,40 +102,10 @@ async function diamondFigure(api, watch) {
   record(`diamond create → ready (2 × sleep ${SLEEP_S} in parallel)`, { measured: times, baseline: SLEEP_S * 1000, baselineLabel: `ideal ${SLEEP_S} s`, goal: 1.2 });
 }
 
-/** A step's inputs from the IO context (a signed capability, as the agent sends it) against an empty unary call on the same channel. */
+/** A step's inputs from the IO context against an empty unary call on the same channel (test/bench/ioread.mjs). */
 async function ioReadFigure(stack, api, sandboxName) {
-  const view = await api.getSandbox(sandboxName);
-  const step = view.resources[0].steps.find((s) => s.name === "s2");
-  const spec = chainPlugin(P.chain).spec.create.find((s) => s.name === "s2");
-  const token = await signCapability(signingKey(stack.signingKey()), stepCapability(step.runId, spec), 10 * 60_000);
-  const client = new pb.IOContextClient(stack.iocontext, grpc.credentials.createInsecure());
-  const deadline = () => ({ deadline: Date.now() + 5_000 });
-  const inputs = () => new Promise((resolve, reject) => client.getStepInputs({ runId: step.runId, token }, new grpc.Metadata(), deadline(), (err, r) => (err ? reject(err) : resolve(r))));
-  const empty = () => new Promise((resolve, reject) => client.makeUnaryRequest("/grpc.health.v1.Health/Check", (v) => v, (v) => v, Buffer.alloc(0), deadline(), (err, r) => (err ? reject(err) : resolve(r))));
-  const first = await inputs();
-  if (first.inputs[0]?.present !== true) throw new Error(`the IO context served no value for ${step.runId}'s input`);
-  // Alternated call by call, so load from elsewhere on the machine falls on both alike.
-  const sample = async () => {
-    let b = 0;
-    let m = 0;
-    for (let i = 0; i < P.reads; i++) {
-      let t = performance.now();
-      await empty();
-      b += performance.now() - t;
-      t = performance.now();
-      await inputs();
-      m += performance.now() - t;
-    }
-    return [b / P.reads, m / P.reads];
-  };
-  const base = [];
-  const measured = [];
-  for (let i = 0; i <= P.samples; i++) {
-    const [b, m] = await sample();
-    if (i > 0) { base.push(b); measured.push(m); }
-  }
-  client.close();
-  record("IO context read of a step's inputs", { measured, baseline: base, baselineLabel: "empty unary call (health Check), same channel", goal: 1.25 });
+  const { baseline, measured } = await measureIoRead({ stack, api, sandboxName, chain: P.chain, samples: P.samples, reads: P.reads });
+  record("IO context read of a step's inputs", { measured, baseline, baselineLabel: "empty unary call (health Check), same channel", goal: IO_READ_GOAL });
 }
 
 /**
