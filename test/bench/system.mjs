@@ -171,10 +171,33 @@ export async function startStack({ natsUrl, redisUrl, scratch, tag, prefix = new
   return {
     prefix, env, procs, api: at("sandbox"), iocontext: at("iocontext"),
     signingKey: () => readFileSync(env.EPHEMERA_SIGNING_KEY_FILE),
-    /** utime+stime (ms) and peak RSS (VmHWM, MB) of each service process now. */
-    usage: () => Object.fromEntries(names.map((s) => [s, procUsage(procs[s].pid)])),
+    /**
+     * utime+stime (ms) and peak RSS (VmHWM, MB) of each service process now; a runner's CPU
+     * includes its resident step launcher's (`ephemera-launch --serve`, which forks its steps).
+     */
+    usage: () => Object.fromEntries(names.map((s) => {
+      const own = procUsage(procs[s].pid);
+      const helpers = residentLaunchersOf(procs[s].pid).map(procUsage);
+      return [s, { ...own, cpuMs: own.cpuMs + helpers.reduce((sum, h) => sum + h.cpuMs, 0) }];
+    })),
     stop: () => Promise.all(names.map((s) => procs[s]?.stop())),
   };
+}
+
+/** The resident step launchers a process started (its children running `ephemera-launch --serve`). */
+function residentLaunchersOf(pid) {
+  const found = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const argv = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
+      if (argv[1] !== "--serve" || !argv[0].endsWith("ephemera-launch")) continue;
+      if (Number(/PPid:\s+(\d+)/.exec(readFileSync(`/proc/${d}/status`, "utf8"))?.[1]) === pid) found.push(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
 }
 
 /** CPU (user+system, ms, the process's own, not its children's) and peak resident set (MB) of a live process. */

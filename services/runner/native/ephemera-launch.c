@@ -4,6 +4,7 @@
  * step's inputs, outputs and report); per step this is the only program it starts, and
  * it does its mounts itself: no process per view.
  *
+ *   ephemera-launch --serve     (the resident launcher: see launch-server.c)
  *   ephemera-launch --rundir DIR [--pidns] [--userns] [--nice N] [--uid U --gid G]
  *                   [--netns PATH [--resolv FILE] | --newnet]
  *                   [--tmpfs-size BYTES] [--readonly-host] [--limit BYTES]
@@ -57,6 +58,8 @@
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "launch-server.h"
 
 #ifndef MS_NOSYMFOLLOW
 #define MS_NOSYMFOLLOW 256
@@ -456,6 +459,8 @@ static void write_file(const char *path, const char *text) {
 }
 
 int main(int argc, char **argv, char **envp) {
+  /* The resident launcher: it starts each step as this program again (launch-server.c). */
+  if (argc == 2 && !strcmp(argv[1], "--serve")) return serve(argv[0]);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;

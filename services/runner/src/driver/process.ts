@@ -1,11 +1,11 @@
 // The process driver: per step, exactly one isolated process tree, started by one exec of
 // ephemera-launch (native/ephemera-launch.c): its own mount and pid namespaces, the
-// private views mounted by the launcher itself, then the script. Everything else a step
+// private views mounted by the launcher itself, then the script. The resident launcher
+// (resident.ts) forks that exec, so the runner's heap is never forked. Everything else a step
 // needs is done here, in the long-lived runner, over one IO-context connection: the
 // inputs and script are fetched (one call), staged in the run directory, and after the
 // script its outputs are checked, stored (one call) and reported. Each run gets a process
 // group, so stopping it reaches the script's children too.
-import { spawn } from "node:child_process";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
@@ -18,6 +18,7 @@ import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
 import type { StepNetwork, StepNetworkLease } from "./network.js";
+import { ResidentLauncher } from "./resident.js";
 import { stepEnv, type StepSandbox } from "./step-env.js";
 
 export interface ProcessDriverOptions {
@@ -61,6 +62,7 @@ interface LaunchStatus {
 export class ProcessDriver implements StepDriver {
   readonly name = "process";
   private client?: pb.IOContextClient;
+  private resident?: ResidentLauncher;
 
   constructor(private readonly options: ProcessDriverOptions) {}
 
@@ -73,9 +75,16 @@ export class ProcessDriver implements StepDriver {
     return (this.client ??= ioContextClient(this.options.iocontext, this.options.iocontextTls, this.options.iocontextInterceptors));
   }
 
+  /** Started at the first step, kept until close. */
+  private launcher(): ResidentLauncher {
+    return (this.resident ??= new ResidentLauncher(this.options.launcher, this.options.logger));
+  }
+
   close(): void {
     this.client?.close();
     this.client = undefined;
+    this.resident?.close();
+    this.resident = undefined;
   }
 
   /** Removes the steps' network (the runner's stop, once no step runs). */
@@ -147,20 +156,17 @@ export class ProcessDriver implements StepDriver {
         lease.release();
         return cancelled();
       }
-      const child = spawn(this.options.launcher, [...lease.args, ...argv], {
-        detached: true, // its own process group: stopping the step reaches every process of it
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...stepEnv(this.options.hostEnv, request.env), HOME: STEP_HOME, ...plan.env },
-      });
-      pgid = child.pid;
-      const streamsClosed = Promise.all([child.stdout, child.stderr].map((s) => new Promise<void>((resolve) => {
-        s.on("data", (chunk: Buffer) => request.onLog(chunk));
-        s.on("close", resolve);
-      })));
-      const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
-        child.once("error", (error) => resolve({ code: null, signal: null, error }));
-        child.once("exit", (code, signal) => resolve({ code, signal }));
-      });
+      // In a session of its own: stopping the step reaches every process of its group.
+      const launched = this.launcher().start([...lease.args, ...argv],
+        { ...stepEnv(this.options.hostEnv, request.env), HOME: STEP_HOME, ...plan.env }, (chunk) => request.onLog(chunk));
+      try {
+        pgid = await launched.pid;
+        if (stopping.signal.aborted) signalGroup("SIGTERM"); // stopped while it started
+      } catch {
+        // not started: its exit says why
+      }
+      // Settles once all its output has been passed on.
+      const exit = await launched.exit;
       exited = true;
       programExited();
       force?.clear();
@@ -168,13 +174,11 @@ export class ProcessDriver implements StepDriver {
       signalGroup("SIGKILL");
       // Every process of the step is gone (its pid namespace, or its group): the next step may have the namespace.
       lease.release();
-      await Promise.race([streamsClosed, new Promise((r) => setTimeout(r, 2000).unref())]);
-      child.stdout.destroy();
-      child.stderr.destroy();
       const status = parseStatus(await readFile(join(runDir, "status"), "utf8").catch(() => ""));
       if (stopping.signal.aborted || status?.cancelled) return cancelled(status?.exit?.code);
       if (!status) {
-        const how = exit.error ? exit.error.message : exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+        if (exit.error) return { outcome: "failed", reason: FailureReason.DriverError, message: `${exit.error.message}, before the step reported` };
+        const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
         return { outcome: "failed", reason: FailureReason.DriverError, message: `the step launcher ${how} before reporting` };
       }
       if (status.error) return { outcome: "failed", reason: FailureReason.DriverError, message: status.error };
