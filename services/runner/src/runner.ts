@@ -319,12 +319,18 @@ export class Runner {
       if (report.outcome === "failed") return fail(report, stepLog.tail(), durationMs);
       return this.succeeded(report, stepLog, durationMs);
     };
+    let early: StepRunCommand;
+    let journaling: Promise<StepRunCommand | undefined>;
     try {
       report = await (run.step.ended ?? run.step.result);
       durationMs = Math.round(this.o.now() - started);
+      early = outcome();
+      // A success's values go to the output journal at once (idempotent puts), while the rest
+      // below happens; a put that fails is done again when the result is recorded.
+      journaling = this.journaled(d.runId, early).catch(() => undefined);
       // First of all, the result is kept with the run's claim (one write): a runner that dies from
       // here on leaves it to the next, which records it rather than running the step again.
-      await keep(outcome());
+      await keep(early);
       report = await run.step.result;
     } finally {
       deadline?.clear();
@@ -332,7 +338,10 @@ export class Runner {
     }
     // The whole log, and its end, are stored before the result is recorded: a reader that sees the result has the log.
     await stepLog.close();
-    return outcome();
+    const result = outcome();
+    // The journaled success, if the result is still that success (a stop since, or an other report, is recorded as it is).
+    const journaled = await journaling;
+    return journaled && sameSuccess(early, result) ? journaled : result;
   }
 
   /** Keeps `result` with the run's claim; a claim that cannot be written costs only this shortcut. */
@@ -425,6 +434,12 @@ function decodeKept(text: string | undefined): StepRunCommand | undefined {
     // Not ours to read: the run goes on as if nothing was kept.
   }
   return undefined;
+}
+
+/** Two results that are the same success: the same outputs, the same values. */
+function sameSuccess(a: StepRunCommand, b: StepRunCommand): boolean {
+  if (a.type !== "succeed" || b.type !== "succeed" || a.outputs.length !== b.outputs.length) return false;
+  return a.outputs.every((o, i) => o.name === b.outputs[i]!.name && Buffer.from(o.value).equals(Buffer.from(b.outputs[i]!.value)));
 }
 
 const formatMs = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms} ms`);
