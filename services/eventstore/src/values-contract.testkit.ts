@@ -51,6 +51,18 @@ export function valueStoreContract(name: string, setup: () => Promise<ValueStore
       expect(await fx.store.read("rk1.db.create.a.1/nothing")).toBeUndefined();
     });
 
+    it("names the digest of a value without fetching it (the same one put gave), and none for a missing one", async () => {
+      const value = randomBytes(MiB + 17);
+      const put = await fx.store.put("rk1.db.create.a.1/big", value);
+      expect(await fx.store.digest("rk1.db.create.a.1/big")).toBe(put);
+      expect(await fx.store.digest("rk1.db.create.a.1/big")).toBe(sha(value));
+      await fx.store.put("rk1.db.create.a.1/empty", Buffer.alloc(0));
+      expect(await fx.store.digest("rk1.db.create.a.1/empty")).toBe(sha(Buffer.alloc(0)));
+      expect(await fx.store.digest("rk1.db.create.a.1/nothing")).toBeUndefined();
+      await fx.store.remove(["rk1.db.create.a.1/big"]);
+      expect(await fx.store.digest("rk1.db.create.a.1/big")).toBeUndefined();
+    });
+
     it("drops the values under a prefix (a deleted sandbox's runs) and no others", async () => {
       const a = await fx.store.put("rka.db.create.a.1/x", Buffer.from("1"));
       await fx.store.put("rka.db.delete.b.1/y", Buffer.from("2"));
@@ -79,7 +91,7 @@ export function valueStoreContract(name: string, setup: () => Promise<ValueStore
       const d = await fx.store.put("rk1.db.create.a.1/kept", Buffer.from("v"));
       await fx.setAvailable(false);
       for (const call of [() => fx.store.put("rk1.db.create.a.1/new", Buffer.from("n")), () => fx.store.get("rk1.db.create.a.1/kept", d),
-        () => fx.store.read("rk1.db.create.a.1/kept"), () => fx.store.remove(["rk1.db.create.a.1/kept"]), () => fx.store.drop("rk1.")]) {
+        () => fx.store.read("rk1.db.create.a.1/kept"), () => fx.store.digest("rk1.db.create.a.1/kept"), () => fx.store.remove(["rk1.db.create.a.1/kept"]), () => fx.store.drop("rk1.")]) {
         const started = Date.now();
         await expect(call()).rejects.toBeInstanceOf(UnavailableError);
         expect(Date.now() - started).toBeLessThan(failsWithinMs);

@@ -19,6 +19,11 @@ export interface ValueStore {
    * has not named its digests yet (its outputs journaled while the cache was down).
    */
   read(key: string): Promise<Buffer | undefined>;
+  /**
+   * The SHA-256 (hex) of the value under `key`, or undefined: what `read` would give, for a
+   * check that the value is the same, at one lookup (the value is not fetched).
+   */
+  digest(key: string): Promise<string | undefined>;
   /** Removes the values under these keys (a missing one is no error); resolves to how many went. One lookup per key. */
   remove(keys: string[]): Promise<number>;
   /**
@@ -28,6 +33,9 @@ export interface ValueStore {
    */
   drop(prefix: string): Promise<number>;
 }
+
+/** How the object store names the kind of its objects' digests. */
+const DIGEST_TYPE = "SHA-256=";
 
 const sha256Hex = (value: Uint8Array) => createHash("sha256").update(value).digest("hex");
 export const valuesBucket = (prefix: string) => `${prefix}_outputs`;
@@ -72,6 +80,14 @@ export class JetStreamValueStore implements ValueStore {
   async read(key: string): Promise<Buffer | undefined> {
     const blob = await this.guard(() => this.os.getBlob(key), `read ${key}`);
     return blob === null ? undefined : Buffer.from(blob);
+  }
+
+  async digest(key: string): Promise<string | undefined> {
+    // The object's info (one direct get) carries the digest of its content: "SHA-256=<base64url>".
+    const info = await this.guard(() => this.os.info(key), `look up ${key}`);
+    if (!info || info.deleted) return undefined;
+    if (!info.digest.startsWith(DIGEST_TYPE)) throw new ConflictError(`the journaled value of ${key} has a digest of another kind (${info.digest.split("=")[0]})`);
+    return Buffer.from(info.digest.slice(DIGEST_TYPE.length), "base64url").toString("hex");
   }
 
   async remove(keys: string[]): Promise<number> {
@@ -136,6 +152,12 @@ export class InMemoryValueStore implements ValueStore {
     this.check(`read ${key}`);
     const value = this.values.get(key);
     return value && Buffer.from(value);
+  }
+
+  async digest(key: string): Promise<string | undefined> {
+    this.check(`look up ${key}`);
+    const value = this.values.get(key);
+    return value && sha256Hex(value);
   }
 
   async remove(keys: string[]): Promise<number> {

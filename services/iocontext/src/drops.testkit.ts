@@ -68,6 +68,7 @@ export function countingStores(values: ValueStore, outputs: OutputStore) {
     put: (k, v) => values.put(k, v),
     get: (k, d) => values.get(k, d),
     read: (k) => values.read(k),
+    digest: (k) => values.digest(k),
     remove: (keys) => { calls.push(`remove ${keys.join(" ")}`); return values.remove(keys); },
     drop: (prefix) => { calls.push(`list the journal for ${prefix}`); return values.drop(prefix); },
   };

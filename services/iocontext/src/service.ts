@@ -24,7 +24,7 @@ export interface IOContextDeps {
   /** Verify the runs' capability tokens (kit's signingKeys). */
   keys: SigningKey[];
   /** The output journal: values of journaled outputs, by digest (and, while the cache is down, those of runs not ended). */
-  values: Pick<ValueStore, "put" | "get" | "read">;
+  values: Pick<ValueStore, "put" | "get" | "read" | "digest">;
   maxOutputBytes?: number;
   now?: () => Date;
   /** Recent runs' outputs in memory, served when their digests match the journal's; absent: every read asks the cache. */
@@ -121,7 +121,7 @@ export class IOContextHandlers {
     // have come back empty since.
     const [known, running, journaled, stored] = await Promise.allSettled([
       this.knownRun(req.runId), this.runningNow(req.runId),
-      this.uncachedValues(req.runId, req.outputs.map((o) => o.name)), this.deps.outputs.read(req.runId),
+      this.uncachedDigests(req.runId, req.outputs.map((o) => o.name)), this.deps.outputs.read(req.runId),
     ]);
     if (known.status === "rejected") throw known.reason;
     if (running.status === "rejected") throw running.reason;
@@ -146,7 +146,7 @@ export class IOContextHandlers {
       }
     });
     if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
-    this.unchanged(run.runId, req.outputs, journaled.value);
+    this.sameDigests(run.runId, req.outputs, journaled.value);
     try {
       if (stored.status === "rejected") throw stored.reason;
       this.unchanged(run.runId, req.outputs, stored.value);
@@ -191,7 +191,7 @@ export class IOContextHandlers {
    * again; a journal that cannot take them leaves the run's read-back to the cache once it
    * is back.
    */
-  private async journalUncached(runId: string, outputs: pb.OutputValue[], journaled: Map<string, Buffer>): Promise<void> {
+  private async journalUncached(runId: string, outputs: pb.OutputValue[], journaled: Map<string, string>): Promise<void> {
     try {
       await journalOutputs(this.deps.values, runId, outputs.filter((o) => !journaled.has(o.name)));
     } catch (err) {
@@ -204,6 +204,18 @@ export class IOContextHandlers {
     // At once: on every put, so a round trip in all however many outputs it names.
     const read = await Promise.all(names.map(async (name) => [name, await this.deps.values.read(valueKey(runId, name))] as const));
     return new Map(read.flatMap(([name, value]) => (value ? [[name, value] as const] : [])));
+  }
+
+  /** The digests of the values the output journal holds for a run (absent ones left out): one lookup each, at once, no value fetched. */
+  private async uncachedDigests(runId: string, names: string[]): Promise<Map<string, string>> {
+    const read = await Promise.all(names.map(async (name) => [name, await this.deps.values.digest(valueKey(runId, name))] as const));
+    return new Map(read.flatMap(([name, digest]) => (digest ? [[name, digest] as const] : [])));
+  }
+
+  /** As `unchanged`, against the journal's digests: one a value is put again with must be its own. */
+  private sameDigests(runId: string, outputs: pb.OutputValue[], journaled: Map<string, string>): void {
+    const changed = outputs.filter((o) => journaled.has(o.name) && journaled.get(o.name) !== sha256Hex(o.value)).map((o) => o.name);
+    if (changed.length) throw new ConflictError(`run ${runId} already wrote ${changed.map((n) => `"${n}"`).join(", ")}: outputs are written once`);
   }
 
   /** Outputs are written once: the same values again are fine, others for an output already written are refused. */
