@@ -10,10 +10,10 @@ import { join } from "node:path";
 import { Api } from "../../services/cli/dist/api.js";
 import { GOAL as IO_READ_GOAL, measureIoRead } from "./ioread.mjs";
 import { redisOutageFigure } from "./redis-outage.mjs";
-import { eventStreamState } from "./history.mjs";
+import { runBatch } from "./batch.mjs";
 import { restartFigures } from "./restart.mjs";
-import { ROOT, natsMessages, startServers, startStack, stopAll } from "./system.mjs";
-import { chainPlugin, createAndWait, diamondPlugin, fourStepPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
+import { ROOT, startServers, startStack, stopAll } from "./system.mjs";
+import { chainPlugin, createAndWait, diamondPlugin, makeChain, sandbox, watchReadiness } from "./workloads.mjs";
 
 const quick = process.argv.includes("--quick");
 // --scale: only the batches and the restarts on a history (the rows of "Scale" in docs/performance.md).
@@ -108,48 +108,8 @@ async function ioReadFigure(stack, api, sandboxName) {
   record("IO context read of a step's inputs", { measured, baseline, baselineLabel: "empty unary call (health Check), same channel", goal: IO_READ_GOAL });
 }
 
-/**
- * `count` sandboxes of the four-step plugin created at once (16 creates in flight) on a
- * fresh stack with `runners` runner processes; every figure the batch gives, with the
- * commits it appended and the messages the (bench's own) NATS server took in and sent.
- */
-async function batch(servers, count, runners = 1) {
-  const stack = await startStack({ ...servers, scratch, tag: `b${count}r${runners}`, runners });
-  const api = new Api(stack.api, { timeoutMs: 30_000 });
-  const watch = watchReadiness(api);
-  try {
-    await api.applyPlugin(fourStepPlugin());
-    // Commits in the prefix's event stream, messages into and out of the server.
-    const natsCounts = async () => ({ commits: (await eventStreamState(servers.natsUrl, stack.prefix)).messages, ...(await natsMessages(servers.natsMonitorUrl)) });
-    const natsBefore = await natsCounts();
-    const before = stack.usage();
-    const t0 = performance.now();
-    const names = Array.from({ length: count }, (_, i) => `b${count}-${i}`);
-    const readyAfterCreate = [];
-    const timeoutMs = Math.max(60_000, count * 600);
-    let next = 0;
-    await Promise.all(Array.from({ length: 16 }, async () => {
-      const waits = [];
-      while (next < names.length) {
-        const name = names[next++];
-        await api.applySandbox(sandbox(name, "fourstep"));
-        const created = performance.now();
-        waits.push(watch.ready(name, timeoutMs).then((at) => readyAfterCreate.push(at - created)));
-      }
-      await Promise.all(waits);
-    }));
-    const totalMs = performance.now() - t0;
-    const after = stack.usage();
-    const natsAfter = await natsCounts();
-    const cpuMs = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].cpuMs - before[s].cpuMs]));
-    const peakRssMb = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].peakRssMb]));
-    const nats = Object.fromEntries(Object.keys(natsAfter).map((k) => [k, natsAfter[k] - natsBefore[k]]));
-    return { count, runners, steps: count * 4, totalMs, readyAfterCreate, cpuMs, peakRssMb, nats };
-  } finally {
-    await watch.stop();
-    await stack.stop();
-  }
-}
+/** A batch of `count` sandboxes on a fresh stack (test/bench/batch.mjs). */
+const batch = (servers, count, runners = 1) => runBatch({ servers, scratch, count, runners });
 
 async function main() {
   const sha = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
