@@ -50,6 +50,9 @@ describe("the resident launcher (ephemera-launch --serve)", () => {
     expect(cmdline.slice(1, 3)).toEqual(["--rundir", runDir]);
     expect(parentOf(pid)).not.toBe(process.pid);
     expect(readFileSync(`/proc/${parentOf(pid)}/cmdline`, "utf8").split("\0").slice(1, 2)).toEqual(["--serve"]);
+    // The launcher holds none of the runner's environment (its credentials); the step has exactly its own.
+    expect(readFileSync(`/proc/${parentOf(pid)}/environ`, "utf8")).toBe("");
+    expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").filter(Boolean)).toEqual([`PATH=${env.PATH}`]);
     await waitFor(() => Buffer.concat(out).toString().includes("running"), { what: "the script to run", timeoutMs: 10_000 });
     process.kill(-pid, "SIGTERM"); // as the driver stops a step: its whole group
     const exit = await launched.exit;

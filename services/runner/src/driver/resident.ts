@@ -70,7 +70,9 @@ export class ResidentLauncher {
 
   private running(): ChildProcess {
     if (this.child) return this.child;
-    const child = spawn(this.path, ["--serve"], { stdio: ["pipe", "pipe", "inherit"] });
+    // With no environment of its own: each step brings its whole environment in its request,
+    // and the runner's (credentials among it) has no business in a process that forks steps.
+    const child = spawn(this.path, ["--serve"], { stdio: ["pipe", "pipe", "inherit"], env: {} });
     this.child = child;
     this.buffered = Buffer.alloc(0);
     child.stdout!.on("data", (chunk: Buffer) => this.received(chunk));
