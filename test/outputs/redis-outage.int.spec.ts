@@ -3,21 +3,23 @@
 // journal, gets every output right while the IO context sends Redis nothing (its calls
 // refused at once, counted by ephemera_iocontext_redis_calls_total), since Redis is only a
 // cache of the output journal. Once Redis is back the IO context uses it again and refills
-// what it missed. A redis-server of the test's own; the machine's shared one is never touched.
+// what it missed, when a read needs it: an IO context that holds the value in memory (the
+// core's, which stored it) answers in front of Redis, so the refill is read through a
+// second one, as another replica would. A redis-server of the test's own; the machine's shared one is never touched.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as pb from "@ephemera/proto";
 import { JetStreamEventStore, JetStreamValueStore, connectNats } from "@ephemera/eventstore";
-import { call, grpc, waitFor } from "@ephemera/kit";
+import { call, createLogger, grpc, waitFor } from "@ephemera/kit";
 import { Registry } from "@ephemera/kit/metrics";
-import { openRedis, type Redis } from "../../services/iocontext/src/index.js";
+import { openRedis, start as startIOContext, type Redis } from "../../services/iocontext/src/index.js";
 import { Api } from "../../services/cli/src/api.js";
 import { startCore, type Core } from "../support/core.js";
 import { startOwnRedis, type OwnServer } from "../support/own-servers.js";
 import { parseExposition, total } from "../support/prometheus.js";
 import { testNats } from "../support/servers.js";
-import { tokenForStep } from "../support/keys.js";
+import { TEST_KEY, tokenForStep } from "../support/keys.js";
 
 type NatsConnection = Awaited<ReturnType<typeof connectNats>>;
 
@@ -59,6 +61,7 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
   let nc: NatsConnection;
   let cleanupStreams: (nc: NatsConnection) => Promise<void>;
   let metrics: Registry;
+  let stores: { store: JetStreamEventStore; values: JetStreamValueStore };
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "redis-outage-chain-"));
@@ -77,7 +80,7 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     const t = testNats("rdout");
     cleanupStreams = t.cleanup;
     nc = await connectNats(t.url, "redis-outage-test");
-    const stores = {
+    stores = {
       store: await JetStreamEventStore.open(nc, { prefix: t.prefix }),
       values: await JetStreamValueStore.open(nc, t.prefix),
     };
@@ -122,16 +125,30 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     }, { timeoutMs: withinMs, intervalMs: 50, what: `sandbox ${name} to be ready` });
   }
 
-  /** Once Redis answers again, a step's read of its input puts the value it missed back in the cache. */
+  /**
+   * Once Redis answers again, a step's read of its input that needs the cache puts the value it
+   * missed back: read through a second IO context on the prefix (another replica, holding none
+   * of it in memory); the core's own still answers it, from memory.
+   */
   async function refilled(name: string): Promise<void> {
     const reader = await runOf(name, "s2");
     const producerKey = `${core.tag}:io:${await runOf(name, "s1")}`;
     const token = await tokenForStep(reader, chain.spec!.create[1]!);
-    await waitFor(async () => {
-      const res = await call(io.getStepInputs.bind(io), { runId: reader, token }, 10_000);
-      expect(res.inputs.map((i) => [i.name, i.value.toString()])).toEqual([["v", "a"]]);
-      return (await redis.hexists(producerKey, "v").catch(() => 0)) === 1;
-    }, { timeoutMs: 15_000, intervalMs: 200, what: "the input's value to be cached again" });
+    const inputs = async (client: pb.IOContextClient) =>
+      (await call(client.getStepInputs.bind(client), { runId: reader, token }, 10_000)).inputs.map((i) => [i.name, i.value.toString()]);
+    expect(await inputs(io)).toEqual([["v", "a"]]);
+    const replica = await startIOContext({ listen: "127.0.0.1:0", prefix: core.tag, keys: [TEST_KEY] },
+      { ...stores, redis, logger: createLogger("iocontext", "silent") });
+    const other = new pb.IOContextClient(`127.0.0.1:${replica.port}`, grpc.credentials.createInsecure());
+    try {
+      await waitFor(async () => {
+        expect(await inputs(other)).toEqual([["v", "a"]]);
+        return (await redis.hexists(producerKey, "v").catch(() => 0)) === 1;
+      }, { timeoutMs: 15_000, intervalMs: 200, what: "the input's value to be cached again" });
+    } finally {
+      other.close();
+      await replica.stop();
+    }
   }
 
   it("with Redis stalled (SIGSTOP): ready, every output right, no call answered by Redis or waited out; then the cache is refilled", async () => {
