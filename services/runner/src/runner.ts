@@ -151,11 +151,17 @@ export class Runner {
         known = result.known;
         return result;
       }, { attempts: 8, baseMs: 250, maxMs: 5000, retryable: isRetryable });
-      // Both facts at once (each a round trip): whether the run is new, and whether it is still wanted.
-      let [read, unwantedAtFirst] = await Promise.all([
-        readStepRun(this.o.store, d.runId), unwantedBecause(this.o.store, d.workflowId, d.step, d.runId),
+      // All at once (each a round trip): the run's claim, whether the run is new, and whether it
+      // is still wanted. A finished run's claim is taken for nothing and released below; both
+      // settle before going on, so no claim is taken after the handler gave up.
+      const [claimed, facts] = await Promise.allSettled([
+        this.claim(d.runId, run, log),
+        Promise.all([readStepRun(this.o.store, d.runId), unwantedBecause(this.o.store, d.workflowId, d.step, d.runId)]),
       ]);
-      if (!isFinished(read.state) && await this.claim(d.runId, run, log)) {
+      if (claimed.status === "rejected") throw claimed.reason;
+      if (facts.status === "rejected") throw facts.reason;
+      let [read, unwantedAtFirst] = facts.value;
+      if (!isFinished(read.state) && claimed.value) {
         // Another runner held the run while this delivery waited: what it did is read again.
         [read, unwantedAtFirst] = await Promise.all([
           readStepRun(this.o.store, d.runId), unwantedBecause(this.o.store, d.workflowId, d.step, d.runId),
