@@ -6,7 +6,8 @@
 // inputs and script are fetched (one call), staged in the run directory, and after the
 // script its outputs are checked, stored (one call) and reported. Each run gets a process
 // group, so stopping it reaches the script's children too.
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import {
@@ -139,7 +140,7 @@ export class ProcessDriver implements StepDriver {
       }
       let argv: string[];
       try {
-        argv = await this.stage(plan, runDir);
+        argv = this.stage(plan, runDir);
       } catch (err) {
         return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
       }
@@ -238,12 +239,17 @@ export class ProcessDriver implements StepDriver {
     };
   }
 
-  /** Writes the script and input files into the run directory; returns the launcher's arguments. */
-  private async stage(plan: StepPlan, runDir: string): Promise<string[]> {
+  /**
+   * Writes the script and input files into the run directory; returns the launcher's arguments.
+   * Synchronously, as the run directory is made: a few small files on the runner's own disk
+   * are written in microseconds, and each hop through the thread pool cost more than that on
+   * a busy runner (a traced chain: 2.9 ms a step for the directory and these files).
+   */
+  private stage(plan: StepPlan, runDir: string): string[] {
     const views = privateViewDirs(plan, runDir);
     const sandbox = this.options.sandbox ?? {};
-    await writeFile(join(runDir, "script"), plan.script, { mode: 0o700 });
-    await Promise.all(plan.files.map((f, i) => writeFile(join(runDir, "in", String(i)), f.value, { mode: 0o600 })));
+    writeFileSync(join(runDir, "script"), plan.script, { mode: 0o700 });
+    plan.files.forEach((f, i) => writeFileSync(join(runDir, "in", String(i)), f.value, { mode: 0o600 }));
     return [
       "--rundir", runDir,
       ...this.options.isolation.flags,
@@ -261,15 +267,16 @@ export class ProcessDriver implements StepDriver {
 
 /** The run's directory, empty: a leftover of an earlier incarnation of the run (rare: the run id names the attempt) is removed first. */
 async function freshRunDir(runDir: string): Promise<void> {
-  await mkdir(dirname(runDir), { recursive: true, mode: 0o700 });
+  // Synchronously, as the files are staged (see stage), but for the rare leftover's removal.
+  mkdirSync(dirname(runDir), { recursive: true, mode: 0o700 });
   try {
-    await mkdir(runDir, { mode: 0o700 });
+    mkdirSync(runDir, { mode: 0o700 });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     await rm(runDir, { recursive: true, force: true });
-    await mkdir(runDir, { mode: 0o700 });
+    mkdirSync(runDir, { mode: 0o700 });
   }
-  await mkdir(join(runDir, "in"), { mode: 0o700 });
+  mkdirSync(join(runDir, "in"), { mode: 0o700 });
 }
 
 /** A declared output's failure (io-agent words it) as the step's report. */
