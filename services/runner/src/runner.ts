@@ -7,8 +7,8 @@ import {
   type Claim, type ClaimStore, type EventStore, type LogStore, type WorkItem, type WorkQueue, type WorkQueueConsumer,
 } from "@ephemera/eventstore";
 import { journalOutputs, type ValueJournal } from "@ephemera/events";
-import { FailureReason, type StepReport } from "@ephemera/io-agent";
-import { UnavailableError, delay, errorMessage, isRetryable, longTimeout, retry, signCapability, type Logger, type SigningKey } from "@ephemera/kit";
+import { DEFAULT_RETRY, FailureReason, type StepReport } from "@ephemera/io-agent";
+import { UnavailableError, delay, errorMessage, isRetryable, longTimeout, retry, signCapability, type Logger, type LongTimeout, type SigningKey } from "@ephemera/kit";
 import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { LiveLog, StepLog } from "./log.js";
 import type { StepMetrics } from "./metrics.js";
@@ -47,7 +47,15 @@ export interface RunnerOptions {
   signingKey: SigningKey;
   /** Counts the steps this runner runs (metrics.ts); absent: nothing counted. */
   metrics?: StepMetrics;
+  /** How long a step may take to start its program, on top of its timeout (default START_GRACE_MS). */
+  startGraceMs?: number;
 }
+
+/**
+ * How long a step may take to start its program (fetch its inputs, start its container) on top
+ * of its timeout: the agents' retries of an IO context away (DEFAULT_RETRY, about 60 s).
+ */
+export const START_GRACE_MS = DEFAULT_RETRY.totalMs;
 
 /** A token outlives its step's timeout by this much: the agents' IO-context retries (60 s) and the outputs after the script. */
 const TOKEN_GRACE_MS = 10 * 60_000;
@@ -310,14 +318,7 @@ export class Runner {
     run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c), ...(skipLogBytes ? { skipLogBytes } : {}) });
     this.o.metrics?.started();
     if (run.stopped) run.step.stop(this.o.cancelGraceMs);
-    // A timeout may be longer than one setTimeout holds (24.8 days): longTimeout chains it.
-    const deadline = d.timeoutMs > 0 ? longTimeout(() => {
-      log.warn({ timeoutMs: d.timeoutMs }, "step ran past its timeout; stopping it");
-      this.stopRun(run, { reason: "DeadlineExceeded", message: `the step ran longer than its timeout of ${formatMs(d.timeoutMs)}` });
-    }, d.timeoutMs) : undefined;
-    // The timeout is the step's: once its program has exited, storing its outputs (which waits out
-    // an IO context or NATS failover) is the runner's work, and no reason to fail the step and run it again.
-    void run.step.exited?.then(() => deadline?.clear());
+    const deadline = this.deadline(run, d.timeoutMs, log);
     let report: StepReport;
     let durationMs = 0;
     const outcome = () => {
@@ -348,6 +349,42 @@ export class Runner {
     // The journaled success, if the result is still that success (a stop since, or an other report, is recorded as it is).
     const journaled = await journaling;
     return journaled && sameSuccess(early, result) ? journaled : result;
+  }
+
+  /**
+   * The step's timeout counts while its own program runs: from when it began (before, its
+   * inputs are fetched and its container started, which waits out an IO context or NATS
+   * failover) until it exited (after, its outputs are stored, which does too). Neither wait is
+   * a reason to fail the step and run it again. A driver that does not say when its program
+   * began is timed from now; one whose program never begins is stopped at the timeout plus the
+   * start grace. A timeout may be longer than one setTimeout holds (24.8 days): longTimeout chains it.
+   */
+  private deadline(run: ActiveRun, timeoutMs: number, log: Logger): { clear(): void } | undefined {
+    const step = run.step;
+    if (timeoutMs <= 0 || !step) return undefined;
+    const graceMs = this.o.startGraceMs ?? START_GRACE_MS;
+    let over = false;
+    let timer: LongTimeout | undefined;
+    const arm = (ms: number, message: string) => {
+      timer?.clear();
+      timer = longTimeout(() => {
+        log.warn({ timeoutMs }, "step ran past its timeout; stopping it");
+        this.stopRun(run, { reason: "DeadlineExceeded", message });
+      }, ms);
+    };
+    const ran = `the step ran longer than its timeout of ${formatMs(timeoutMs)}`;
+    if (step.began) {
+      arm(timeoutMs + graceMs, `the step's program did not start within its timeout of ${formatMs(timeoutMs)} and the start grace of ${formatMs(graceMs)}`);
+      void step.began.then(() => { if (!over) arm(timeoutMs, ran); });
+    } else {
+      arm(timeoutMs, ran);
+    }
+    const clear = () => {
+      over = true;
+      timer?.clear();
+    };
+    void step.exited?.then(clear);
+    return { clear };
   }
 
   /** Keeps `result` with the run's claim; a claim that cannot be written costs only this shortcut. */

@@ -18,13 +18,13 @@ const ending = (report: StepReport): StepDriver => ({
 const wf = workflowId("rk", "db", "create");
 const run = runId(wf, "a", 1);
 
-async function setup(driver: StepDriver, values = new InMemoryValueStore(), claims = new InMemoryClaimStore()) {
+async function setup(driver: StepDriver, values = new InMemoryValueStore(), claims = new InMemoryClaimStore(), startGraceMs?: number) {
   const store = new InMemoryEventStore();
   const queue = new InMemoryWorkQueue<pb.StepDispatch>();
   const r = new Runner({
     cluster: "c", concurrency: 1, runnerId: "r1", driver, store, queue, logs: new InMemoryLogStore(),
     logger: createLogger("test", "silent"), cancelGraceMs: 100, heartbeatMs: 50, claims, claimTtlMs: 1000, values, now: () => performance.now(),
-    signingKey: TEST_KEY,
+    signingKey: TEST_KEY, ...(startGraceMs === undefined ? {} : { startGraceMs }),
   });
   await store.append(Aggregates.workflow, wf, NO_AGGREGATE, [
     ev("ephemera.workflow.started.v1", { workflowId: wf, steps: [{ name: "a" }] }),
@@ -33,8 +33,11 @@ async function setup(driver: StepDriver, values = new InMemoryValueStore(), clai
   return { runner: r, store, queue };
 }
 
-async function runOne(report: StepReport, values = new InMemoryValueStore(), { driver = ending(report), timeoutMs = 0 }: { driver?: StepDriver; timeoutMs?: number } = {}) {
-  const { runner, store, queue } = await setup(driver, values);
+async function runOne(
+  report: StepReport, values = new InMemoryValueStore(),
+  { driver = ending(report), timeoutMs = 0, startGraceMs }: { driver?: StepDriver; timeoutMs?: number; startGraceMs?: number } = {},
+) {
+  const { runner, store, queue } = await setup(driver, values, undefined, startGraceMs);
   runner.start();
   await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c", timeoutMs }));
   const last = await waitFor(async () => {
@@ -97,6 +100,57 @@ describe("runner: results from the step's report", () => {
       const e = await runOne(report, undefined, { driver: slowToStore(600, 0, stops), timeoutMs: 300 });
       expect(e?.type === "ephemera.steprun.failed.v1" && e.data.failure?.reason).toBe("DeadlineExceeded");
       expect(stops).toHaveLength(1);
+    });
+
+    /** A step whose program begins once `begin` is called (its inputs fetched late), then runs `programMs`; a stop ends it at once. */
+    const lateToBegin = (programMs: number, stops: number[]) => {
+      let begin!: () => void;
+      const began = new Promise<void>((r) => (begin = r));
+      const driver: StepDriver = {
+        name: "twin",
+        run: () => {
+          let stopped!: () => void;
+          const stop = new Promise<void>((r) => (stopped = r));
+          const exited = Promise.race([stop, began.then(() => new Promise<void>((r) => setTimeout(r, programMs)))]);
+          return { began, exited, result: exited.then(() => report), stop: () => { stops.push(Date.now()); stopped(); } };
+        },
+      };
+      return { driver, begin: () => begin() };
+    };
+
+    it("does not count the wait before its program began: inputs fetched late, then a program within its timeout, succeeds", async () => {
+      const stops: number[] = [];
+      const late = lateToBegin(100, stops);
+      // Begun only after the timeout would have passed, counted from the run's start.
+      const beginLate = setTimeout(late.begin, 500);
+      const e = await runOne(report, undefined, { driver: late.driver, timeoutMs: 300 });
+      clearTimeout(beginLate);
+      expect(e?.type).toBe("ephemera.steprun.succeeded.v1");
+      expect(stops).toEqual([]);
+    });
+
+    it("counts the timeout from the program's start: one that began and then ran past it is stopped", async () => {
+      const stops: number[] = [];
+      const late = lateToBegin(2_000, stops);
+      const beginLate = setTimeout(late.begin, 200);
+      const e = await runOne(report, undefined, { driver: late.driver, timeoutMs: 300 });
+      clearTimeout(beginLate);
+      expect(e?.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+        reason: "DeadlineExceeded", message: "the step ran longer than its timeout of 300 ms",
+      });
+      expect(stops).toHaveLength(1);
+    });
+
+    it("stops a step whose program never begins at its timeout plus the start grace, saying so", async () => {
+      const stops: number[] = [];
+      const never = lateToBegin(0, stops);
+      const started = Date.now();
+      const e = await runOne(report, undefined, { driver: never.driver, timeoutMs: 300, startGraceMs: 400 });
+      expect(e?.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
+        reason: "DeadlineExceeded", message: "the step's program did not start within its timeout of 300 ms and the start grace of 400 ms",
+      });
+      expect(stops).toHaveLength(1);
+      expect(stops[0]! - started).toBeGreaterThanOrEqual(700);
     });
   });
 

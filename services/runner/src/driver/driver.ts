@@ -22,6 +22,12 @@ export interface RunningStep {
   /** Asks the step to stop: SIGTERM (or pod deletion), then a forced kill after the grace period. */
   stop(graceMs: number): void;
   /**
+   * Settles once the step's own program has started, its inputs fetched and staged (or its
+   * container started): the step's timeout counts from then (a driver without it: from the
+   * run's start). Settles at the latest with `result`.
+   */
+  readonly began?: Promise<void>;
+  /**
    * Settles once the step's own program has exited, before the driver stores its outputs: the
    * step's timeout stops counting then (a driver without it: once `result` settles).
    */

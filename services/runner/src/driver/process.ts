@@ -109,6 +109,8 @@ export class ProcessDriver implements StepDriver {
     let exited = false;
     let programExited: () => void = () => undefined;
     const exitedOnce = new Promise<void>((resolve) => { programExited = resolve; });
+    let programBegan: () => void = () => undefined;
+    const began = new Promise<void>((resolve) => { programBegan = resolve; });
     let reportKnown: (report: StepReport) => void = () => undefined;
     const endedEarly = new Promise<StepReport>((resolve) => { reportKnown = resolve; });
     let force: LongTimeout | undefined;
@@ -162,6 +164,7 @@ export class ProcessDriver implements StepDriver {
         { ...stepEnv(this.options.hostEnv, request.env), HOME: STEP_HOME, ...plan.env }, (chunk) => request.onLog(chunk));
       try {
         pgid = await launched.pid;
+        programBegan();
         if (stopping.signal.aborted) signalGroup("SIGTERM"); // stopped while it started
       } catch {
         // not started: its exit says why
@@ -225,8 +228,11 @@ export class ProcessDriver implements StepDriver {
         return report;
       });
 
+    void result.then(() => programBegan());
     return {
       result,
+      // Its inputs fetched and staged, the launcher runs: the step's timeout counts from here.
+      began,
       exited: exitedOnce,
       // A success is known before its outputs are cached at the IO context; anything else when it settles.
       ended: Promise.race([endedEarly, result]),

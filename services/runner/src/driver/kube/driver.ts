@@ -84,17 +84,22 @@ export class KubeDriver implements StepDriver {
     let stop: ((graceMs: number) => void) | undefined;
     let stopAsked: number | undefined;
     let mainExited!: () => void;
+    let mainBegan!: () => void;
     const exited = new Promise<void>((resolve) => (mainExited = resolve));
+    const began = new Promise<void>((resolve) => (mainBegan = resolve));
     const result = this.follow(request, (s) => {
       stop = s;
       if (stopAsked !== undefined) s(stopAsked);
-    }, () => mainExited()).catch((err: unknown): StepReport => {
+    }, { began: () => mainBegan(), exited: () => mainExited() }).catch((err: unknown): StepReport => {
       this.o.logger.error({ runId: d.runId, err }, "the Kubernetes driver failed");
       return { outcome: "failed", reason: FailureReason.DriverError, message: `the Kubernetes driver failed: ${errorMessage(err)}` };
     });
-    void result.then(() => mainExited());
+    void result.then(() => { mainBegan(); mainExited(); });
     return {
       result,
+      // The script's container started: its init (fetching the inputs, which waits out an IO
+      // context or NATS failover) and the pod's start were not the step's time.
+      began,
       // The script's container ended: the sidecar's storing of its outputs (which waits out an
       // IO context or NATS failover) is no longer the step's time.
       exited,
@@ -159,7 +164,9 @@ export class KubeDriver implements StepDriver {
     return (this.client ??= ioContextClient(this.o.iocontext, this.o.iocontextTls));
   }
 
-  private async follow(request: RunRequest, onStoppable: (stop: (graceMs: number) => void) => void, onMainExited: () => void): Promise<StepReport> {
+  private async follow(
+    request: RunRequest, onStoppable: (stop: (graceMs: number) => void) => void, main: { began: () => void; exited: () => void },
+  ): Promise<StepReport> {
     const d = request.dispatch;
     const podRequest: PodRequest = {
       dispatch: d, prefix: this.o.prefix, agentImage: this.o.agentImage, iocontext: this.o.podIOContext,
@@ -176,7 +183,7 @@ export class KubeDriver implements StepDriver {
     const namespace = this.namespaceOf(d);
     const watch = await this.watch(namespace);
     const log = new LogFollower(this.o.kubeconfig, namespace, name, this.calls, skipping(request.skipLogBytes ?? 0, request.onLog));
-    const ended = this.outcome(watch, name, log, onMainExited);
+    const ended = this.outcome(watch, name, log, main);
     // Stopped: the pod is deleted (SIGTERM, then SIGKILL after the grace); stopped before it exists: never made.
     let stopGrace: number | undefined;
     let exists = false;
@@ -273,7 +280,7 @@ export class KubeDriver implements StepDriver {
   }
 
   /** Settles with the pod's outcome, from the watch's events and the graces' timers. */
-  private outcome(watch: NamespaceWatch, name: string, log: LogFollower, onMainExited: () => void) {
+  private outcome(watch: NamespaceWatch, name: string, log: LogFollower, main: { began: () => void; exited: () => void }) {
     const k = key(watch.namespace, name);
     let settle!: (o: Ended) => void;
     const result = new Promise<Ended>((resolve) => (settle = resolve));
@@ -289,8 +296,11 @@ export class KubeDriver implements StepDriver {
     let deletedBySomeone = false;
     const look = (pod: k8s.V1Pod) => {
       const status = (pod.status ?? {}) as PodStatus;
-      if (mainStarted(status)) log.start();
-      if (mainEnded(status)) onMainExited();
+      if (mainStarted(status)) {
+        log.start();
+        main.began();
+      }
+      if (mainEnded(status)) main.exited();
       if (pod.metadata?.deletionTimestamp) {
         // Being deleted: the kubelet stops the containers and may write Failed (exit 143)
         // before the pod goes; what ended it is the deletion, named when DELETED comes.

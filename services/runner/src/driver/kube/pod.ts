@@ -24,12 +24,14 @@ const STEP_HOME = "/tmp";
 /** How much longer than the step's timeout the sidecar waits for main's exit code (the pod's deadline comes first). */
 const SIDECAR_WAIT_MARGIN_MS = 5 * 60_000;
 /**
- * The pod's own deadline is the step's timeout plus the time the sidecar may spend storing
- * the outputs (its retries through an IO context or NATS failover): the timeout is the
- * script's, which the runner enforces itself (stopping counting when main has ended); the
- * pod's deadline is the backstop for a pod nobody follows.
+ * The pod's own deadline is the step's timeout plus the time the init may spend fetching the
+ * inputs and the sidecar storing the outputs (their retries through an IO context or NATS
+ * failover): the timeout is the script's, which the runner enforces itself (counting from
+ * main's start to its end); the pod's deadline is the backstop for a pod nobody follows.
  */
 export const OUTPUTS_STORE_GRACE_S = Math.ceil(DEFAULT_RETRY.totalMs / 1000);
+/** And the time its init may spend fetching the inputs (the same retries): the timeout counts from main's start. */
+export const START_GRACE_S = Math.ceil(DEFAULT_RETRY.totalMs / 1000);
 /** Where the agents write their report's summary, which the pod's status carries to the runner. */
 export const TERMINATION_MESSAGE_PATH = "/dev/termination-log";
 /** The full run id (labels cannot hold it): how a restarted runner knows whose pod it finds. */
@@ -169,7 +171,7 @@ export function buildPod(r: PodRequest): Json {
     metadata: { labels, annotations: { [RUN_ID_ANNOTATION]: d.runId } },
     spec: {
       restartPolicy: "Never",
-      ...(d.timeoutMs > 0 ? { activeDeadlineSeconds: Math.ceil(d.timeoutMs / 1000) + OUTPUTS_STORE_GRACE_S } : {}),
+      ...(d.timeoutMs > 0 ? { activeDeadlineSeconds: Math.ceil(d.timeoutMs / 1000) + START_GRACE_S + OUTPUTS_STORE_GRACE_S } : {}),
       // The step talks to the IO context with its token, never to the API server.
       automountServiceAccountToken: false,
       securityContext: { seccompProfile: { type: "RuntimeDefault" } },

@@ -1,6 +1,6 @@
 import * as pb from "@ephemera/proto";
 import { isValidationError } from "@ephemera/kit";
-import { OUTPUTS_STORE_GRACE_S, buildPod, buildTokenSecret, labelValue, podName, sharedDirs } from "./pod.js";
+import { OUTPUTS_STORE_GRACE_S, START_GRACE_S, buildPod, buildTokenSecret, labelValue, podName, sharedDirs } from "./pod.js";
 
 type Pod = {
   metadata: { name: string; namespace: string; labels: Record<string, string>; annotations?: Record<string, string> };
@@ -65,8 +65,9 @@ describe("the runner pod", () => {
       "ephemera.dev/phase": "create", "ephemera.dev/step": "provision", "ephemera.dev/attempt": "2",
     });
     expect(p.spec.restartPolicy).toBe("Never");
-    expect(p.spec.activeDeadlineSeconds).toBe(91 + OUTPUTS_STORE_GRACE_S);
-    expect(OUTPUTS_STORE_GRACE_S).toBe(60);
+    // The timeout, plus fetching the inputs before main and storing the outputs after it.
+    expect(p.spec.activeDeadlineSeconds).toBe(91 + START_GRACE_S + OUTPUTS_STORE_GRACE_S);
+    expect([START_GRACE_S, OUTPUTS_STORE_GRACE_S]).toEqual([60, 60]);
     expect(sharedDirs(dispatch())).toEqual(["/etc/app", "/tmp"]);
     expect(p.spec.volumes.map((v) => v.name)).toEqual(["ephemera-agent", "ephemera-path-0", "ephemera-path-1", "ephemera-token"]);
     expect(container(p, "ephemera-init")["command"]).toEqual(["node", "/agent/agent.cjs", "init"]);
@@ -88,7 +89,7 @@ describe("the runner pod", () => {
   it("lets the sidecar wait for main as long as the step may run (a 1000h step outlives the agent's 6 h default)", () => {
     const timeoutMs = 1000 * 3_600_000;
     const p = build({ timeoutMs });
-    expect(p.spec.activeDeadlineSeconds).toBe(3_600_000 + OUTPUTS_STORE_GRACE_S);
+    expect(p.spec.activeDeadlineSeconds).toBe(3_600_000 + START_GRACE_S + OUTPUTS_STORE_GRACE_S);
     const env = container(p, "ephemera-sidecar")["env"] as Array<{ name: string; value: string }>;
     const wait = env.find((e) => e.name === "EPHEMERA_WAIT_TIMEOUT_MS");
     expect(Number(wait?.value)).toBeGreaterThan(timeoutMs);
