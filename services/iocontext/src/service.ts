@@ -146,7 +146,7 @@ export class IOContextHandlers {
       }
     });
     if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
-    this.sameDigests(run.runId, req.outputs, journaled.value);
+    this.unchanged(run.runId, req.outputs, journaled.value);
     try {
       if (stored.status === "rejected") throw stored.reason;
       this.unchanged(run.runId, req.outputs, stored.value);
@@ -212,15 +212,13 @@ export class IOContextHandlers {
     return new Map(read.flatMap(([name, digest]) => (digest ? [[name, digest] as const] : [])));
   }
 
-  /** As `unchanged`, against the journal's digests: one a value is put again with must be its own. */
-  private sameDigests(runId: string, outputs: pb.OutputValue[], journaled: Map<string, string>): void {
-    const changed = outputs.filter((o) => journaled.has(o.name) && journaled.get(o.name) !== sha256Hex(o.value)).map((o) => o.name);
-    if (changed.length) throw new ConflictError(`run ${runId} already wrote ${changed.map((n) => `"${n}"`).join(", ")}: outputs are written once`);
-  }
-
-  /** Outputs are written once: the same values again are fine, others for an output already written are refused. */
-  private unchanged(runId: string, outputs: pb.OutputValue[], stored: Map<string, Buffer>): void {
-    const changed = outputs.filter((o) => stored.has(o.name) && !stored.get(o.name)!.equals(Buffer.from(o.value))).map((o) => o.name);
+  /**
+   * Outputs are written once: the same values again are fine, others for an output already
+   * written are refused. `written`: what is held of each, its value (the cache) or its digest (the journal).
+   */
+  private unchanged(runId: string, outputs: pb.OutputValue[], written: Map<string, Buffer | string>): void {
+    const same = (o: pb.OutputValue, held: Buffer | string) => (typeof held === "string" ? held === sha256Hex(o.value) : held.equals(Buffer.from(o.value)));
+    const changed = outputs.filter((o) => written.has(o.name) && !same(o, written.get(o.name)!)).map((o) => o.name);
     if (changed.length) throw new ConflictError(`run ${runId} already wrote ${changed.map((n) => `"${n}"`).join(", ")}: outputs are written once`);
   }
 
