@@ -128,7 +128,7 @@ export async function echoServer(prefix = "echo:"): Promise<{ port: number; sock
  * A TCP relay in front of the tunnel: `freeze` stops carrying bytes (a workstation gone
  * silent, its TCP connection still open), `cut` destroys both sides (a killed workstation).
  */
-export async function relay(target: number): Promise<{ port: number; freeze(): void; cut(): void; close(): Promise<void> }> {
+export async function relay(target: number): Promise<{ port: number; freeze(): void; cut(): void; open(): number; close(): Promise<void> }> {
   const pairs = new Set<[Socket, Socket]>();
   let frozen = false;
   const server: Server = createServer((inbound) => {
@@ -150,6 +150,8 @@ export async function relay(target: number): Promise<{ port: number; freeze(): v
     port: (server.address() as { port: number }).port,
     freeze: () => { frozen = true; },
     cut,
+    /** The connections carried now: one ends when the tunnel closes its side (or on cut). */
+    open: () => pairs.size,
     close: () => { cut(); return new Promise((resolve) => server.close(() => resolve())); },
   };
 }
