@@ -17,7 +17,7 @@ import type { Registry } from "@ephemera/kit/metrics";
 import { InMemoryOutputStore, start as startIOContext, type Redis, type RunningIOContext } from "../../services/iocontext/src/index.js";
 import { start as startRunner, type RunningRunner } from "../../services/runner/src/start.js";
 import { apiServices } from "../../services/sandbox/src/api.js";
-import { SandboxCore, type ApiAccess } from "../../services/sandbox/src/index.js";
+import { SandboxCore, type AdmissionSettings, type ApiAccess } from "../../services/sandbox/src/index.js";
 import { Scheduler, type SchedulerDeps } from "../../services/scheduler/src/scheduler.js";
 import { processesMentioning } from "./processes.js";
 import { TEST_KEY } from "./keys.js";
@@ -48,6 +48,10 @@ export interface CoreOptions {
   stores?: { store: EventStore; values: ValueStore };
   /** The IO context counts its calls (and its Redis calls) in this registry (default: nothing counted). */
   metrics?: Registry;
+  /** When the API holds creates under a burst (default: the service's DEFAULT_ADMISSION). */
+  admission?: AdmissionSettings;
+  /** Steps the runner runs at once (default 8). */
+  runnerConcurrency?: number;
 }
 
 export interface Core {
@@ -107,6 +111,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     const sandboxes = new SandboxCore({
       store, logs, values, logger, previewDomain: options.previewDomain ?? "preview.test",
       routingKey: () => `${tag}${String(++keys).padStart(8, "0")}`,
+      ...(options.admission ? { admission: options.admission } : {}),
     });
     await sandboxes.start();
     stops.push(() => sandboxes.stop());
@@ -127,7 +132,7 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
     stops.push(() => io.stop());
 
     const runner: RunningRunner = await startRunner({
-      natsUrl: "", prefix: tag, cluster, concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
+      natsUrl: "", prefix: tag, cluster, concurrency: options.runnerConcurrency ?? 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       ...(options.iocontextTls ? { iocontextTls: options.iocontextTls.client } : {}),
       workdir, listen: "127.0.0.1:0", runnerId: `core-${tag}`, launcher: LAUNCHER,
       hostEnv: Object.fromEntries(["PATH", "LANG"].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),

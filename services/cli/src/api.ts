@@ -3,6 +3,9 @@
 import { call, channelCredentials, clientOptions, fromServiceError, grpc, type ClientTls } from "@ephemera/kit/client";
 import * as pb from "@ephemera/proto";
 
+/** A sandbox create's call: the API's default admission wait (60 s) and a margin. */
+const ADMISSION_CALL_MS = 75_000;
+
 /** How a server stream ended: the server closed it, the consumer had enough, or it was aborted. */
 export type StreamEnd = "end" | "stopped" | "aborted";
 
@@ -64,8 +67,10 @@ export class Api {
     return (await call(this.clients.plugins.delete.bind(this.clients.plugins), { ref }, this.timeoutMs, this.who())).deleted;
   }
 
+  /** A create may be held by the API under a burst (up to its EPHEMERA_ADMISSION_TIMEOUT, 60 s by default): its call waits longer. */
   applySandbox(sandbox: pb.Sandbox, dryRun = false): Promise<pb.ApplySandboxResponse> {
-    return call(this.clients.sandboxes.apply.bind(this.clients.sandboxes), { sandbox, dryRun }, this.timeoutMs, this.who());
+    const timeoutMs = dryRun ? this.timeoutMs : Math.max(this.timeoutMs, ADMISSION_CALL_MS);
+    return call(this.clients.sandboxes.apply.bind(this.clients.sandboxes), { sandbox, dryRun }, timeoutMs, this.who());
   }
 
   getSandbox(name: string, showOutputs = false): Promise<pb.SandboxView> {

@@ -8,6 +8,9 @@ import { OperationFailed, UsageError } from "./errors.js";
 import { readName, readSandbox } from "./files.js";
 import { fileOptions, nameOrFile, outputOption, timeoutMs, waitAskedFor, waitOptions } from "./options.js";
 import { describeFailures, stillWaitingFor, words } from "./progress.js";
+
+/** How long a create may take before the CLI says it is held for admission. */
+const ADMISSION_NOTICE_MS = 2_000;
 import type { OutputFormat } from "./render.js";
 import { registerGetStatus } from "./status.js";
 import { shortTime, table } from "./table.js";
@@ -37,7 +40,10 @@ export function registerSandbox(program: Command, ctx: Context): void {
         ctx.out(opts.output ? (await render()).formatDoc(planDoc(spec.name, plan!), opts.output) : planText(spec.name, plan!));
         return;
       }
-      const res = await (await ctx.api()).applySandbox(spec);
+      const api = await ctx.api();
+      // The API holds a create under a burst until runners start the sandboxes before it (admission): say so.
+      const held = setTimeout(() => ctx.err(`sandbox ${spec.name}: waiting for the API to admit it (runners are starting the sandboxes created before it)`), ADMISSION_NOTICE_MS);
+      const res = await api.applySandbox(spec).finally(() => clearTimeout(held));
       const verb = res.created ? "created" : res.unchanged ? "unchanged" : "updated";
       ctx.out(`sandbox ${spec.name} ${verb}${res.sandbox?.routingKey ? ` (routing key ${res.sandbox.routingKey})` : ""}\n`);
       if (!opts.wait) return;

@@ -23,6 +23,15 @@ function caller(call: { metadata: grpc.Metadata }): CallContext {
   return typeof actor === "string" && actor ? { actor: actor.slice(0, 128) } : {};
 }
 
+/** A call that may be held (an admitted create): aborted when the caller cancels, and its deadline. */
+function waiting(call: grpc.ServerUnaryCall<unknown, unknown>): Pick<CallContext, "signal" | "deadline"> {
+  const controller = new AbortController();
+  call.once("cancelled", () => controller.abort());
+  const d = call.getDeadline();
+  const deadline = d instanceof Date ? d.getTime() : d;
+  return { signal: controller.signal, ...(Number.isFinite(deadline) ? { deadline } : {}) };
+}
+
 /** The API's services; with `access`, every method needs a bearer token whose role allows it (auth/policy.ts). */
 export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAccess): ServiceBinding[] {
   const plugins: pb.ResourcePluginServiceServer = {
@@ -33,7 +42,7 @@ export function apiServices(core: SandboxCore, logger: Logger, access?: ApiAcces
     delete: unary(async (req: pb.DeleteResourcePluginRequest, call) => ({ deleted: await core.deletePlugin(req.ref, caller(call)) }), logger),
   };
   const sandboxes: pb.SandboxServiceServer = {
-    apply: unary(async (req: pb.ApplySandboxRequest, call) => core.applySandbox(req.sandbox, caller(call), req.dryRun), logger),
+    apply: unary(async (req: pb.ApplySandboxRequest, call) => core.applySandbox(req.sandbox, { ...caller(call), ...waiting(call) }, req.dryRun), logger),
     get: unary(async (req: pb.GetSandboxRequest) => { await core.readYourWrites(); return core.view(req.name, req.showOutputs); }, logger),
     list: unary(async () => { await core.readYourWrites(); return { sandboxes: core.list() }; }, logger),
     delete: unary(async (req: pb.DeleteSandboxRequest, call) => core.deleteSandbox(req.name, req.force, caller(call)), logger),

@@ -9,6 +9,8 @@ import { apiServices } from "./api.js";
 import type { ApiAccess } from "./auth/access.js";
 import { jobMetrics } from "./job/metrics.js";
 import { sandboxMetrics } from "./metrics.js";
+import type { AdmissionSettings } from "./sandbox/admission.js";
+export { DEFAULT_ADMISSION, type AdmissionSettings } from "./sandbox/admission.js";
 import { SandboxCore } from "./service.js";
 import { startRoutes } from "./routes/server.js";
 import { startGateway } from "./gateway/server.js";
@@ -51,6 +53,8 @@ export interface SandboxConfig extends CommonConfig {
   jobs?: { listen: string; keys: SigningKey[]; podLostGraceMs?: number; artifactMaxBytes?: number };
   /** The tunnel health check of connected locals (EPHEMERA_LOCALS_CHECK); absent: every 5 s, 2 s to answer. */
   localsCheck?: TunnelCheckOptions;
+  /** When creates wait under a burst (EPHEMERA_ADMISSION_WAITING, EPHEMERA_ADMISSION_TIMEOUT); absent: DEFAULT_ADMISSION. */
+  admission?: AdmissionSettings;
 }
 
 export interface RunningSandboxService {
@@ -86,6 +90,7 @@ export async function start(config: SandboxConfig, logger: Logger): Promise<Runn
   const core = new SandboxCore({ store, logs, values, leases, logger, snapshots, routingKey: () => randomToken(12), previewDomain: config.previewDomain,
     ...(config.jobCancelGraceMs !== undefined ? { jobCancelGraceMs: config.jobCancelGraceMs } : {}),
     ...(config.jobTimeoutGraceMs !== undefined ? { jobTimeoutGraceMs: config.jobTimeoutGraceMs } : {}),
+    ...(config.admission ? { admission: config.admission } : {}),
   });
   await core.start();
   const tunnelCheck = new TunnelCheck({ store, locals: core.locals, logger, sandboxes: () => liveSandboxes(core) }, config.localsCheck ?? DEFAULT_TUNNEL_CHECK);

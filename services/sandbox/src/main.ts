@@ -5,7 +5,7 @@ import {
   defaultSigningKeyFile, envBool, envDuration, envInt, envString, onShutdown, serverTlsFromEnv, signingKeys,
 } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
-import { DEFAULT_TUNNEL_CHECK, apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
+import { DEFAULT_ADMISSION, DEFAULT_TUNNEL_CHECK, apiAccess, apiAccessConfigFromEnv, start } from "./index.js";
 
 /** EPHEMERA_LOCALS_CHECK: how often each connected local's tunnel is asked; an answer may take 2 s (less when checked more often). */
 function localsCheck() {
@@ -33,6 +33,11 @@ const config = configured(logger, "sandbox service", () => {
       dns: envString(process.env, "EPHEMERA_GATEWAY_DNS", "").split(",").map((s) => s.trim()).filter(Boolean),
     },
     localsCheck: localsCheck(),
+    // Creates wait under a burst while this many sandboxes of their cluster are created and not yet started (0: never).
+    admission: {
+      waiting: envInt(process.env, "EPHEMERA_ADMISSION_WAITING", DEFAULT_ADMISSION.waiting),
+      timeoutMs: envDuration(process.env, "EPHEMERA_ADMISSION_TIMEOUT", "60s", { minMs: 0, maxMs: 3_600_000 }),
+    },
     // The job runner groups' pods; their tokens are signed with the runner's key (the same key file on one machine).
     jobs: {
       listen: envString(process.env, "EPHEMERA_JOBS_LISTEN", DEFAULT_JOBS_LISTEN),

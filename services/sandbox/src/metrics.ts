@@ -1,5 +1,6 @@
-// The sandbox service's own metric: how many sandboxes there are by the reason their status
-// gives (Ready, Creating, ResourceFailed, ...), counted from its projections at each scrape.
+// The sandbox service's own metrics: how many sandboxes there are by the reason their status
+// gives (Ready, Creating, ResourceFailed, ...), counted from its projections at each scrape, and
+// the creates held for admission (sandbox/admission.ts).
 import { Gauge, type Registry } from "@ephemera/kit/metrics";
 import type { SandboxCore } from "./service.js";
 import { sandboxStatus } from "./sandbox/status.js";
@@ -17,7 +18,12 @@ function reasonOf(status: () => string): string {
   }
 }
 
-export function sandboxMetrics(registry: Registry, core: Pick<SandboxCore, "sandboxes" | "workflows">): void {
+export function sandboxMetrics(registry: Registry, core: Pick<SandboxCore, "sandboxes" | "workflows" | "admission">): void {
+  new Gauge({
+    name: "ephemera_sandbox_creates_held", registers: [registry],
+    help: "Creates this replica holds for admission: their cluster has as many sandboxes created and not yet started as it admits",
+    collect() { this.set(core.admission.held); },
+  });
   new Gauge({
     name: "ephemera_sandboxes", labelNames: ["reason"], registers: [registry],
     help: "Sandboxes that exist (deleted ones left out), by the reason of their status",

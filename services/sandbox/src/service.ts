@@ -11,6 +11,7 @@ import { SandboxProjections } from "./core/projections.js";
 import { SandboxTimers } from "./core/timers.js";
 import { PluginCommands } from "./plugin/commands.js";
 import { removeUnusedVersions } from "./plugin/versions.js";
+import { Admission, DEFAULT_ADMISSION, type AdmissionSettings } from "./sandbox/admission.js";
 import { SandboxCommands } from "./sandbox/commands.js";
 import { SandboxReactor } from "./sandbox/reactions.js";
 import { SandboxViews } from "./sandbox/views.js";
@@ -55,6 +56,8 @@ export interface SandboxServiceDeps {
   leaseTtlMs?: number;
   /** How long a read waits for this replica to have applied what the store holds (default 5 s). */
   freshnessTimeoutMs?: number;
+  /** When a create waits under a burst (sandbox/admission.ts; default DEFAULT_ADMISSION). */
+  admission?: AdmissionSettings;
 }
 
 /** How long a read waits for the store to say its position before it reads the projections as they stand. */
@@ -88,6 +91,8 @@ export class SandboxCore {
   private readonly sandboxCommands: SandboxCommands;
   private readonly views: SandboxViews;
   private readonly watchers: SandboxWatchers;
+  /** Creates held under a burst, and the sandboxes created and not yet started that they wait on. */
+  readonly admission: Admission;
   private readonly reactor: SandboxReactor;
   /** Set once the replay at start is done: the server's own job rules apply from then on. */
   private jobsLive = false;
@@ -113,8 +118,10 @@ export class SandboxCore {
     this.pluginCommands = new PluginCommands({
       store, plugins: this.plugins, sandboxes: this.sandboxes, meta, readYourWrites, removeUnusedVersions: removeUnused,
     });
+    this.admission = new Admission(projections, deps.admission ?? DEFAULT_ADMISSION);
     this.sandboxCommands = new SandboxCommands({
       store, projections, views: this.views, logger, meta, readYourWrites, routingKey: deps.routingKey, previewDomain: deps.previewDomain,
+      admission: this.admission,
     });
     this.reactor = new SandboxReactor({ store, projections, removeUnusedVersions: removeUnused });
     this.jobRunnerGroups = new JobRunnerGroups({ store, projection: this.jobRunnerGroupStates, pods: this.jobRunnerGroupPods });
@@ -150,11 +157,14 @@ export class SandboxCore {
       this.watchers.notify(c);
       if (this.jobsLive) reconcileJobs(this.jobs, c);
       if (c.aggregate === Aggregates.sandbox) this.timers.track(c.aggregateId);
+      const sandbox = c.aggregate === Aggregates.sandbox || c.aggregate === Aggregates.workflow ? projections.sandboxOf(c) : undefined;
+      if (sandbox !== undefined) this.admission.observe(sandbox);
     });
   }
 
   async start(): Promise<void> {
     await this.feed.start();
+    this.admission.rebuild();
     this.jobsLive = true;
     await this.reactor.reconcileHeld();
     this.timers.start();
@@ -184,6 +194,7 @@ export class SandboxCore {
   }
 
   async stop(): Promise<void> {
+    this.admission.close();
     this.jobs.stop();
     await this.timers.stop();
     await this.reactor.stop();

@@ -5,6 +5,10 @@ import type { CommandMeta } from "@ephemera/eventstore";
 export interface CallContext {
   actor?: string;
   correlationId?: string;
+  /** Aborts when the caller gave up (a cancelled call), so a held create leaves its line. */
+  signal?: AbortSignal;
+  /** When the caller stops waiting (epoch ms), if it said. */
+  deadline?: number;
 }
 
 /** What a command's commit records: its source, command, correlation id (a new one when the call has none) and actor. */

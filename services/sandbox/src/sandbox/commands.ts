@@ -9,6 +9,7 @@ import type { CallContext, MetaOf } from "../core/call.js";
 import type { SandboxProjections } from "../core/projections.js";
 import { checkVersionsKept, resolveVersion, type ChosenVersion } from "../plugin/versions.js";
 import { canonicalSpec, decideSandbox, type SandboxCommand } from "./decide.js";
+import type { Admission } from "./admission.js";
 import { endpointUrls } from "./endpoints.js";
 import { initialSandbox, type SandboxState } from "./state.js";
 import type { SandboxViews } from "./views.js";
@@ -25,12 +26,14 @@ export interface SandboxCommandDeps {
   routingKey: () => string;
   /** Base domain of endpoint URLs. */
   previewDomain: string;
+  /** Holds creates under a burst (admission.ts); absent: none is held. */
+  admission?: Admission;
 }
 
 export class SandboxCommands {
   constructor(private readonly deps: SandboxCommandDeps) {}
 
-  async apply(request: pb.Sandbox | undefined, call: CallContext = {}, dryRun = false): Promise<pb.ApplySandboxResponse> {
+  async apply(request: pb.Sandbox | undefined, call: CallContext = {}, dryRun = false, admitted = false): Promise<pb.ApplySandboxResponse> {
     const sandbox = validateSandbox(sandboxToDoc(request ?? pb.Sandbox.fromPartial({})));
     await this.deps.readYourWrites();
     const { plugins, sandboxes } = this.deps.projections;
@@ -72,6 +75,18 @@ export class SandboxCommands {
     const specOf = new Map(resolved.map((r) => [r.name, plugins.get(r.plugin)?.state.versions.get(r.version)?.spec]));
     violations.push(...checkSandboxAgainstPlugins(sandbox, (name) => specOf.get(name)));
     if (violations.length) throw new ValidationError(violations);
+    // A new sandbox that runs resources waits its turn once it is known to be valid, then is decided again on what
+    // holds by then (a plugin version may have gone meanwhile).
+    if (!dryRun && !active && !admitted && resolved.length > 0 && this.deps.admission) {
+      const done = await this.deps.admission.admit(spec.cluster, call.signal, call.deadline);
+      try {
+        return await this.apply(request, call, dryRun, true);
+      } finally {
+        // Counted from the projections from here (the create's own commit is folded in by now).
+        this.deps.admission.observe(sandbox.name);
+        done();
+      }
+    }
 
     // A dry run mints nothing: a new sandbox's URLs are only known once it is created.
     const routingKey = active ? existing.routingKey : dryRun ? "<routing-key>" : this.deps.routingKey();
