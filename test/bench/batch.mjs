@@ -3,7 +3,7 @@
 // sandbox's time-to-ready after its create returned, each service's CPU and peak RSS (a
 // runner's with its resident step launcher), the commits and NATS messages. `pnpm bench`
 // takes its batch rows from here; alone, on servers of its own:
-//   node test/bench/batch.mjs [count] [runners]     (after pnpm build)
+//   node test/bench/batch.mjs [count] [runners] [admission waiting]     (after pnpm build)
 import { mkdtempSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Api } from "../../services/cli/dist/api.js";
@@ -16,8 +16,8 @@ import { fourStepPlugin, sandbox, watchReadiness } from "./workloads.mjs";
  * fresh stack with `runners` runner processes; every figure the batch gives, with the
  * commits it appended and the messages the (bench's own) NATS server took in and sent.
  */
-export async function runBatch({ servers, scratch, count, runners = 1 }) {
-  const stack = await startStack({ ...servers, scratch, tag: `b${count}r${runners}`, runners });
+export async function runBatch({ servers, scratch, count, runners = 1, env = {} }) {
+  const stack = await startStack({ ...servers, scratch, tag: `b${count}r${runners}`, runners, env });
   const api = new Api(stack.api, { timeoutMs: 30_000 });
   const watch = watchReadiness(api);
   try {
@@ -32,14 +32,17 @@ export async function runBatch({ servers, scratch, count, runners = 1 }) {
     // From the burst's start as well: admission at the API moves a create's wait before it returns, so the time
     // after the return alone would not show what the burst cost each sandbox.
     const readyAfterStart = [];
+    const createMs = [];
     const timeoutMs = Math.max(60_000, count * 600);
     let next = 0;
     await Promise.all(Array.from({ length: 16 }, async () => {
       const waits = [];
       while (next < names.length) {
         const name = names[next++];
+        const asked = performance.now();
         await api.applySandbox(sandbox(name, "fourstep"));
         const created = performance.now();
+        createMs.push(created - asked);
         waits.push(watch.ready(name, timeoutMs).then((at) => { readyAfterCreate.push(at - created); readyAfterStart.push(at - t0); }));
       }
       await Promise.all(waits);
@@ -50,7 +53,7 @@ export async function runBatch({ servers, scratch, count, runners = 1 }) {
     const cpuMs = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].cpuMs - before[s].cpuMs]));
     const peakRssMb = Object.fromEntries(Object.keys(after).map((s) => [s, after[s].peakRssMb]));
     const nats = Object.fromEntries(Object.keys(natsAfter).map((k) => [k, natsAfter[k] - natsBefore[k]]));
-    return { count, runners, steps: count * 4, totalMs, readyAfterCreate, readyAfterStart, cpuMs, peakRssMb, nats };
+    return { count, runners, steps: count * 4, totalMs, readyAfterCreate, readyAfterStart, createMs, cpuMs, peakRssMb, nats };
   } finally {
     await watch.stop();
     await stack.stop();
@@ -60,10 +63,12 @@ export async function runBatch({ servers, scratch, count, runners = 1 }) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const count = Number(process.argv[2] ?? 200);
   const runners = Number(process.argv[3] ?? 1);
+  // A third argument sets the API's EPHEMERA_ADMISSION_WAITING (0: no create is held); default: the service's.
+  const env = process.argv[4] === undefined ? {} : { EPHEMERA_ADMISSION_WAITING: process.argv[4] };
   const scratch = mkdtempSync("/var/tmp/ephemera-bench-batch-");
   try {
     const servers = await startServers(`${scratch}/servers`);
-    const b = await runBatch({ servers, scratch, count, runners });
+    const b = await runBatch({ servers, scratch, count, runners, env });
     const perStep = Object.entries(b.cpuMs).map(([s, ms]) => `${s} ${(ms / b.steps).toFixed(1)}`).join(", ");
     const total = Object.values(b.cpuMs).reduce((a, x) => a + x, 0) / b.steps;
     process.stdout.write(`${count} sandboxes × 4 steps, ${runners} runner(s): all ready in ${(b.totalMs / 1000).toFixed(1)} s; ` +
@@ -71,7 +76,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const q = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] / b.totalMs;
     process.stdout.write(`time-to-ready as fractions of the batch, after the create returned: p50 ${q(b.readyAfterCreate, 50).toFixed(2)}, ` +
       `p90 ${q(b.readyAfterCreate, 90).toFixed(2)}, max ${q(b.readyAfterCreate, 100).toFixed(2)}; after the burst began: ` +
-      `p50 ${q(b.readyAfterStart, 50).toFixed(2)}, p90 ${q(b.readyAfterStart, 90).toFixed(2)}, max ${q(b.readyAfterStart, 100).toFixed(2)}\n`);
+      `p50 ${q(b.readyAfterStart, 50).toFixed(2)}, p90 ${q(b.readyAfterStart, 90).toFixed(2)}, max ${q(b.readyAfterStart, 100).toFixed(2)}; ` +
+      `a create's call: p50 ${(q(b.createMs, 50) * b.totalMs).toFixed(0)} ms, max ${(q(b.createMs, 100) * b.totalMs).toFixed(0)} ms\n`);
   } finally {
     await stopAll();
     rmSync(scratch, { recursive: true, force: true });

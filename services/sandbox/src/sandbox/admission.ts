@@ -40,6 +40,11 @@ export class Admission {
     return { unstarted: this.count(cluster), held: this.line.filter((w) => w.cluster === cluster).length };
   }
 
+  /** Whether any create may be held (EPHEMERA_ADMISSION_WAITING above 0). */
+  get enabled(): boolean {
+    return this.settings.waiting > 0;
+  }
+
   /** Every cluster's creates held now. */
   get held(): number {
     return this.line.length;

@@ -77,7 +77,7 @@ export class SandboxCommands {
     if (violations.length) throw new ValidationError(violations);
     // A new sandbox that runs resources waits its turn once it is known to be valid, then is decided again on what
     // holds by then (a plugin version may have gone meanwhile).
-    if (!dryRun && !active && !admitted && resolved.length > 0 && this.deps.admission) {
+    if (!dryRun && !active && !admitted && resolved.length > 0 && this.deps.admission?.enabled) {
       const done = await this.deps.admission.admit(spec.cluster, call.signal, call.deadline);
       try {
         return await this.apply(request, call, dryRun, true);
