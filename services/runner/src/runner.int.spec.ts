@@ -42,23 +42,6 @@ const step = (name: string, script: string, inputs: Array<Partial<pb.StepInput>>
 const scratch = { name: "scratch", valueFromSandbox: true };
 const MiB = 1024 * 1024;
 
-/** `store`, whose appends of a run's start first await `hold` with the run's id. */
-function startHeldBy(store: EventStore, hold: (runId: string) => Promise<void> | undefined): EventStore {
-  return new Proxy(store, {
-    get(target, key, receiver) {
-      if (key === "append") {
-        return async (...args: Parameters<EventStore["append"]>) => {
-          const [aggregate, id, , events] = args;
-          if (aggregate === Aggregates.steprun && events.some((e) => e.type === "ephemera.steprun.started.v1")) await hold(id);
-          return target.append(...args);
-        };
-      }
-      const value: unknown = Reflect.get(target, key, receiver);
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
-
 const spec = pb.ResourcePluginSpec.fromPartial({
   create: [
     step("provision", `#!/usr/bin/env bash
@@ -127,8 +110,6 @@ describe("runner with the process driver, against NATS and Redis", () => {
   /** Dispatches handed to the runner, and those it finished handling (so the item was acked). */
   let received: string[];
   let handled: string[];
-  /** Awaited by the runner's own append of a run's start, before it is made (a test's barrier); unset: none. */
-  let beforeStart: ((runId: string) => Promise<void>) | undefined;
 
   beforeAll(() => {
     // The process driver runs io-agent's built step program, and one test runs the built
@@ -144,7 +125,6 @@ describe("runner with the process driver, against NATS and Redis", () => {
     cleanupStreams = t.cleanup;
     nc = await connectNats(t.url, "runner-test");
     store = await JetStreamEventStore.open(nc, { prefix });
-    beforeStart = undefined;
     values = await JetStreamValueStore.open(nc, prefix);
     const jsQueue = await JetStreamWorkQueue.open(nc, prefix, dispatchCodec);
     received = [];
@@ -182,7 +162,7 @@ describe("runner with the process driver, against NATS and Redis", () => {
       natsUrl: t.url, prefix, cluster: "local", concurrency: 8, driver: "process", iocontextAddr: `127.0.0.1:${io.port}`,
       workdir, listen: "127.0.0.1:0", runnerId: "test-runner", launcher: LAUNCHER, hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
       cancelGraceMs: 2000, shutdownGraceMs: 1000,
-    }, { store: startHeldBy(store, (runId) => beforeStart?.(runId)), queue, logs, claims, logger, signingKey: TEST_KEY, values });
+    }, { store, queue, logs, claims, logger, signingKey: TEST_KEY, values });
     await append(Aggregates.plugin, "hello-db", ev("ephemera.plugin.published.v1", { name: "hello-db", version: "1.0.0", spec }));
   });
 
@@ -464,55 +444,6 @@ describe("runner with the process driver, against NATS and Redis", () => {
     await waitFor(() => handled.filter((r) => r === d.runId).length === 2, { what: "both deliveries to be handled" });
     expect((await stepRunEvents(d.runId)).map((e) => e.type === "ephemera.steprun.failed.v1" ? e.data.failure?.reason : e.type))
       .toEqual(["ephemera.steprun.started.v1", "Cancelled"]);
-  });
-
-  it("fetches and stages a new run's inputs while its start is recorded, and starts its program only once it is", async () => {
-    const run = makeRunId(workflowId("rkp", "db", "create"), "provision", 1);
-    let stagedFirst: boolean | undefined;
-    beforeStart = async (runId) => {
-      if (runId !== run) return;
-      // Held until its inputs are staged: without the overlap this would wait for ever (the deadline fails it).
-      await waitFor(() => existsSync(join(workdir, "runs", runId, "script")), { what: "the run's inputs staged before its start is recorded" });
-      stagedFirst = !existsSync(join(scratchDir, "count-rkp"));
-    };
-    const d = await dispatch("rkp", "provision", { "db-name": "orders", config: "1" });
-    const e = await result(d.runId);
-    expect(stagedFirst).toBe(true);
-    expect(await outputsOf(e)).toEqual({ host: "db-rkp", port: "1" });
-    expect(await readFile(join(scratchDir, "count-rkp"), "utf8")).toBe("started\n");
-  });
-
-  it("drops what it staged for a run cancelled while its start was being recorded: the script never runs, no run directory is left", async () => {
-    const run = makeRunId(workflowId("rkq", "db", "create"), "provision", 1);
-    beforeStart = async (runId) => {
-      if (runId !== run) return;
-      await waitFor(() => existsSync(join(workdir, "runs", runId, "script")), { what: "the run's inputs staged" });
-      await append(Aggregates.workflow, workflowId("rkq", "db", "create"), ev("ephemera.workflow.cancel_requested.v1", { reason: "sandbox deleted" }));
-    };
-    await dispatch("rkq", "provision", { "db-name": "orders", config: "1" });
-    const e = await result(run);
-    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({
-      reason: "Cancelled", message: "dropped: the workflow was cancelled (sandbox deleted) before the step started",
-    });
-    expect((await stepRunEvents(run)).map((x) => x.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.failed.v1"]);
-    await waitFor(() => !existsSync(join(workdir, "runs", run)), { what: "the staged run directory to go" });
-    expect(existsSync(join(scratchDir, "count-rkq"))).toBe(false);
-  });
-
-  it("drops what it staged for a run it finds started by another runner when it records the start, and runs nothing", async () => {
-    const wf = workflowId("rks", "db", "create");
-    const run = makeRunId(wf, "provision", 1);
-    beforeStart = async (runId) => {
-      if (runId !== run) return;
-      await waitFor(() => existsSync(join(workdir, "runs", runId, "script")), { what: "the run's inputs staged" });
-      // A runner gone since started it first: this runner's start meets it and records the run lost instead.
-      await append(Aggregates.steprun, run, ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step: "provision", attempt: 1, driver: "process", runner: "gone-runner" }));
-    };
-    await dispatch("rks", "provision", { "db-name": "orders", config: "1" });
-    const e = await result(run);
-    expect(e.type === "ephemera.steprun.failed.v1" && e.data.failure).toMatchObject({ reason: "RunnerLost" });
-    await waitFor(() => !existsSync(join(workdir, "runs", run)), { what: "the staged run directory to go" });
-    expect(existsSync(join(scratchDir, "count-rks"))).toBe(false);
   });
 
   it("never starts a run cancelled while its dispatch was still queued", async () => {

@@ -9,7 +9,7 @@ import {
 import { journalOutputs, type ValueJournal } from "@ephemera/events";
 import { DEFAULT_RETRY, FailureReason, type StepReport } from "@ephemera/io-agent";
 import { UnavailableError, delay, errorMessage, isRetryable, longTimeout, retry, signCapability, type Logger, type LongTimeout, type SigningKey } from "@ephemera/kit";
-import { defaultStepEnv, type PreparedStep, type RunningStep, type StepDriver } from "./driver/driver.js";
+import { defaultStepEnv, type RunningStep, type StepDriver } from "./driver/driver.js";
 import { LiveLog, StepLog } from "./log.js";
 import type { StepMetrics } from "./metrics.js";
 import { isFinished, type StepRunCommand } from "./steprun/decide.js";
@@ -145,7 +145,6 @@ export class Runner {
     const cause: Cause = { correlationId: d.correlationId, causationId: d.causationId };
     // The work item and the run's claim stay ours for as long as we handle it, not only while the script runs.
     let renewing = Promise.resolve();
-    let prepared: PreparedStep | undefined;
     const beat = setInterval(() => {
       item.heartbeat();
       renewing = renewing.then(() => this.renew(run, log));
@@ -205,12 +204,6 @@ export class Runner {
           return;
         }
       }
-      // What this attempt may do at the IO context, and nothing more: its own inputs and outputs, until its deadline.
-      const token = await signCapability(this.o.signingKey, { run: d.runId, inputs: d.inputs, outputs: d.outputs },
-        (d.timeoutMs || DEFAULT_STEP_TIMEOUT_MS) + TOKEN_GRACE_MS);
-      // A new run's inputs are fetched and staged while its start is recorded and checked below (this runner holds its
-      // claim): its program starts only after both, and what was begun is dropped if it does not start here.
-      if (state.status === "new" && !adopt) prepared = this.o.driver.prepare?.({ dispatch: d, token });
       const { appended, state: after } = await record({ type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId, adopt });
       if (after.status !== "started") {
         if (appended[0]?.type === "ephemera.steprun.failed.v1") log.warn("run was started by a runner that is gone; recorded as RunnerLost");
@@ -231,7 +224,7 @@ export class Runner {
       if (unwanted) run.stopped = { reason: FailureReason.Cancelled, message: `dropped: ${unwanted}` };
       else if (early) run.stopped = { reason: FailureReason.Cancelled, message: early.reason || "cancelled before it started" };
       const before = run.stopped;
-      const command = before ? fail(before, "", 0) : await this.execute(item, run, log, { adopted: adopt, token, prepared }, (kept) => {
+      const command = before ? fail(before, "", 0) : await this.execute(item, run, log, adopt, (kept) => {
         // With the heartbeat's renewals, one write after another: each renews the revision the last one left.
         const keeping = renewing.then(() => this.keep(run, kept, log));
         renewing = keeping;
@@ -245,7 +238,6 @@ export class Runner {
       await this.o.driver.cleanup?.(d.runId);
       log.info({ result: command.type, ...(command.type === "fail" ? { reason: command.failure.reason } : {}) }, "step run recorded");
     } finally {
-      if (prepared && !run.step) prepared.discard();
       clearInterval(beat);
       await renewing;
       await this.release(run, log);
@@ -312,19 +304,18 @@ export class Runner {
   }
 
   private async execute(
-    item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger,
-    { adopted, token, prepared }: { adopted: boolean; token: string; prepared: PreparedStep | undefined },
-    keep: (result: StepRunCommand) => Promise<void>,
+    item: WorkItem<pb.StepDispatch>, run: ActiveRun, log: Logger, adopted: boolean, keep: (result: StepRunCommand) => Promise<void>,
   ): Promise<StepRunCommand> {
     const d = item.data;
     const started = this.o.now();
     const stepLog = new LiveLog(this.o.logs, d.runId, { onError: (err) => log.warn({ err }, "cannot store the step's log; trying again") });
     log.info({ step: d.step, sandbox: d.sandbox, resource: d.resource, phase: d.phase }, "step starting");
+    // What this attempt may do at the IO context, and nothing more: its own inputs and outputs, until its deadline.
+    const token = await signCapability(this.o.signingKey, { run: d.runId, inputs: d.inputs, outputs: d.outputs },
+      (d.timeoutMs || DEFAULT_STEP_TIMEOUT_MS) + TOKEN_GRACE_MS);
     // Following a lost runner's step: the log it stored is not stored again.
     const skipLogBytes = adopted ? (await this.o.logs.read(d.runId)).length : 0;
-    run.step = this.o.driver.run({
-      dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c), ...(skipLogBytes ? { skipLogBytes } : {}), ...(prepared ? { prepared } : {}),
-    });
+    run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c), ...(skipLogBytes ? { skipLogBytes } : {}) });
     this.o.metrics?.started();
     if (run.stopped) run.step.stop(this.o.cancelGraceMs);
     const deadline = this.deadline(run, d.timeoutMs, log);

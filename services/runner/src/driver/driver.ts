@@ -14,14 +14,6 @@ export interface RunRequest {
   onLog(chunk: Buffer): void;
   /** So many bytes of the log are stored already (a step a lost runner started): not passed on again. */
   skipLogBytes?: number;
-  /** What `prepare` began for this run (same dispatch and token): the step starts from it. */
-  prepared?: PreparedStep;
-}
-
-/** What a step needs before it starts, begun while the runner records the run's start. */
-export interface PreparedStep {
-  /** The run will not start here (its start was not recorded, or it is no longer wanted): what was begun goes. */
-  discard(): void;
 }
 
 export interface RunningStep {
@@ -51,13 +43,6 @@ export interface RunningStep {
 export interface StepDriver {
   readonly name: string;
   run(request: RunRequest): RunningStep;
-  /**
-   * Begins what comes before the step's program (its inputs fetched and staged), while the
-   * runner records the run's start and checks it is still wanted; `run` with it as `prepared`
-   * goes on from there, `discard` drops it. Only for a run whose claim the runner holds. A
-   * driver without it does all of that in `run`.
-   */
-  prepare?(request: Pick<RunRequest, "dispatch" | "token">): PreparedStep;
   /** The report of a run that ended while nobody recorded it (its runner died), if one was kept. */
   recover?(runId: string): Promise<StepReport | undefined>;
   /**

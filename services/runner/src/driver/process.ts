@@ -16,7 +16,7 @@ import {
 } from "@ephemera/io-agent";
 import { errorMessage, isRetryable, longTimeout, type ClientTls, type Logger, type LongTimeout, type grpc } from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
-import type { PreparedStep, RunRequest, RunningStep, StepDriver } from "./driver.js";
+import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
 import type { StepNetwork, StepNetworkLease } from "./network.js";
 import { ResidentLauncher } from "./resident.js";
@@ -60,37 +60,6 @@ interface LaunchStatus {
   full: string[];
 }
 
-/** A step's run directory made and its inputs fetched and staged, or why not. */
-type Staged = { plan: StepPlan; argv: string[] } | { report: StepReport };
-
-/** Staging begun ahead of the run (prepare): its notes are kept until the run takes it and has a log. */
-class Prepared implements PreparedStep {
-  private readonly notes: string[] = [];
-  private say = (line: string) => { this.notes.push(line); };
-  readonly stopping = new AbortController();
-  readonly staged: Promise<Staged>;
-
-  constructor(stage: (say: (line: string) => void, signal: AbortSignal) => Promise<Staged>, private readonly dropped: () => void) {
-    this.staged = stage((line) => this.say(line), this.stopping.signal);
-    // Its failure is the run's to report once taken (or nobody's once discarded): never an unhandled rejection meanwhile.
-    this.staged.catch(() => undefined);
-  }
-
-  /** The run takes it over: what it said so far goes to the run's log, and the run's stop stops it. */
-  take(say: (line: string) => void, signal: AbortSignal): Promise<Staged> {
-    for (const line of this.notes.splice(0)) say(line);
-    this.say = say;
-    if (signal.aborted) this.stopping.abort();
-    else signal.addEventListener("abort", () => this.stopping.abort(), { once: true });
-    return this.staged;
-  }
-
-  discard(): void {
-    this.stopping.abort();
-    void this.staged.then(this.dropped, this.dropped);
-  }
-}
-
 export class ProcessDriver implements StepDriver {
   readonly name = "process";
   private client?: pb.IOContextClient;
@@ -132,36 +101,6 @@ export class ProcessDriver implements StepDriver {
     await rm(this.runDir(runId), { recursive: true, force: true }).catch(() => undefined);
   }
 
-  prepare({ dispatch, token }: Pick<RunRequest, "dispatch" | "token">): PreparedStep {
-    return new Prepared((say, signal) => this.staging(dispatch, token, say, signal), () => void this.cleanup(dispatch.runId));
-  }
-
-  /** The run directory made afresh, the inputs fetched (retried while the IO context is away) and staged. */
-  private async staging(dispatch: pb.StepDispatch, token: string, say: (line: string) => void, signal: AbortSignal): Promise<Staged> {
-    const runDir = this.runDir(dispatch.runId);
-    const cancelled: Staged = { report: { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" } };
-    await freshRunDir(runDir);
-    if (signal.aborted) return cancelled;
-    let plan: StepPlan;
-    try {
-      plan = planStep(await fetchStepInputs(this.io(), dispatch.runId, token, {
-        retry: { ...DEFAULT_RETRY, ...this.options.ioRetry },
-        onRetry: (n) => say(`cannot get the step's inputs: ${n.error}; retry ${n.attempt} in ${n.delayMs} ms (${Math.round(n.elapsedMs / 1000)} s so far)`),
-        signal,
-      }));
-    } catch (err) {
-      if (signal.aborted) return cancelled;
-      // Still unreachable after the retries: the infrastructure's failure (the step runs again), not the plugin's.
-      const reason = isRetryable(err) ? FailureReason.DriverError : FailureReason.InputUnavailable;
-      return { report: { outcome: "failed", reason, message: `cannot get the step's inputs: ${errorMessage(err)}` } };
-    }
-    try {
-      return { plan, argv: this.stage(plan, runDir) };
-    } catch (err) {
-      return { report: { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` } };
-    }
-  }
-
   run(request: RunRequest): RunningStep {
     const { dispatch } = request;
     const runDir = this.runDir(dispatch.runId);
@@ -190,10 +129,23 @@ export class ProcessDriver implements StepDriver {
     });
 
     const attempt = async (): Promise<StepReport> => {
-      const prepared = request.prepared instanceof Prepared ? request.prepared : undefined;
-      const staged = prepared ? await prepared.take(say, stopping.signal) : await this.staging(dispatch, request.token, say, stopping.signal);
-      if ("report" in staged) return staged.report;
-      const { plan, argv } = staged;
+      await freshRunDir(runDir);
+      if (stopping.signal.aborted) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" };
+      let plan: StepPlan;
+      try {
+        plan = planStep(await fetchStepInputs(this.io(), dispatch.runId, request.token, retrying("cannot get the step's inputs")));
+      } catch (err) {
+        if (stopping.signal.aborted) return cancelled();
+        // Still unreachable after the retries: the infrastructure's failure (the step runs again), not the plugin's.
+        const reason = isRetryable(err) ? FailureReason.DriverError : FailureReason.InputUnavailable;
+        return { outcome: "failed", reason, message: `cannot get the step's inputs: ${errorMessage(err)}` };
+      }
+      let argv: string[];
+      try {
+        argv = this.stage(plan, runDir);
+      } catch (err) {
+        return { outcome: "failed", reason: FailureReason.DriverError, message: `cannot prepare the step: ${errorMessage(err)}` };
+      }
       if (stopping.signal.aborted) return cancelled();
       let lease: StepNetworkLease;
       try {
