@@ -176,8 +176,10 @@ export async function startStack({ natsUrl, redisUrl, scratch, tag, prefix = new
      * includes its resident step launcher's (`ephemera-launch --serve`, which forks its steps).
      */
     usage: () => Object.fromEntries(names.map((s) => {
+      if (!procs[s].running) throw new Error(`${s} (pid ${procs[s].pid}) is no longer running; its last lines:\n${procs[s].tail.join("\n")}`);
       const own = procUsage(procs[s].pid);
-      const helpers = residentLaunchersOf(procs[s].pid).map(procUsage);
+      // A launcher listed may end before it is read (its runner replaced it): counted until then only.
+      const helpers = residentLaunchersOf(procs[s].pid).flatMap((pid) => { try { return [procUsage(pid)]; } catch { return []; } });
       return [s, { ...own, cpuMs: own.cpuMs + helpers.reduce((sum, h) => sum + h.cpuMs, 0) }];
     })),
     stop: () => Promise.all(names.map((s) => procs[s]?.stop())),
