@@ -26,12 +26,12 @@ async function startOnce({ natsUrl, redisUrl, scratch, prefix, service }) {
  * machine falls on both alike. Resolves to { [service]: { empty, full } } of samples
  * ({ ms[], rssMb[] }), and the history's making.
  */
-export async function restartFigures({ natsUrl, redisUrl, scratch, deleted, ran, samples, log = () => {} }) {
+export async function restartFigures({ natsUrl, redisUrl, scratch, deleted, ran, samples, services = SERVICES, log = () => {} }) {
   const history = await makeHistory({ natsUrl, redisUrl, scratch, deleted, ran, log });
   const empty = newPrefix("empty");
   await (await startStack({ natsUrl, redisUrl, scratch, prefix: empty })).stop();
   const byService = {};
-  for (const service of SERVICES) {
+  for (const service of services) {
     const figure = { empty: { ms: [], rssMb: [] }, full: { ms: [], rssMb: [] } };
     for (let i = 0; i <= samples; i++) {
       for (const [which, prefix] of [["empty", empty], ["full", history.prefix]]) {
@@ -47,7 +47,7 @@ export async function restartFigures({ natsUrl, redisUrl, scratch, deleted, ran,
   return { history, byService, prefixes: [empty, history.prefix] };
 }
 
-// Alone, on servers of its own: node test/bench/restart.mjs [--deleted N] [--ran N] [--samples N]
+// Alone, on servers of its own: node test/bench/restart.mjs [--deleted N] [--ran N] [--samples N] [--service NAME]
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const arg = (name, fallback) => {
     const at = process.argv.indexOf(`--${name}`);
@@ -58,11 +58,14 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const range = (xs) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
   try {
     const servers = await startServers(join(scratch, "servers"));
-    const r = await restartFigures({ ...servers, scratch, deleted: arg("deleted", 20_000), ran: arg("ran", 1_000), samples: arg("samples", 3), log });
+    const only = process.argv.indexOf("--service");
+    const services = only > 0 ? [process.argv[only + 1]] : SERVICES;
+    const r = await restartFigures({ ...servers, scratch, deleted: arg("deleted", 20_000), ran: arg("ran", 1_000), samples: arg("samples", 3), services, log });
     const h = r.history;
     console.log(`history: ${h.commits} commits, ${(h.bytes / 2 ** 20).toFixed(1)} MiB; made in ${(h.deletedMs / 1000).toFixed(1)} s + ${(h.ranMs / 1000).toFixed(1)} s`);
     for (const [service, f] of Object.entries(r.byService)) {
       console.log(`${service}: start ${range(f.full.ms)} ms on the history, ${range(f.empty.ms)} ms empty; RSS ${range(f.full.rssMb)} MB against ${range(f.empty.rssMb)} MB`);
+      console.log(`  RSS each start: history ${f.full.rssMb.map((x) => x.toFixed(0)).join(", ")} MB; empty ${f.empty.rssMb.map((x) => x.toFixed(0)).join(", ")} MB`);
     }
     console.log(JSON.stringify(r));
   } finally {

@@ -57,7 +57,11 @@ export interface OpenOptions {
 /** Opens a session: resolves on the tunnel's welcome, rejects when it refuses or cannot be reached. */
 export type OpenTunnel = (options: OpenOptions) => Promise<TunnelSession>;
 
-/** The tunnel said no (a bad token, a role that may not serve, an unknown sandbox): trying again will not help. */
+/**
+ * The tunnel said no (a bad token, a role that may not serve, an unknown sandbox): trying again
+ * will not help. A 503 is not such a no: the tunnel is stopping (a restart, a rolling update) or
+ * cannot open a session for now, and a reconnect is tried again as for an unreachable tunnel.
+ */
 export function isRefusal(err: unknown): boolean {
-  return err instanceof Error && err.name === "TunnelRefused";
+  return err instanceof Error && err.name === "TunnelRefused" && (err as Error & { status?: number }).status !== 503;
 }
