@@ -70,6 +70,19 @@ describe("admission of new sandboxes", () => {
     expect(d.value?.created).toBe(true);
   });
 
+  it("decides a held create again once admitted: a plugin version deleted while it waited refuses it, and nothing is written", async () => {
+    await start({ waiting: 1, timeoutMs: 30_000 });
+    await api.applySandbox(sandbox("a", "far"));
+    const b = settled(api.applySandbox(sandbox("b", "far")));
+    await waitFor(() => core.sandboxes.admission.held === 1, { what: "b to be held" });
+    // In use by a, the version is only marked as being deleted; a's deletion then frees b's place.
+    await api.deletePlugin("gated@1.0.0");
+    await api.deleteSandbox("a", false);
+    await waitFor(() => b.done, { what: "b to be decided" });
+    expect((b.error as Error).message).toMatch(/spec\.resources\[0\]\.plugin: plugin gated@1\.0\.0 is being deleted: no new sandbox may use it/);
+    expect(await written("b")).toBe(false);
+  });
+
   it("admits the next create when a runner starts an admitted sandbox's first step", async () => {
     await start({ waiting: 1, timeoutMs: 30_000 }, 1);
     const gate = join(core.scratch, "gate");

@@ -21,7 +21,10 @@ export interface AdmissionSettings {
 
 export const DEFAULT_ADMISSION: AdmissionSettings = { waiting: 16, timeoutMs: 60_000 };
 
-interface Waiter { cluster: string; resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout; done: () => void }
+/** An admitted create: `done` once it is over (appended or not); `waited` when it was held. */
+export interface Ticket { done: () => void; waited: boolean }
+
+interface Waiter { cluster: string; resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }
 
 /** A step beyond queued: a runner took it (or it already ended). */
 const STARTED = new Set(["running", "retrying", "succeeded", "failed", "cancelled"]);
@@ -58,6 +61,7 @@ export class Admission {
 
   /** Follows sandbox `name` after a change to it or to one of its workflows. */
   observe(name: string): void {
+    if (!this.enabled) return;
     const state = this.projections.sandboxes.get(name)?.state;
     const cluster = state !== undefined && state.status !== "none" && this.unstartedNow(state) ? state.cluster : undefined;
     for (const [cluster, names] of this.unstarted) {
@@ -72,12 +76,12 @@ export class Admission {
   }
 
   /**
-   * Resolves once a create on `cluster` may go on, with the function to call when it is done
-   * (appended or not): from then its sandbox counts through the projections. Rejects with an
-   * UnavailableError after the timeout, or when `signal` aborts.
+   * Resolves once a create on `cluster` may go on, with its ticket: `done` once the create is
+   * over, from when its sandbox counts through the projections. Rejects with an UnavailableError
+   * after the timeout, or when `signal` aborts.
    */
-  admit(cluster: string, signal?: AbortSignal, deadline?: number): Promise<() => void> {
-    if (this.settings.waiting <= 0) return Promise.resolve(() => undefined);
+  admit(cluster: string, signal?: AbortSignal, deadline?: number): Promise<Ticket> {
+    if (this.settings.waiting <= 0) return Promise.resolve({ done: () => undefined, waited: false });
     let reserved = true;
     const done = () => {
       if (!reserved) return;
@@ -89,11 +93,11 @@ export class Admission {
     };
     if (!this.line.some((w) => w.cluster === cluster) && this.count(cluster) < this.settings.waiting) {
       this.reserve(cluster);
-      return Promise.resolve(done);
+      return Promise.resolve({ done, waited: false });
     }
     // Refused a second before the caller's own deadline, so it hears why rather than only that time ran out.
     const waitMs = Math.max(0, Math.min(this.settings.timeoutMs, deadline === undefined ? Infinity : deadline - Date.now() - 1_000));
-    return new Promise<() => void>((resolve, reject) => {
+    return new Promise<Ticket>((resolve, reject) => {
       const leave = () => {
         const i = this.line.indexOf(waiter);
         if (i >= 0) this.line.splice(i, 1);
@@ -106,7 +110,7 @@ export class Admission {
       };
       const waiter: Waiter = {
         cluster,
-        resolve: () => { leave(); this.reserve(cluster); resolve(done); },
+        resolve: () => { leave(); this.reserve(cluster); resolve({ done, waited: true }); },
         reject: (err) => { leave(); reject(err); },
         timer: setTimeout(() => {
           const { unstarted } = this.counts(cluster);
@@ -115,7 +119,6 @@ export class Admission {
             `are created and not yet started by a runner (at most ${this.settings.waiting} may be); nothing was written, try again`,
           ));
         }, waitMs),
-        done,
       };
       if (signal?.aborted) return aborted();
       signal?.addEventListener("abort", aborted, { once: true });

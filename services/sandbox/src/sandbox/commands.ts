@@ -30,6 +30,14 @@ export interface SandboxCommandDeps {
   admission?: Admission;
 }
 
+/** What a valid apply decided on: the sandbox, its resources' versions, and the sandbox it replaces. */
+interface Chosen {
+  sandbox: ReturnType<typeof validateSandbox>;
+  resolved: pb.ResolvedResource[];
+  chosen: ChosenVersion[];
+  existing: SandboxState | undefined;
+}
+
 export class SandboxCommands {
   constructor(private readonly deps: SandboxCommandDeps) {}
 
@@ -75,19 +83,27 @@ export class SandboxCommands {
     const specOf = new Map(resolved.map((r) => [r.name, plugins.get(r.plugin)?.state.versions.get(r.version)?.spec]));
     violations.push(...checkSandboxAgainstPlugins(sandbox, (name) => specOf.get(name)));
     if (violations.length) throw new ValidationError(violations);
-    // A new sandbox that runs resources waits its turn once it is known to be valid, then is decided again on what
-    // holds by then (a plugin version may have gone meanwhile).
+    const chose: Chosen = { sandbox, resolved, chosen, existing };
+    // A new sandbox that runs resources waits its turn once it is known to be valid. One that
+    // waited is decided again on what holds by then (a plugin version may have gone meanwhile).
     if (!dryRun && !active && !admitted && resolved.length > 0 && this.deps.admission?.enabled) {
-      const done = await this.deps.admission.admit(spec.cluster, call.signal, call.deadline);
+      const ticket = await this.deps.admission.admit(spec.cluster, call.signal, call.deadline);
       try {
-        return await this.apply(request, call, dryRun, true);
+        return ticket.waited ? await this.apply(request, call, dryRun, true) : await this.write(chose, call, dryRun);
       } finally {
         // Counted from the projections from here (the create's own commit is folded in by now).
         this.deps.admission.observe(sandbox.name);
-        done();
+        ticket.done();
       }
     }
+    return this.write(chose, call, dryRun);
+  }
 
+  /** A valid apply's decision, appended (or, for a dry run, its plan). */
+  private async write({ sandbox, resolved, chosen, existing }: Chosen, call: CallContext, dryRun: boolean): Promise<pb.ApplySandboxResponse> {
+    const { plugins, sandboxes } = this.deps.projections;
+    const spec = sandbox.spec!;
+    const active = existing?.status === "active";
     // A dry run mints nothing: a new sandbox's URLs are only known once it is created.
     const routingKey = active ? existing.routingKey : dryRun ? "<routing-key>" : this.deps.routingKey();
     const endpoints = endpointUrls(spec.defaultRouteGroup?.endpoints ?? [], routingKey, this.deps.previewDomain);
