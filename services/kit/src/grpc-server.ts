@@ -14,16 +14,44 @@ import { serverCredentials, type ServerTls } from "./tls.js";
 import { requestTypes } from "./wire-strings.js";
 
 /**
- * What every server of the process derives from the descriptor set, made once: decoding it for
- * reflection took 90-210 ms a server, paid again by each server a process (or a test) starts.
+ * The request types of every method, by path (for the UTF-8 check of each request's text),
+ * made once per process: decoding the descriptor set took 90-210 ms a server.
  */
-let descriptions: { types: ReturnType<typeof requestTypes>; reflection: ReflectionService } | undefined;
-function described() {
-  if (!descriptions) {
-    const descriptorSet = Buffer.from(descriptorSetBase64, "base64");
-    descriptions = { types: requestTypes(descriptorSet), reflection: new ReflectionService(loadFileDescriptorSetFromBuffer(descriptorSet)) };
+let types: ReturnType<typeof requestTypes> | undefined;
+const requestTypesOnce = () => (types ??= requestTypes(Buffer.from(descriptorSetBase64, "base64")));
+
+/**
+ * Server reflection (v1 and v1alpha), whose index of the whole descriptor set (about 0.5 s
+ * and 20 MB to build) is made at the first reflection call, not at every start: only tools
+ * such as grpcurl ask for it. The services' definitions come from a reflection service of
+ * no files, which costs only the reflection protos.
+ */
+type StreamHandler = (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
+let reflectionDefinitions: grpc.ServiceDefinition[] | undefined;
+let reflectionHandlers: Map<string, StreamHandler> | undefined;
+function handlersOf(reflection: ReflectionService): Array<[grpc.ServiceDefinition, Map<string, StreamHandler>]> {
+  const added: Array<[grpc.ServiceDefinition, Map<string, StreamHandler>]> = [];
+  reflection.addToServer({
+    addService: (definition, implementation) => {
+      const byPath = new Map<string, StreamHandler>();
+      for (const [name, method] of Object.entries(definition)) byPath.set(method.path, implementation[name] as StreamHandler);
+      added.push([definition, byPath]);
+    },
+  });
+  return added;
+}
+function addReflection(server: grpc.Server): void {
+  reflectionDefinitions ??= handlersOf(new ReflectionService({})).map(([definition]) => definition);
+  const described = (path: string): StreamHandler => {
+    reflectionHandlers ??= new Map(handlersOf(new ReflectionService(loadFileDescriptorSetFromBuffer(Buffer.from(descriptorSetBase64, "base64"))))
+      .flatMap(([, byPath]) => [...byPath]));
+    return reflectionHandlers.get(path)!;
+  };
+  for (const definition of reflectionDefinitions) {
+    const implementation: grpc.UntypedServiceImplementation = {};
+    for (const [name, method] of Object.entries(definition)) implementation[name] = ((stream: grpc.ServerDuplexStream<unknown, unknown>) => described(method.path)(stream)) as grpc.UntypedHandleCall;
+    server.addService(definition, implementation);
   }
-  return descriptions;
 }
 
 /** Unary requests a server handles at once before it answers RESOURCE_EXHAUSTED. */
@@ -81,13 +109,13 @@ export async function startGrpcServer(
     interceptors: options.interceptors ?? [],
   });
   const shedder = loadShedder(options.maxInFlight ?? MAX_IN_FLIGHT);
-  const { types, reflection } = described();
+  const types = requestTypesOnce();
   for (const s of services.map((b) => tolerateMalformed(b, types)).map(shedder.wrap)) {
     server.addService(s.definition, s.implementation);
   }
   const health = new HealthImplementation({ "": "SERVING" });
   health.addToServer(server);
-  reflection.addToServer(server);
+  addReflection(server);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(listen, serverCredentials(options.tls), (err, p) => (err ? reject(err) : resolve(p))),
   );

@@ -76,19 +76,42 @@ describe("gRPC server plumbing", () => {
     client.close();
   });
 
-  it("lists ephemera's services through reflection", async () => {
-    const Reflection = load(reflectionProto)["grpc"]["reflection"]["v1"]["ServerReflection"];
+  /** What the reflection answers these tests read hold (proto-loader's snake_case fields). */
+  interface ReflectionAnswer {
+    list_services_response: { service: Array<{ name: string }> };
+    file_descriptor_response: { file_descriptor_proto: Buffer[] };
+    error_response: { error_code: number };
+  }
+
+  /** One request on a reflection stream of `version` (v1 or v1alpha), and its answer. */
+  async function reflect(version: "v1" | "v1alpha", request: object): Promise<ReflectionAnswer> {
+    const Reflection = load(reflectionProto.replace("/v1/", `/${version}/`))["grpc"]["reflection"][version]["ServerReflection"];
     const client = new Reflection(address(), grpc.credentials.createInsecure());
-    const stream = client.ServerReflectionInfo({ deadline: Date.now() + 2000 });
-    const answer = new Promise<{ list_services_response: { service: Array<{ name: string }> } }>((resolve, reject) => {
+    const stream = client.ServerReflectionInfo({ deadline: Date.now() + 5000 });
+    const answer = new Promise<ReflectionAnswer>((resolve, reject) => {
       stream.on("data", resolve);
       stream.on("error", reject);
     });
-    stream.write({ list_services: "" });
-    const names = (await answer).list_services_response.service.map((s) => s.name);
-    stream.end();
-    client.close();
-    expect(names).toEqual(expect.arrayContaining(["ephemera.v1.ResourcePluginService", "ephemera.v1.SandboxService", "ephemera.v1.IOContext"]));
+    stream.write(request);
+    try {
+      return await answer;
+    } finally {
+      stream.end();
+      client.close();
+    }
+  }
+
+  it("lists ephemera's services through reflection, v1 and v1alpha, and describes them", async () => {
+    for (const version of ["v1", "v1alpha"] as const) {
+      const names = (await reflect(version, { list_services: "" })).list_services_response.service.map((s) => s.name);
+      expect(names).toEqual(expect.arrayContaining(["ephemera.v1.ResourcePluginService", "ephemera.v1.SandboxService", "ephemera.v1.IOContext"]));
+    }
+    const described = await reflect("v1", { file_containing_symbol: "ephemera.v1.SandboxService" });
+    const files = described.file_descriptor_response.file_descriptor_proto;
+    expect(files.length).toBeGreaterThan(0);
+    expect(Buffer.concat(files).toString("latin1")).toContain("SandboxService");
+    const unknown = await reflect("v1alpha", { file_containing_symbol: "ephemera.v1.NoSuchService" });
+    expect(unknown.error_response.error_code).toBe(grpc.status.NOT_FOUND);
   });
 
   it("maps named errors to statuses and back, violations included", async () => {
