@@ -62,6 +62,9 @@ export function journal(store: EventStore, journalValues: ValueJournal) {
       await append(Aggregates.workflow, createWorkflow, ev("ephemera.workflow.step_dispatched.v1", { step: stepOf(run), runId: run, attempt: 1 }));
       await started(run);
     },
+    /** The runner's record of a failure (nothing journaled). */
+    fail: (run: string) =>
+      append(Aggregates.steprun, run, ev("ephemera.steprun.failed.v1", { runId: run, workflowId: createWorkflow, step: stepOf(run), durationMs: 1 })),
     /** The runner's result with the outputs journaled, then the scheduler's record of it. */
     succeed: async (run: string, outputs: Record<string, string>) => {
       const step = stepOf(run);

@@ -146,6 +146,7 @@ export class IOContextHandlers {
       }
     });
     if (violations.length) throw new ValidationError(violations, `outputs of ${run.runId} rejected`);
+    if (running.value === "ended") this.asJournaled(run.runId, req.outputs, journaled.value);
     this.unchanged(run.runId, req.outputs, journaled.value);
     try {
       if (stored.status === "rejected") throw stored.reason;
@@ -176,14 +177,19 @@ export class IOContextHandlers {
   /**
    * Write-once: a run's outputs are written while that attempt runs (started, not ended),
    * and once. The same values again (a retried call whose answer was lost) are fine;
-   * other values for an output already written, or any write after the end, are refused.
+   * other values for an output already written are refused. After the end, a write is
+   * taken only as a copy of what the run journaled (asJournaled): the process driver caches
+   * a step's outputs while the runner records its result, so its write may land after it.
    */
-  private async runningNow(runId: string): Promise<void> {
+  private async runningNow(runId: string): Promise<"running" | "ended"> {
     const types = (await this.deps.store.read(Aggregates.steprun, runId)).events.map((e) => e.type);
     if (!types.includes("ephemera.steprun.started.v1")) throw new ConflictError(`run ${runId} has not started: its outputs cannot be written yet`);
-    if (types.some((t) => t === "ephemera.steprun.succeeded.v1" || t === "ephemera.steprun.failed.v1")) {
-      throw new ConflictError(`run ${runId} has ended: its outputs can no longer change`);
-    }
+    return types.some((t) => t === "ephemera.steprun.succeeded.v1" || t === "ephemera.steprun.failed.v1") ? "ended" : "running";
+  }
+
+  /** A write after the run's end: every value must be one the journal holds for it (checked unchanged), or none is taken. */
+  private asJournaled(runId: string, outputs: pb.OutputValue[], journaled: Map<string, string>): void {
+    if (outputs.some((o) => journaled.get(o.name) !== sha256Hex(o.value))) throw new ConflictError(`run ${runId} has ended: its outputs can no longer change`);
   }
 
   /**

@@ -69,17 +69,19 @@ describe("IO context while the output store is down", () => {
 
 describe("IO context capability tokens and write-once outputs", () => {
   let store: InMemoryEventStore;
+  let outputs: InMemoryOutputStore;
   let handlers: IOContextHandlers;
   let lines: LogLine[];
   let j: ReturnType<typeof journal>;
 
   beforeEach(async () => {
     store = new InMemoryEventStore();
+    outputs = new InMemoryOutputStore();
     const recorder = recordingLogger();
     lines = recorder.lines;
     const journalValues = new InMemoryValueStore();
     handlers = new IOContextHandlers({
-      store, projections: projections(), outputs: new InMemoryOutputStore(), values: journalValues, logger: recorder.logger, keys: [TEST_KEY],
+      store, projections: projections(), outputs, values: journalValues, logger: recorder.logger, keys: [TEST_KEY],
     });
     j = journal(store, journalValues);
     await j.publishPlugin();
@@ -139,5 +141,23 @@ describe("IO context capability tokens and write-once outputs", () => {
     expect((late as Error).message).toMatch(/has ended: its outputs can no longer change/);
     expect((await handlers.getStepOutputs({ runId: provisionRun, token })).outputs.map((o) => [o.name, o.value.toString()]))
       .toEqual([["host", "db-1"], ["password", SECRET]]);
+  });
+
+  it("takes a write after the run's end only as a copy of what it journaled, and caches it", async () => {
+    // The process driver caches a step's outputs while the runner records the result: its write may come after.
+    const token = await tokenOf(provisionRun);
+    await j.succeed(provisionRun, { host: "db-1", password: SECRET });
+    expect((await outputs.read(provisionRun)).size).toBe(0);
+    await handlers.putStepOutputs({ runId: provisionRun, token, outputs: values({ host: "db-1", password: SECRET }) });
+    expect([...(await outputs.read(provisionRun))].map(([name, value]) => [name, value.toString()])).toEqual([["host", "db-1"], ["password", SECRET]]);
+    const other = await handlers.putStepOutputs({ runId: provisionRun, token, outputs: values({ host: "db-2" }) }).catch((e: unknown) => e);
+    expect(other).toBeInstanceOf(ConflictError);
+    expect((other as Error).message).toMatch(/has ended: its outputs can no longer change/);
+    // A run that ended with nothing journaled (it failed) takes nothing.
+    await j.dispatch(seedRun);
+    await j.fail(seedRun);
+    const failed = await handlers.putStepOutputs({ runId: seedRun, token: await tokenOf(seedRun), outputs: values({ marker: "m" }) }).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(ConflictError);
+    expect((await outputs.read(seedRun)).size).toBe(0);
   });
 });

@@ -64,6 +64,8 @@ export class ProcessDriver implements StepDriver {
   readonly name = "process";
   private client?: pb.IOContextClient;
   private resident?: ResidentLauncher;
+  /** Outputs on their way to the IO context's cache (see cache). */
+  private readonly caching = new Set<AbortController>();
 
   constructor(private readonly options: ProcessDriverOptions) {}
 
@@ -82,6 +84,7 @@ export class ProcessDriver implements StepDriver {
   }
 
   close(): void {
+    for (const call of this.caching) call.abort();
     this.client?.close();
     this.client = undefined;
     this.resident?.close();
@@ -203,15 +206,7 @@ export class ProcessDriver implements StepDriver {
       }
       const report: StepReport = { outcome: "succeeded", outputs: values.map((v) => ({ name: v.name, size: v.value.length, base64: Buffer.from(v.value).toString("base64") })) };
       reportKnown(report);
-      if (values.length) {
-        try {
-          await storeStepOutputs(this.io(), dispatch.runId, request.token, values, retrying("cannot store the outputs"));
-        } catch (err) {
-          // Only the cache missed them: the runner journals them from this report, and the IO
-          // context serves later steps from the journal.
-          say(`outputs not cached in the IO context (they are journaled all the same): ${errorMessage(err)}`);
-        }
-      }
+      if (values.length) this.cache(dispatch.runId, request.token, values);
       return report;
     };
 
@@ -243,6 +238,24 @@ export class ProcessDriver implements StepDriver {
         force = longTimeout(() => signalGroup("SIGKILL"), graceMs).unref();
       },
     };
+  }
+
+  /**
+   * Hands a succeeded step's outputs to the IO context's cache while the runner records the
+   * result, not before: the runner journals them from the report, and that journal is what
+   * counts (the IO context takes a write after the run's end only as a copy of it). Waiting
+   * for this call cost a chained step about 8 ms. A cache that misses them costs a later
+   * read one journal lookup; a runner that stops abandons the writes in flight.
+   */
+  private cache(runId: string, token: string, values: pb.OutputValue[]): void {
+    const { logger } = this.options;
+    const call = new AbortController();
+    this.caching.add(call);
+    storeStepOutputs(this.io(), runId, token, values, { retry: { ...DEFAULT_RETRY, ...this.options.ioRetry }, signal: call.signal })
+      .catch((err: unknown) => {
+        if (!call.signal.aborted) logger.warn({ runId, err }, "outputs not cached in the IO context (they are journaled all the same)");
+      })
+      .finally(() => this.caching.delete(call));
   }
 
   /**
