@@ -29,3 +29,36 @@ claimStoreContract("JetStream KV", async () => {
     },
   };
 }, { failsWithinMs: 3 * TIMEOUT_MS + 500 });
+
+describe("JetStream claims: what a claim costs", () => {
+  it("takes a run never claimed (or released) with one request, and reads a held claim before taking it over", async () => {
+    const { prefix, cleanup } = testNats("claimcost");
+    const nc = await connectNats(NATS_URL, "claims-cost");
+    const clock = { now: Date.now() };
+    try {
+      const store = await JetStreamClaimStore.open(nc, prefix, { now: () => clock.now });
+      const sent = async (f: () => Promise<unknown>) => {
+        const before = nc.stats().outMsgs;
+        await f();
+        return nc.stats().outMsgs - before;
+      };
+      let acquired: Awaited<ReturnType<typeof store.acquire>> | undefined;
+      expect(await sent(async () => { acquired = await store.acquire("rk.r.create.a.1", "runner-a", 10_000); })).toBe(1);
+      expect(acquired?.taken).toBe(true);
+      // Held by a live runner: read, and left alone.
+      const refused = await store.acquire("rk.r.create.a.1", "runner-b", 10_000);
+      expect(refused).toMatchObject({ taken: false, claim: { holder: "runner-a" } });
+      // Expired: taken over, with what its holder kept.
+      await store.renew(acquired!.claim, 10_000, "kept-result");
+      clock.now += 20_000;
+      expect(await store.acquire("rk.r.create.a.1", "runner-b", 10_000)).toMatchObject({ taken: true, claim: { holder: "runner-b", result: "kept-result" } });
+      const held = await store.read("rk.r.create.a.1");
+      await store.release(held!);
+      expect(await sent(() => store.acquire("rk.r.create.a.1", "runner-c", 10_000))).toBeLessThanOrEqual(3);
+      expect(await store.read("rk.r.create.a.1")).toMatchObject({ holder: "runner-c" });
+    } finally {
+      await cleanup(nc);
+      await nc.close();
+    }
+  });
+});

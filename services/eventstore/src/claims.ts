@@ -98,6 +98,14 @@ export class JetStreamClaimStore implements ClaimStore {
   }
 
   async acquire(id: string, holder: string, ttlMs: number, options: AcquireOptions = {}): Promise<Acquired> {
+    // Most runs were never claimed (or their claim was released): a create alone takes them,
+    // one request. A claim there is read, and taken over only when it may be.
+    const fresh = { holder, until: this.now() + ttlMs };
+    try {
+      return { taken: true, claim: { id, ...fresh, revision: await this.write(id, fresh, undefined) } };
+    } catch (err) {
+      if (!(err instanceof ClaimLostError)) throw err;
+    }
     // Two rounds: a conflict means another acquired or renewed in between; the second read sees it.
     for (let round = 0; ; round++) {
       const current = await this.read(id);
