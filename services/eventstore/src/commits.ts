@@ -9,8 +9,21 @@ export function decodeCommit(aggregate: string, aggregateId: string, position: n
   return { aggregate, aggregateId, position, events: stored.map((e) => ({ ...e, aggregate, position })) };
 }
 
-/** A delivered message of `<prefix>.ev.<aggregate>.<id>` as its commit. */
+/**
+ * A delivered message of `<prefix>.ev.<aggregate>.<id>` as its commit. Its events are parsed
+ * when first read: a feed passes most commits by on their aggregate alone (the runner's
+ * three feeds take no step run or workflow commit, which are most of a step's), and its
+ * JSON is then never parsed.
+ */
 export function commitOf(m: JsMsg): Commit {
   const tokens = m.subject.split(".");
-  return decodeCommit(tokens[2]!, tokens.slice(3).join("."), m.seq, m.json<StoredEvent[]>());
+  const aggregate = tokens[2]!;
+  const aggregateId = tokens.slice(3).join(".");
+  let events: RecordedEvent[] | undefined;
+  return {
+    aggregate, aggregateId, position: m.seq,
+    get events() {
+      return (events ??= decodeCommit(aggregate, aggregateId, m.seq, m.json<StoredEvent[]>()).events);
+    },
+  };
 }

@@ -1,7 +1,8 @@
 // A feed on the real event store: a fold that throws stops it loudly, at start and live.
 import type { NatsConnection } from "@nats-io/nats-core";
 import { connectNats } from "./connection.js";
-import { JetStreamEventStore } from "./jetstream.js";
+import { jetstream } from "@nats-io/jetstream";
+import { JetStreamEventStore, eventSubject } from "./jetstream.js";
 import { Feed, Projection, ProjectionFaultError } from "./projection.js";
 import { NO_AGGREGATE } from "./types.js";
 import { testNats } from "../../../test/support/servers.js";
@@ -11,6 +12,7 @@ describe("Feed on JetStream with a fold that throws", () => {
   let nc: NatsConnection;
   let store: JetStreamEventStore;
   let cleanup: (nc: NatsConnection) => Promise<void>;
+  let prefix: string;
   const counting = () => new Projection<number>("c", () => 0, (n, e) => {
     if (e.type === "bad") throw new Error("cannot fold bad");
     return n + 1;
@@ -19,6 +21,7 @@ describe("Feed on JetStream with a fold that throws", () => {
   beforeEach(async () => {
     const t = testNats("fold");
     cleanup = t.cleanup;
+    prefix = t.prefix;
     nc = await connectNats(t.url, "fold");
     store = await JetStreamEventStore.open(nc, { prefix: t.prefix });
   });
@@ -44,5 +47,22 @@ describe("Feed on JetStream with a fold that throws", () => {
     await expect(feed.waitFor(a.revision, 5000)).rejects.toBeInstanceOf(ProjectionFaultError);
     expect(feed.healthy).toBe(false);
     await feed.stop();
+  });
+
+  it("a commit whose events cannot be read stops a feed that takes its aggregate, loudly, and one that does not passes it by", async () => {
+    const a = await store.append("c", "x", NO_AGGREGATE, [{ type: "ok", data: {} }], meta);
+    // Not JSON: no writer of ephemera's makes such a commit; a feed must not skip it silently.
+    const broken = await jetstream(nc).publish(eventSubject(prefix, "c", "x"), "{not json");
+    const after = await store.append("d", "z", NO_AGGREGATE, [{ type: "ok", data: {} }], meta);
+    const counts = counting();
+    const taking = new Feed(store, [counts]);
+    await expect(taking.start()).rejects.toMatchObject({ name: "ProjectionFaultError", subject: "x", position: broken.seq, type: "(events that cannot be read)" });
+    expect({ healthy: taking.healthy, position: taking.position }).toEqual({ healthy: false, position: a.revision });
+    await taking.stop();
+    const others = new Projection<number>("d", () => 0, (n) => n + 1);
+    const passing = new Feed(store, [others]);
+    await passing.start();
+    expect({ healthy: passing.healthy, position: passing.position, z: others.get("z")?.state }).toEqual({ healthy: true, position: after.revision, z: 1 });
+    await passing.stop();
   });
 });

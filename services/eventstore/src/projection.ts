@@ -300,6 +300,15 @@ interface SnapshotBody {
   images: unknown[];
 }
 
+/** The types of a commit's events, for a fault's message; its events may be what cannot be read (commitOf parses them when read). */
+function typesOf(commit: Commit): string {
+  try {
+    return commit.events.map((e) => e.type).join(",");
+  } catch {
+    return "(events that cannot be read)";
+  }
+}
+
 /** How long a feed behind a waiter may apply nothing before it is followed again. */
 const STALL_MS = 1000;
 const SNAPSHOT_READ_MS = 30_000;
@@ -497,9 +506,7 @@ export class Feed {
   private fail(commit: Commit, err: unknown): void {
     const fault = err instanceof ProjectionFaultError
       ? err
-      : new ProjectionFaultError(
-        commit.aggregate, commit.aggregateId, commit.position, commit.events.map((e) => e.type).join(","), err,
-      );
+      : new ProjectionFaultError(commit.aggregate, commit.aggregateId, commit.position, typesOf(commit), err);
     this.fault = fault;
     this.logger?.error(
       {
