@@ -446,7 +446,11 @@ describe("a process-driver step's network (root: namespaces, a bridge, nftables)
       // The uplinks the killed runner turned forwarding on for are turned off by the one that removed its leftovers.
       await again.stop();
       expect(networkThingsOf(prefix)).toEqual([]);
-      expect(forwarding()).toEqual(before);
+      // Interfaces others made or removed meanwhile (Docker's veths, in CI's container tests) are not this test's to judge.
+      const after = forwarding();
+      const kept = Object.keys(before).filter((d) => d in after);
+      expect(kept).toEqual(expect.arrayContaining(["all", "default", "lo"]));
+      expect(Object.fromEntries(kept.map((d) => [d, after[d]]))).toEqual(Object.fromEntries(kept.map((d) => [d, before[d]])));
     } finally {
       crashed.kill("SIGKILL");
     }
