@@ -78,6 +78,11 @@ export class ProcessDriver implements StepDriver {
     return (this.client ??= ioContextClient(this.options.iocontext, this.options.iocontextTls, this.options.iocontextInterceptors));
   }
 
+  /** How a call to the IO context is retried while it is unavailable. */
+  private ioRetry(): RetryPolicy {
+    return { ...DEFAULT_RETRY, ...this.options.ioRetry };
+  }
+
   /** Started at the first step, kept until close. */
   private launcher(): ResidentLauncher {
     return (this.resident ??= new ResidentLauncher(this.options.launcher, this.options.logger));
@@ -119,7 +124,7 @@ export class ProcessDriver implements StepDriver {
     let force: LongTimeout | undefined;
     const say = (line: string) => request.onLog(Buffer.from(`[ephemera] ${line}\n`));
     const retrying = (what: string): IOCallOptions => ({
-      retry: { ...DEFAULT_RETRY, ...this.options.ioRetry },
+      retry: this.ioRetry(),
       onRetry: (n) => say(`${what}: ${n.error}; retry ${n.attempt} in ${n.delayMs} ms (${Math.round(n.elapsedMs / 1000)} s so far)`),
       signal: stopping.signal,
     });
@@ -251,7 +256,7 @@ export class ProcessDriver implements StepDriver {
     const { logger } = this.options;
     const call = new AbortController();
     this.caching.add(call);
-    storeStepOutputs(this.io(), runId, token, values, { retry: { ...DEFAULT_RETRY, ...this.options.ioRetry }, signal: call.signal })
+    storeStepOutputs(this.io(), runId, token, values, { retry: this.ioRetry(), signal: call.signal })
       .catch((err: unknown) => {
         if (!call.signal.aborted) logger.warn({ runId, err }, "outputs not cached in the IO context (they are journaled all the same)");
       })

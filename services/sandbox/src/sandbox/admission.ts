@@ -81,7 +81,7 @@ export class Admission {
    * after the timeout, or when `signal` aborts.
    */
   admit(cluster: string, signal?: AbortSignal, deadline?: number): Promise<Ticket> {
-    if (this.settings.waiting <= 0) return Promise.resolve({ done: () => undefined, waited: false });
+    if (!this.enabled) return Promise.resolve({ done: () => undefined, waited: false });
     let reserved = true;
     const done = () => {
       if (!reserved) return;
