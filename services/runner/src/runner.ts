@@ -152,7 +152,7 @@ export class Runner {
     try {
       // A success's values are journaled first (idempotently: a retry puts the same values again).
       // A command after this handler's own append starts from what that append left (a read
-      // saved); the first reads, as the run may have moved while its claim was elsewhere.
+      // saved); the start, from the read below.
       let known: KnownStepRun | undefined;
       const record = (command: StepRunCommand) => retry(async () => {
         const result = await executeStepRun(this.o.store, d.runId, await this.journaled(d.runId, command), SOURCE, cause, 5, known);
@@ -204,6 +204,10 @@ export class Runner {
           return;
         }
       }
+      // The start goes over the read made beside the claim: its commit names this runner, so
+      // if the run moved since (another runner's start or result), the append is refused and
+      // the run read again, never taken for the other's commit (steprun/store.ts).
+      known = read;
       const { appended, state: after } = await record({ type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId, adopt });
       if (after.status !== "started") {
         if (appended[0]?.type === "ephemera.steprun.failed.v1") log.warn("run was started by a runner that is gone; recorded as RunnerLost");

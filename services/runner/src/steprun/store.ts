@@ -35,10 +35,11 @@ export interface Cause { correlationId?: string; causationId?: string }
 /**
  * `known`: the run as the caller's own last append left it (`StepRunResult.known`), which
  * saves the read (one round trip) while nobody else wrote it since; if someone did, the
- * append is refused and the run read. Never what the caller only read: a commit's id comes
- * from the revision and the command, so another runner's same command over that revision
- * would be taken for this one's. Tried again with the same `known` after a failure, an
- * append that had landed is the same commit and is dropped as a duplicate.
+ * append is refused and the run read. What the caller only read is `known` for a start
+ * alone: a commit's id comes from the revision and the command, and only a start's names
+ * who issued it (its runner), so another runner's same command over that revision is
+ * refused as a conflict, never taken for this one's. Tried again with the same `known`
+ * after a failure, an append that had landed is the same commit and is dropped as a duplicate.
  */
 export async function executeStepRun(
   store: EventStore, runId: string, command: StepRunCommand, source: string, cause: Cause = {}, attempts = 5, known?: KnownStepRun,
@@ -48,7 +49,7 @@ export async function executeStepRun(
     const events = decide(command, state);
     if (events.length === 0) return { appended: [], state };
     try {
-      const commitId = commitIdOf(Aggregates.steprun, runId, expected.version, command.type);
+      const commitId = commitIdOf(Aggregates.steprun, runId, expected.version, commandKey(command));
       const appended = await store.append(Aggregates.steprun, runId, expected, events.map(encode), {
         source, commitId, ...(cause.correlationId ? { correlationId: cause.correlationId } : {}),
         ...(cause.causationId ? { causationId: cause.causationId } : {}),
@@ -63,3 +64,10 @@ export async function executeStepRun(
     }
   }
 }
+
+/**
+ * A command as its commit's id names it: a start with its runner (two runners' starts over
+ * one revision are two commits, and the second a conflict); a result or a drop by its type
+ * (only the run's claim holder records either, over its own append or a read made after).
+ */
+export const commandKey = (command: StepRunCommand): string => (command.type === "start" ? `start/${command.runner}` : command.type);

@@ -2,7 +2,7 @@ import * as pb from "@ephemera/proto";
 import { Aggregates, decode } from "@ephemera/events";
 import { InMemoryEventStore } from "@ephemera/eventstore";
 import type { StepRunCommand } from "./decide.js";
-import { executeStepRun } from "./store.js";
+import { executeStepRun, readStepRun } from "./store.js";
 
 const RUN = "rk1.db.create.provision.1";
 const dispatch = pb.StepDispatch.fromPartial({ runId: RUN, workflowId: "rk1.db.create", step: "provision", attempt: 1, cluster: "local" });
@@ -54,5 +54,30 @@ describe("executeStepRun from what the caller knows", () => {
     const again = await executeStepRun(store, RUN, succeed, "test", {}, 5, started.known);
     expect(again.known).toBeUndefined();
     expect(await types(store)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
+  });
+  it("starts over what it only read: another runner's start since is a conflict, not taken for this one's commit", async () => {
+    const { store, reads } = counting();
+    // Read beside the claim, while another runner still held the run.
+    const read = await readStepRun(store, RUN);
+    // That runner started it over the same revision, and let the claim go.
+    await executeStepRun(store, RUN, start("r2"), "test");
+    const before = reads();
+    const mine = await executeStepRun(store, RUN, start("r1"), "test", {}, 5, read);
+    // Refused over the stale revision, read again, decided again: r2 is gone, its run is lost.
+    expect(reads() - before).toBe(1);
+    expect(mine.state.status).toBe("failed");
+    expect(await types(store)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.failed.v1"]);
+    const started = decode((await store.read(Aggregates.steprun, RUN)).events[0]!);
+    expect(started?.type === "ephemera.steprun.started.v1" && started.data.runner).toBe("r2");
+  });
+
+  it("starts over a read still current with no read of its own", async () => {
+    const { store, reads } = counting();
+    const read = await readStepRun(store, RUN);
+    const before = reads();
+    const mine = await executeStepRun(store, RUN, start("r1"), "test", {}, 5, read);
+    expect(reads() - before).toBe(0);
+    expect(mine.known?.state.status).toBe("started");
+    expect(await types(store)).toEqual(["ephemera.steprun.started.v1"]);
   });
 });
