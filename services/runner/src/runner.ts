@@ -213,8 +213,10 @@ export class Runner {
         if (appended[0]?.type === "ephemera.steprun.failed.v1") log.warn("run was started by a runner that is gone; recorded as RunnerLost");
         return;
       }
-      // Re-attach: the result of a run that ended while nobody recorded it.
-      const pending = this.pendingResults.get(d.runId) ?? this.resultKept(run, log) ?? await this.resultOnDisk(d, log);
+      // Re-attach: the result of a run that ended while nobody recorded it. Only a run resumed
+      // (started before, by this runner or a lost one) can have one: one this append started has none anywhere.
+      const resumed = appended.length === 0;
+      const pending = resumed ? this.pendingResults.get(d.runId) ?? this.resultKept(run, log) ?? await this.resultOnDisk(d, log) : undefined;
       if (pending) {
         await record(pending);
         this.pendingResults.delete(d.runId);

@@ -182,3 +182,46 @@ describe("runner: claims", () => {
     await r.stop(100);
   });
 });
+
+describe("runner: a result left on disk", () => {
+  /** A driver that counts its runs and its looks at the disk, where `onDisk` (if any) is found. */
+  const counting = (onDisk?: StepReport) => {
+    const calls = { run: 0, recover: 0 };
+    const driver: StepDriver = {
+      name: "twin",
+      run: () => {
+        calls.run++;
+        return { result: Promise.resolve({ outcome: "succeeded", outputs: [] }), stop: () => undefined };
+      },
+      recover: async () => {
+        calls.recover++;
+        return onDisk;
+      },
+    };
+    return { driver, calls };
+  };
+
+  it("is not looked for when this runner's append started the run: nothing can have run before", async () => {
+    const { driver, calls } = counting();
+    const e = await runOne({ outcome: "succeeded", outputs: [] }, undefined, { driver });
+    expect(e?.type).toBe("ephemera.steprun.succeeded.v1");
+    expect(calls).toEqual({ run: 1, recover: 0 });
+  });
+
+  it("is recorded, without running the step again, for a run this runner had started before", async () => {
+    const { driver, calls } = counting({ outcome: "failed", reason: "Error", message: "exit 3", exitCode: 3 });
+    const { runner, store, queue } = await setup(driver);
+    await store.append(Aggregates.steprun, run, NO_AGGREGATE, [
+      ev("ephemera.steprun.started.v1", { runId: run, workflowId: wf, step: "a", attempt: 1, driver: "twin", runner: "r1" }),
+    ].map(encode), { source: "test" });
+    runner.start();
+    await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c" }));
+    const last = await waitFor(async () => {
+      const e = (await store.read(Aggregates.steprun, run)).events.map(decode).at(-1);
+      return e?.type === "ephemera.steprun.failed.v1" ? e : undefined;
+    }, { what: "the result found on disk" });
+    await runner.stop(100);
+    expect(last.data.failure?.message).toBe("exit 3");
+    expect(calls).toEqual({ run: 0, recover: 1 });
+  });
+});
