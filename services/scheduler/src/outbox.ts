@@ -28,27 +28,58 @@ export function startOutbox(deps: OutboxDeps, direct?: DirectDispatches): Subscr
 }
 
 /**
- * The dispatches this process published itself right after their decision's append: the
- * outbox, meeting them on the stream, has nothing to publish. Bounded: an id the outbox of
- * another replica met is dropped with the oldest (and would only be published again, which
+ * The dispatches this process publishes itself right after their decision's append: the
+ * outbox, meeting them on the stream, has nothing to publish. A publish is known here from
+ * when it begins, not when it ends: the outbox often meets the commit while the publish is
+ * still on its way, and then waits for it, publishing only if it failed (before, it published
+ * every such dispatch a second time, a duplicate the queue dropped). Bounded: an id the outbox
+ * of another replica met is dropped with the oldest (and would only be published again, which
  * the queue drops as a duplicate of its message id).
  */
 export class DirectDispatches {
-  private readonly ids = new Set<string>();
+  private readonly publishes = new Map<string, Promise<boolean>>();
+  /** Per workflow, the appends under way here: their dispatches are not begun yet. */
+  private readonly appends = new Map<string, Set<Promise<void>>>();
   constructor(private readonly limit = 10_000) {}
 
-  add(runId: string): void {
-    this.ids.add(runId);
-    if (this.ids.size > this.limit) this.ids.delete(this.ids.values().next().value!);
+  /** An append to `workflowId` begins: call what this returns once its dispatches are begun (or it appended none). */
+  appending(workflowId: string): () => void {
+    let done!: () => void;
+    const append = new Promise<void>((resolve) => { done = resolve; });
+    const under = this.appends.get(workflowId) ?? new Set<Promise<void>>();
+    under.add(append);
+    this.appends.set(workflowId, under);
+    return () => {
+      done();
+      under.delete(append);
+      if (under.size === 0 && this.appends.get(workflowId) === under) this.appends.delete(workflowId);
+    };
   }
 
-  /** Whether `runId` was published here; forgotten once asked. */
-  take(runId: string): boolean {
-    return this.ids.delete(runId);
+  /** Once the appends to `workflowId` under way here now are done. */
+  async appended(workflowId: string): Promise<void> {
+    const under = this.appends.get(workflowId);
+    if (under) await Promise.all([...under]);
+  }
+
+  /** A publish of `runId`'s dispatch begins: call what this returns with whether it was published. */
+  begin(runId: string): (published: boolean) => void {
+    let settle!: (published: boolean) => void;
+    this.publishes.set(runId, new Promise<boolean>((resolve) => { settle = resolve; }));
+    if (this.publishes.size > this.limit) this.publishes.delete(this.publishes.keys().next().value!);
+    return settle;
+  }
+
+  /** Whether `runId` was published here (once a publish under way settles); forgotten once asked. */
+  async take(runId: string): Promise<boolean> {
+    const publish = this.publishes.get(runId);
+    if (!publish) return false;
+    this.publishes.delete(runId);
+    return publish;
   }
 
   get size(): number {
-    return this.ids.size;
+    return this.publishes.size;
   }
 }
 
@@ -57,12 +88,17 @@ type Todo = { recorded: RecordedEvent; e: Extract<DomainEvent, { type: `ephemera
 
 async function publish(deps: OutboxDeps, commit: Commit, direct: DirectDispatches | undefined): Promise<void> {
   // What is left to publish: dispatches not published at once, cancels and stops naming runs.
-  const todo = commit.events.flatMap((recorded): Todo[] => {
+  // This process's own append of the commit may not have returned yet: its dispatches are known once it has.
+  await direct?.appended(commit.aggregateId);
+  const todo: Todo[] = [];
+  for (const recorded of commit.events) {
     const e = decode(recorded);
-    if (e?.type === "ephemera.workflow.step_dispatched.v1") return direct?.take(e.data.runId) ? [] : [{ recorded, e }];
-    if (e?.type === "ephemera.workflow.cancel_requested.v1" || e?.type === "ephemera.workflow.run_stop_requested.v1") return e.data.runIds.length ? [{ recorded, e }] : [];
-    return [];
-  });
+    if (e?.type === "ephemera.workflow.step_dispatched.v1") {
+      if (!(await direct?.take(e.data.runId))) todo.push({ recorded, e });
+    } else if (e?.type === "ephemera.workflow.cancel_requested.v1" || e?.type === "ephemera.workflow.run_stop_requested.v1") {
+      if (e.data.runIds.length) todo.push({ recorded, e });
+    }
+  }
   // Nothing left (the common case: every dispatch went out with its append): no wait, no read.
   if (todo.length === 0) return;
   await deps.feed.waitFor(commit.position);

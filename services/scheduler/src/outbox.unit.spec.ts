@@ -1,19 +1,33 @@
 import { DirectDispatches } from "./outbox.js";
 
 describe("DirectDispatches", () => {
-  it("answers once for a run published here, and never for one that was not", () => {
+  it("answers once for a run published here, and never for one that was not", async () => {
     const direct = new DirectDispatches();
-    direct.add("rk1.db.create.a.1");
-    expect(direct.take("rk1.db.create.b.1")).toBe(false);
-    expect(direct.take("rk1.db.create.a.1")).toBe(true);
-    expect(direct.take("rk1.db.create.a.1")).toBe(false);
+    direct.begin("rk1.db.create.a.1")(true);
+    expect(await direct.take("rk1.db.create.b.1")).toBe(false);
+    expect(await direct.take("rk1.db.create.a.1")).toBe(true);
+    expect(await direct.take("rk1.db.create.a.1")).toBe(false);
   });
 
-  it("holds at most its limit, forgetting the oldest (the outbox then publishes it again, a duplicate the queue drops)", () => {
+  it("makes the outbox wait for a publish under way: published, nothing to do; failed, the outbox publishes", async () => {
+    const direct = new DirectDispatches();
+    const a = direct.begin("a");
+    const b = direct.begin("b");
+    const answers: Array<[string, boolean]> = [];
+    const asked = [direct.take("a").then((x) => answers.push(["a", x])), direct.take("b").then((x) => answers.push(["b", x]))];
+    await Promise.resolve();
+    expect(answers).toEqual([]); // neither publish has settled
+    b(false);
+    a(true);
+    await Promise.all(asked);
+    expect(answers.sort()).toEqual([["a", true], ["b", false]]);
+  });
+
+  it("holds at most its limit, forgetting the oldest (the outbox then publishes it again, a duplicate the queue drops)", async () => {
     const direct = new DirectDispatches(2);
-    for (const id of ["a", "b", "c"]) direct.add(id);
+    for (const id of ["a", "b", "c"]) direct.begin(id)(true);
     expect(direct.size).toBe(2);
-    expect(direct.take("a")).toBe(false);
-    expect([direct.take("b"), direct.take("c")]).toEqual([true, true]);
+    expect(await direct.take("a")).toBe(false);
+    expect([await direct.take("b"), await direct.take("c")]).toEqual([true, true]);
   });
 });

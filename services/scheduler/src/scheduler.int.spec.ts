@@ -171,6 +171,56 @@ describe("scheduler on JetStream", () => {
     expect(queue.published.slice(1).map((p) => [p.data.step, p.lane]).sort()).toEqual([["b", "next"], ["c", "next"]]);
   });
 
+  it("publishes a dispatch once when the outbox meets its commit while the publish right after the append is still on its way", async () => {
+    // The barrier: the first publish of each dispatch is held until the outbox has begun handling the commit that decided it.
+    const outboxMet = new Map<string, () => void>();
+    const metBefore = new Set<string>();
+    const met = (runId: string) => (metBefore.has(runId) ? Promise.resolve() : new Promise<void>((resolve) => outboxMet.set(runId, resolve)));
+    const handled: number[] = [];
+    const held: EventStore = new Proxy(store, {
+      get(target, key, receiver) {
+        if (key !== "subscribe") return Reflect.get(target, key, receiver) as unknown;
+        return (options: Parameters<EventStore["subscribe"]>[0], handler: Parameters<EventStore["subscribe"]>[1]) => {
+          if (options.durable !== "scheduler-outbox") return target.subscribe(options, handler);
+          return target.subscribe(options, async (commit) => {
+            for (const r of commit.events) {
+              const e = decode(r);
+              if (e?.type !== "ephemera.workflow.step_dispatched.v1") continue;
+              metBefore.add(e.data.runId);
+              outboxMet.get(e.data.runId)?.();
+            }
+            await handler(commit);
+            handled.push(commit.position);
+          });
+        };
+      },
+    });
+    const publishes: string[] = [];
+    const waiting = new Map<string, Promise<void>>();
+    const counting = new Proxy(queue, {
+      get(target, key, receiver) {
+        if (key !== "publish") return Reflect.get(target, key, receiver) as unknown;
+        return async (...args: Parameters<typeof queue.publish>) => {
+          const id = args[1];
+          publishes.push(id);
+          if (!waiting.has(id)) {
+            const first = met(id);
+            waiting.set(id, first);
+            await first;
+          }
+          return target.publish(...args);
+        };
+      },
+    });
+    scheduler = new Scheduler({ store: held, queue: counting, logger: createLogger("test", "silent") });
+    await scheduler.start();
+    await createSandbox();
+    await waitFor(() => queue.published.length === 1, { what: "the root step dispatched" });
+    const position = (await store.read(Aggregates.workflow, "rk1.db.create")).revision;
+    await waitFor(() => handled.includes(position), { what: "the outbox done with the commit that dispatched it" });
+    expect(publishes).toEqual(["rk1.db.create.a.1"]);
+  });
+
   it("publishes a dispatch whose first publish failed once the queue is back (outbox), and only once", async () => {
     queue.setAvailable(false);
     await startScheduler();

@@ -276,18 +276,29 @@ export class Scheduler {
   }
 
   private async command(id: string, command: WorkflowCommand, cause: Cause | undefined, now = this.now()): Promise<void> {
-    const { appended, entity } = await execute(
-      this.deps.store, this.workflows, id,
-      (state) => decide(command, state, now, this.policy).map(encode),
-      { source: "scheduler", command: commandKey(command), ...cause },
-    );
+    // The outbox may meet this append's commit before the append returns here: it waits until
+    // the dispatches the commit decided are known to be published here (or not).
+    const appending = this.direct.appending(id);
+    let executed: Awaited<ReturnType<typeof execute<WorkflowState>>>;
+    try {
+      executed = await execute(
+        this.deps.store, this.workflows, id,
+        (state) => decide(command, state, now, this.policy).map(encode),
+        { source: "scheduler", command: commandKey(command), ...cause },
+      );
+    } catch (err) {
+      appending();
+      throw err;
+    }
+    const { appended, entity } = executed;
+    if (!appended || appended.duplicate) appending();
     // A duplicate is a command that had landed already: counted then.
     if (appended && !appended.duplicate) this.deps.metrics?.appended(appended.events, entity.state);
     for (const recorded of appended?.events ?? []) {
       const data = recorded.data as { step?: string; runId?: string };
       this.deps.logger.info({ workflow: id, type: recorded.type, step: data.step, runId: data.runId }, "workflow event");
     }
-    if (appended && !appended.duplicate) await this.dispatchNow(entity.state, appended.events);
+    if (appended && !appended.duplicate) await this.dispatchNow(entity.state, appended.events, appending);
   }
 
   /**
@@ -296,13 +307,19 @@ export class Scheduler {
    * published; a publish that fails is left to the outbox, which publishes every dispatch it
    * did not see published here.
    */
-  private async dispatchNow(wf: WorkflowState, events: RecordedEvent[]): Promise<void> {
+  private async dispatchNow(wf: WorkflowState, events: RecordedEvent[], appended: () => void): Promise<void> {
     const deps = { queue: this.deps.queue, plugins: this.plugins, logger: this.deps.logger };
-    for (const recorded of events) {
+    // Every publish is begun (known to the outbox) before the append counts as done, then made.
+    const publishes = events.flatMap((recorded) => {
+      const e = decode(recorded);
+      return e?.type === "ephemera.workflow.step_dispatched.v1" ? [{ recorded, published: this.direct.begin(e.data.runId) }] : [];
+    });
+    appended();
+    for (const { recorded, published } of publishes) {
       try {
-        const runId = await publishDispatch(deps, wf, recorded);
-        if (runId) this.direct.add(runId);
+        published((await publishDispatch(deps, wf, recorded)) !== undefined);
       } catch (err) {
+        published(false);
         this.deps.logger.debug({ err, workflow: wf.status === "none" ? "" : wf.started.workflowId }, "dispatch not published at once; the outbox publishes it");
       }
     }
