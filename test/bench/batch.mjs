@@ -78,6 +78,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       `p90 ${q(b.readyAfterCreate, 90).toFixed(2)}, max ${q(b.readyAfterCreate, 100).toFixed(2)}; after the burst began: ` +
       `p50 ${q(b.readyAfterStart, 50).toFixed(2)}, p90 ${q(b.readyAfterStart, 90).toFixed(2)}, max ${q(b.readyAfterStart, 100).toFixed(2)}; ` +
       `a create's call: p50 ${(q(b.createMs, 50) * b.totalMs).toFixed(0)} ms, max ${(q(b.createMs, 100) * b.totalMs).toFixed(0)} ms\n`);
+    // Counts, not times: what a change to the step's path adds or saves shows here whatever the machine's speed.
+    process.stdout.write(`per step: ${Object.entries(b.nats).map(([k, n]) => `${k} ${(n / b.steps).toFixed(1)}`).join(", ")}\n`);
   } finally {
     await stopAll();
     rmSync(scratch, { recursive: true, force: true });

@@ -1,0 +1,60 @@
+// What a step costs in NATS messages, by kind: a batch of the four-step plugin on a fresh
+// stack (own NATS, Redis and services) with a connection of the bench's own subscribed to
+// every subject, counting what it sees per step: each append by aggregate, each delivery of a
+// commit to a consumer (by consumer), acks, reads, KV and object store traffic, the work
+// queue, logs, and the replies to requests. A message a service sends and one the server
+// delivers are both counted; the server's CPU and each service's follow the count.
+//   node test/bench/messages.mjs [count]     (after pnpm build)
+import { mkdtempSync, rmSync } from "node:fs";
+import { connectNats } from "../../services/eventstore/dist/index.js";
+import { runBatch } from "./batch.mjs";
+import { startServers, stopAll } from "./system.mjs";
+
+/** A name the server or a client made up (an ordered consumer's, an inbox's) reads as `*`. */
+const generated = (token) => /^[A-Za-z0-9]{16,}$/.test(token) && /[0-9]/.test(token);
+
+/** The kind of message a subject and reply subject say it is. */
+export function kindOf(subject, reply) {
+  const t = subject.split(".");
+  if (subject.startsWith("_INBOX.")) return "reply to a request";
+  if (subject.startsWith("$JS.ACK.")) return `ack → ${generated(t[3]) ? "(ordered consumer)" : t[3].replace(/^[^_]*_/, "")}`;
+  if (subject.startsWith("$JS.API.")) return `JetStream API ${t.slice(2, t[2] === "CONSUMER" && t[3] === "MSG" ? 5 : 4).join(".")}`;
+  if (subject.startsWith("$KV.")) return `KV ${t[1].replace(/^[^_]*_/, "")}${reply?.startsWith("$JS.ACK") ? " (delivered)" : ""}`;
+  if (subject.startsWith("$O.")) return `object store ${t[2] === "C" ? "chunk" : "meta"}${reply?.startsWith("$JS.ACK") ? " (delivered)" : ""}`;
+  if (subject.startsWith("$JS.EVENT.")) return "JetStream advisory";
+  const ev = t.indexOf("ev");
+  if (ev === 1) {
+    const aggregate = t[2];
+    if (!reply) return `${aggregate} (no reply)`;
+    if (reply.startsWith("$JS.ACK.")) {
+      const consumer = reply.split(".")[3];
+      return `delivered: ${aggregate} → ${generated(consumer) ? "(ordered consumer)" : consumer.replace(/^[^_]*_/, "")}`;
+    }
+    return `append: ${aggregate}`;
+  }
+  if (t[1] === "run") return reply?.startsWith("$JS.ACK") ? `work queue delivered (${t[2]})` : `work queue publish (${t[2]})`;
+  if (t[1] === "log") return reply?.startsWith("$JS.ACK") ? "log delivered" : "log append";
+  if (t[1] === "cancel") return "cancel";
+  return t.map((x) => (generated(x) ? "*" : x)).join(".");
+}
+
+if (process.argv[1] === new URL(import.meta.url).pathname) {
+  const count = Number(process.argv[2] ?? 50);
+  const scratch = mkdtempSync("/var/tmp/ephemera-bench-messages-");
+  try {
+    const servers = await startServers(`${scratch}/servers`);
+    const tap = await connectNats(servers.natsUrl, "bench-messages");
+    const counts = new Map();
+    tap.subscribe(">", { callback: (_err, m) => { const k = kindOf(m.subject, m.reply); counts.set(k, (counts.get(k) ?? 0) + 1); } });
+    const b = await runBatch({ servers, scratch, count });
+    await tap.flush();
+    await tap.close();
+    const total = [...counts.values()].reduce((a, n) => a + n, 0);
+    process.stdout.write(`${count} sandboxes × 4 steps: ${(total / b.steps).toFixed(1)} messages per step seen on every subject ` +
+      `(the server's own count: in ${(b.nats.in / b.steps).toFixed(1)}, out ${(b.nats.out / b.steps).toFixed(1)}); by kind, per step:\n`);
+    for (const [k, n] of [...counts].sort((x, y) => y[1] - x[1])) if (n / b.steps >= 0.05) process.stdout.write(`${(n / b.steps).toFixed(2).padStart(8)}  ${k}\n`);
+  } finally {
+    await stopAll();
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
