@@ -42,7 +42,7 @@ export class DirectDispatches {
   private readonly appends = new Map<string, Set<Promise<void>>>();
   constructor(private readonly limit = 10_000) {}
 
-  /** An append to `workflowId` begins: call what this returns once its dispatches are begun (or it appended none). */
+  /** An append to `workflowId` begins: call what this returns once its dispatches are begun (or it appended none); again, it does nothing. */
   appending(workflowId: string): () => void {
     let done!: () => void;
     const append = new Promise<void>((resolve) => { done = resolve; });

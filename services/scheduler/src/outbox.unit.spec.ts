@@ -31,3 +31,22 @@ describe("DirectDispatches", () => {
     expect([await direct.take("b"), await direct.take("c")]).toEqual([true, true]);
   });
 });
+
+describe("DirectDispatches: appends under way", () => {
+  it("makes the outbox wait for this process's appends of a workflow, not another's, and a second done does nothing", async () => {
+    const direct = new DirectDispatches();
+    const first = direct.appending("wf1");
+    const second = direct.appending("wf1");
+    let waited = false;
+    const waiting = direct.appended("wf1").then(() => { waited = true; });
+    await direct.appended("wf2"); // nothing under way for wf2: no wait
+    first();
+    first();
+    await Promise.resolve();
+    expect(waited).toBe(false); // the second append is still under way
+    second();
+    await waiting;
+    expect(waited).toBe(true);
+    await direct.appended("wf1"); // none left
+  });
+});

@@ -278,27 +278,24 @@ export class Scheduler {
   private async command(id: string, command: WorkflowCommand, cause: Cause | undefined, now = this.now()): Promise<void> {
     // The outbox may meet this append's commit before the append returns here: it waits until
     // the dispatches the commit decided are known to be published here (or not).
+    // Done at the latest when this command is, whatever happens in between (a second call does nothing).
     const appending = this.direct.appending(id);
-    let executed: Awaited<ReturnType<typeof execute<WorkflowState>>>;
     try {
-      executed = await execute(
+      const { appended, entity } = await execute(
         this.deps.store, this.workflows, id,
         (state) => decide(command, state, now, this.policy).map(encode),
         { source: "scheduler", command: commandKey(command), ...cause },
       );
-    } catch (err) {
+      // A duplicate is a command that had landed already: counted then.
+      if (appended && !appended.duplicate) this.deps.metrics?.appended(appended.events, entity.state);
+      for (const recorded of appended?.events ?? []) {
+        const data = recorded.data as { step?: string; runId?: string };
+        this.deps.logger.info({ workflow: id, type: recorded.type, step: data.step, runId: data.runId }, "workflow event");
+      }
+      if (appended && !appended.duplicate) await this.dispatchNow(entity.state, appended.events, appending);
+    } finally {
       appending();
-      throw err;
     }
-    const { appended, entity } = executed;
-    if (!appended || appended.duplicate) appending();
-    // A duplicate is a command that had landed already: counted then.
-    if (appended && !appended.duplicate) this.deps.metrics?.appended(appended.events, entity.state);
-    for (const recorded of appended?.events ?? []) {
-      const data = recorded.data as { step?: string; runId?: string };
-      this.deps.logger.info({ workflow: id, type: recorded.type, step: data.step, runId: data.runId }, "workflow event");
-    }
-    if (appended && !appended.duplicate) await this.dispatchNow(entity.state, appended.events, appending);
   }
 
   /**
