@@ -10,14 +10,16 @@ import { connectNats } from "../../services/eventstore/dist/index.js";
 import { runBatch } from "./batch.mjs";
 import { startServers, stopAll } from "./system.mjs";
 
-/** A name the server or a client made up (an ordered consumer's, an inbox's) reads as `*`. */
+/** A name the server or a client made up (an inbox's) reads as `*`. */
 const generated = (token) => /^[A-Za-z0-9]{16,}$/.test(token) && /[0-9]/.test(token);
+/** A consumer as its ack subject names it: an ordered consumer's name is nats.js's `<nuid>_<serial>`; a durable's `<prefix>_<name>`. */
+const consumerOf = (name) => (/^[A-Za-z0-9]{16,}_\d+$/.test(name) ? "(ordered consumer)" : name.replace(/^[^_]*_/, ""));
 
 /** The kind of message a subject and reply subject say it is. */
 export function kindOf(subject, reply) {
   const t = subject.split(".");
   if (subject.startsWith("_INBOX.")) return "reply to a request";
-  if (subject.startsWith("$JS.ACK.")) return `ack → ${generated(t[3]) ? "(ordered consumer)" : t[3].replace(/^[^_]*_/, "")}`;
+  if (subject.startsWith("$JS.ACK.")) return `ack → ${consumerOf(t[3])}`;
   if (subject.startsWith("$JS.API.")) return `JetStream API ${t.slice(2, t[2] === "CONSUMER" && t[3] === "MSG" ? 5 : 4).join(".")}`;
   if (subject.startsWith("$KV.")) return `KV ${t[1].replace(/^[^_]*_/, "")}${reply?.startsWith("$JS.ACK") ? " (delivered)" : ""}`;
   if (subject.startsWith("$O.")) return `object store ${t[2] === "C" ? "chunk" : "meta"}${reply?.startsWith("$JS.ACK") ? " (delivered)" : ""}`;
@@ -28,7 +30,7 @@ export function kindOf(subject, reply) {
     if (!reply) return `${aggregate} (no reply)`;
     if (reply.startsWith("$JS.ACK.")) {
       const consumer = reply.split(".")[3];
-      return `delivered: ${aggregate} → ${generated(consumer) ? "(ordered consumer)" : consumer.replace(/^[^_]*_/, "")}`;
+      return `delivered: ${aggregate} → ${consumerOf(consumer)}`;
     }
     return `append: ${aggregate}`;
   }

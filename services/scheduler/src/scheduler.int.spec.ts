@@ -64,6 +64,14 @@ describe("scheduler on JetStream", () => {
     : ev("ephemera.steprun.failed.v1", { runId: d.runId, workflowId: d.workflowId, step: d.step, failure: { step: d.step, runId: d.runId, exitCode: 2, reason: "Error" } })]);
   const workflowTypes = async (id: string) => (await store.read(Aggregates.workflow, id)).events.map((e) => decode(e)!.type.split(".")[2]);
   const dispatchedSteps = () => queue.published.map((p) => p.data.step);
+  /** The store with the outbox's durable subscribed through `outbox`; every other subscription as it is. */
+  const withOutbox = (outbox: EventStore["subscribe"]): EventStore => new Proxy(store, {
+    get(target, key, receiver) {
+      if (key !== "subscribe") return Reflect.get(target, key, receiver) as unknown;
+      return (options: Parameters<EventStore["subscribe"]>[0], handler: Parameters<EventStore["subscribe"]>[1]) =>
+        (options.durable === "scheduler-outbox" ? outbox(options, handler) : target.subscribe(options, handler));
+    },
+  });
 
   it("brings an outbox consumer made before the max_deliver fix (40, a 60 s ack wait) to the declared config at start, and dispatches through it", async () => {
     const jsm = await jetstreamManager(nc);
@@ -148,15 +156,9 @@ describe("scheduler on JetStream", () => {
   it("publishes a dispatch right after its decision's append, without the outbox, with the lane, capability and timeout it would give", async () => {
     // The barrier: the outbox's consumer never delivers, so whatever is published was published at once.
     const outboxHeld: string[] = [];
-    const held: EventStore = new Proxy(store, {
-      get(target, key, receiver) {
-        if (key !== "subscribe") return Reflect.get(target, key, receiver) as unknown;
-        return (options: Parameters<EventStore["subscribe"]>[0], handler: Parameters<EventStore["subscribe"]>[1]) => {
-          if (options.durable !== "scheduler-outbox") return target.subscribe(options, handler);
-          outboxHeld.push(options.durable);
-          return { stop: async () => undefined, caughtUp: Promise.resolve() };
-        };
-      },
+    const held = withOutbox((options) => {
+      outboxHeld.push(options.durable);
+      return { stop: async () => undefined, caughtUp: Promise.resolve() };
     });
     scheduler = new Scheduler({ store: held, queue, logger: createLogger("test", "silent") });
     await scheduler.start();
@@ -177,24 +179,16 @@ describe("scheduler on JetStream", () => {
     const metBefore = new Set<string>();
     const met = (runId: string) => (metBefore.has(runId) ? Promise.resolve() : new Promise<void>((resolve) => outboxMet.set(runId, resolve)));
     const handled: number[] = [];
-    const held: EventStore = new Proxy(store, {
-      get(target, key, receiver) {
-        if (key !== "subscribe") return Reflect.get(target, key, receiver) as unknown;
-        return (options: Parameters<EventStore["subscribe"]>[0], handler: Parameters<EventStore["subscribe"]>[1]) => {
-          if (options.durable !== "scheduler-outbox") return target.subscribe(options, handler);
-          return target.subscribe(options, async (commit) => {
-            for (const r of commit.events) {
-              const e = decode(r);
-              if (e?.type !== "ephemera.workflow.step_dispatched.v1") continue;
-              metBefore.add(e.data.runId);
-              outboxMet.get(e.data.runId)?.();
-            }
-            await handler(commit);
-            handled.push(commit.position);
-          });
-        };
-      },
-    });
+    const held = withOutbox((options, handler) => store.subscribe(options, async (commit) => {
+      for (const r of commit.events) {
+        const e = decode(r);
+        if (e?.type !== "ephemera.workflow.step_dispatched.v1") continue;
+        metBefore.add(e.data.runId);
+        outboxMet.get(e.data.runId)?.();
+      }
+      await handler(commit);
+      handled.push(commit.position);
+    }));
     const publishes: string[] = [];
     const waiting = new Map<string, Promise<void>>();
     const counting = new Proxy(queue, {

@@ -67,7 +67,8 @@ export async function executeStepRun(
 
 /**
  * A command as its commit's id names it: a start with its runner (two runners' starts over
- * one revision are two commits, and the second a conflict); a result or a drop by its type
- * (only the run's claim holder records either, over its own append or a read made after).
+ * one revision are two commits, and the second a conflict), as a start may go over a read
+ * made before the run's claim was taken; a result or a drop by its type, as either goes over
+ * the caller's own append or a read made when it records it.
  */
 export const commandKey = (command: StepRunCommand): string => (command.type === "start" ? `start/${command.runner}` : command.type);
