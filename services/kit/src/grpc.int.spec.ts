@@ -87,7 +87,7 @@ describe("gRPC server plumbing", () => {
   async function reflect(version: "v1" | "v1alpha", request: object): Promise<ReflectionAnswer> {
     const Reflection = load(reflectionProto.replace("/v1/", `/${version}/`))["grpc"]["reflection"][version]["ServerReflection"];
     const client = new Reflection(address(), grpc.credentials.createInsecure());
-    const stream = client.ServerReflectionInfo({ deadline: Date.now() + 5000 });
+    const stream = client.ServerReflectionInfo({ deadline: Date.now() + 20_000 });
     const answer = new Promise<ReflectionAnswer>((resolve, reject) => {
       stream.on("data", resolve);
       stream.on("error", reject);

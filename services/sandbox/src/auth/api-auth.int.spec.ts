@@ -153,10 +153,11 @@ describe("the API with bearer tokens", () => {
 
   it("keeps health and reflection open", async () => {
     expect(await checkHealth(core.address, 2_000, certs.client())).toBe(true);
-    // ServerReflectionRequest{list_services: ""}: field 7, length 0.
+    // ServerReflectionRequest{list_services: ""}: field 7, length 0. The first reflection call
+    // builds the descriptor index (about 0.5 s alone, several seconds on a loaded machine).
     const answer = await new Promise<Buffer>((resolve, reject) => {
       const stream = client.makeBidiStreamRequest("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-        (b: Buffer) => b, (b: Buffer) => b, new grpc.Metadata(), { deadline: Date.now() + 2_000 });
+        (b: Buffer) => b, (b: Buffer) => b, new grpc.Metadata(), { deadline: Date.now() + 20_000 });
       stream.on("data", (b: Buffer) => { resolve(b); stream.end(); });
       stream.on("error", reject);
       stream.write(Buffer.from([0x3a, 0x00]));
