@@ -15,10 +15,11 @@ const generated = (token) => /^[A-Za-z0-9]{16,}$/.test(token) && /[0-9]/.test(to
 /** A consumer as its ack subject names it: an ordered consumer's name is nats.js's `<nuid>_<serial>`; a durable's `<prefix>_<name>`. */
 const consumerOf = (name) => (/^[A-Za-z0-9]{16,}_\d+$/.test(name) ? "(ordered consumer)" : name.replace(/^[^_]*_/, ""));
 
-/** The kind of message a subject and reply subject say it is. */
-export function kindOf(subject, reply) {
+/** The kind of message a subject and reply subject (and a stream read's request) say it is. */
+export function kindOf(subject, reply, data) {
   const t = subject.split(".");
   if (subject.startsWith("_INBOX.")) return "reply to a request";
+  if (subject.startsWith("$JS.API.STREAM.MSG.GET.") && data) return `stream read: ${readOf(data)}`;
   if (subject.startsWith("$JS.ACK.")) return `ack → ${consumerOf(t[3])}`;
   if (subject.startsWith("$JS.API.")) return `JetStream API ${t.slice(2, t[2] === "CONSUMER" && t[3] === "MSG" ? 5 : 4).join(".")}`;
   if (subject.startsWith("$KV.")) return `KV ${t[1].replace(/^[^_]*_/, "")}${reply?.startsWith("$JS.ACK") ? " (delivered)" : ""}`;
@@ -40,6 +41,18 @@ export function kindOf(subject, reply) {
   return t.map((x) => (generated(x) ? "*" : x)).join(".");
 }
 
+/** A stream read by what it asks for: an aggregate's last commit, or the one after a sequence. */
+function readOf(data) {
+  try {
+    const q = JSON.parse(Buffer.from(data).toString());
+    const subject = q.last_by_subj ?? q.next_by_subj ?? "";
+    const t = subject.split(".");
+    return `${t.indexOf("ev") === 1 ? t[2] : t.slice(0, 2).join(".")} (${q.last_by_subj ? "last" : q.next_by_subj ? "next" : "by sequence"})`;
+  } catch {
+    return "(not JSON)";
+  }
+}
+
 if (process.argv[1] === new URL(import.meta.url).pathname) {
   const count = Number(process.argv[2] ?? 50);
   const scratch = mkdtempSync("/var/tmp/ephemera-bench-messages-");
@@ -47,14 +60,41 @@ if (process.argv[1] === new URL(import.meta.url).pathname) {
     const servers = await startServers(`${scratch}/servers`);
     const tap = await connectNats(servers.natsUrl, "bench-messages");
     const counts = new Map();
-    tap.subscribe(">", { callback: (_err, m) => { const k = kindOf(m.subject, m.reply); counts.set(k, (counts.get(k) ?? 0) + 1); } });
-    const b = await runBatch({ servers, scratch, count });
+    // Requests by who made them: a request's reply subject is its connection's inbox, `_INBOX.<nuid>.<id>`.
+    const asked = new Map();
+    const add = (map, k) => map.set(k, (map.get(k) ?? 0) + 1);
+    tap.subscribe(">", { callback: (_err, m) => {
+      const k = kindOf(m.subject, m.reply, m.data);
+      add(counts, k);
+      if (m.reply?.startsWith("_INBOX.")) add(asked, `${m.reply.split(".")[1]} ${k}`);
+    } });
+    // Each connection's name and inbox, from the server's monitor while the services are up.
+    const inboxes = new Map();
+    const learn = async () => {
+      const { connections = [] } = await (await fetch(`${servers.natsMonitorUrl}/connz?subs=1&limit=4096`)).json();
+      for (const c of connections) for (const s of c.subscriptions_list ?? []) if (s.startsWith("_INBOX.")) inboxes.set(s.split(".")[1], c.name ?? `cid ${c.cid}`);
+    };
+    const learning = setInterval(() => void learn().catch(() => undefined), 500);
+    let b;
+    try {
+      b = await runBatch({ servers, scratch, count });
+    } finally {
+      clearInterval(learning);
+    }
     await tap.flush();
     await tap.close();
     const total = [...counts.values()].reduce((a, n) => a + n, 0);
     process.stdout.write(`${count} sandboxes × 4 steps: ${(total / b.steps).toFixed(1)} messages per step seen on every subject ` +
       `(the server's own count: in ${(b.nats.in / b.steps).toFixed(1)}, out ${(b.nats.out / b.steps).toFixed(1)}); by kind, per step:\n`);
     for (const [k, n] of [...counts].sort((x, y) => y[1] - x[1])) if (n / b.steps >= 0.05) process.stdout.write(`${(n / b.steps).toFixed(2).padStart(8)}  ${k}\n`);
+    const byAsker = new Map();
+    for (const [k, n] of asked) {
+      const [inbox, ...kind] = k.split(" ");
+      const who = (inboxes.get(inbox) ?? "(a connection not seen)").replace(/-[0-9a-f]{6,}$/i, "");
+      byAsker.set(`${who}: ${kind.join(" ")}`, (byAsker.get(`${who}: ${kind.join(" ")}`) ?? 0) + n);
+    }
+    process.stdout.write("requests by who asked, per step:\n");
+    for (const [k, n] of [...byAsker].sort((x, y) => y[1] - x[1])) if (n / b.steps >= 0.05) process.stdout.write(`${(n / b.steps).toFixed(2).padStart(8)}  ${k}\n`);
   } finally {
     await stopAll();
     rmSync(scratch, { recursive: true, force: true });
