@@ -334,29 +334,23 @@ export class Runner {
     };
     let early: StepRunCommand;
     let journaling: Promise<StepRunCommand | undefined>;
-    let logStored: Promise<void>;
     try {
       report = await (run.step.ended ?? run.step.result);
       durationMs = Math.round(this.o.now() - started);
       early = outcome();
-      // Three writes at once, none waiting for another (each a round trip, one after another
-      // they cost a chained step about 5 ms): a success's values go to the output journal
-      // (idempotent puts; one that fails is done again when the result is recorded); the step's
-      // whole log, and its end, are stored once its last output is in; and, first of all, the
-      // result is kept with the run's claim (one write): a runner that dies from here on leaves
-      // it to the next, which records it rather than running the step again.
+      // A success's values go to the output journal at once (idempotent puts), while the rest
+      // below happens; a put that fails is done again when the result is recorded.
       journaling = this.journaled(d.runId, early).catch(() => undefined);
-      const last = run.step.result;
-      logStored = last.then(() => stepLog.close());
-      logStored.catch(() => undefined);
+      // First of all, the result is kept with the run's claim (one write): a runner that dies from
+      // here on leaves it to the next, which records it rather than running the step again.
       await keep(early);
-      report = await last;
+      report = await run.step.result;
     } finally {
       deadline?.clear();
       this.o.metrics?.stopped();
     }
     // The whole log, and its end, are stored before the result is recorded: a reader that sees the result has the log.
-    await logStored;
+    await stepLog.close();
     const result = outcome();
     // The journaled success, if the result is still that success (a stop since, or an other report, is recorded as it is).
     const journaled = await journaling;

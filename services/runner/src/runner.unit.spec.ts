@@ -2,7 +2,7 @@
 // journals comes from the step's report, never from the IO context (it has no client of it).
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, ev, journaledValues, runId, workflowId } from "@ephemera/events";
-import { InMemoryClaimStore, InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, NO_AGGREGATE, type Claim } from "@ephemera/eventstore";
+import { InMemoryClaimStore, InMemoryEventStore, InMemoryLogStore, InMemoryValueStore, InMemoryWorkQueue, NO_AGGREGATE } from "@ephemera/eventstore";
 import type { StepReport } from "@ephemera/io-agent";
 import { createLogger, waitFor } from "@ephemera/kit";
 import type { StepDriver } from "./driver/driver.js";
@@ -18,13 +18,11 @@ const ending = (report: StepReport): StepDriver => ({
 const wf = workflowId("rk", "db", "create");
 const run = runId(wf, "a", 1);
 
-async function setup(
-  driver: StepDriver, values = new InMemoryValueStore(), claims = new InMemoryClaimStore(), startGraceMs?: number, logs = new InMemoryLogStore(),
-) {
+async function setup(driver: StepDriver, values = new InMemoryValueStore(), claims = new InMemoryClaimStore(), startGraceMs?: number) {
   const store = new InMemoryEventStore();
   const queue = new InMemoryWorkQueue<pb.StepDispatch>();
   const r = new Runner({
-    cluster: "c", concurrency: 1, runnerId: "r1", driver, store, queue, logs,
+    cluster: "c", concurrency: 1, runnerId: "r1", driver, store, queue, logs: new InMemoryLogStore(),
     logger: createLogger("test", "silent"), cancelGraceMs: 100, heartbeatMs: 50, claims, claimTtlMs: 1000, values, now: () => performance.now(),
     signingKey: TEST_KEY, ...(startGraceMs === undefined ? {} : { startGraceMs }),
   });
@@ -181,52 +179,6 @@ describe("runner: claims", () => {
     expect((await store.read(Aggregates.steprun, run)).events.map((e) => e.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
     expect(ran).toBe(0);
     expect(await claims.read(run)).toBeUndefined();
-    await r.stop(100);
-  });
-
-  it("stores the step's log and its end while the result is kept with the claim, and records the result once both are done", async () => {
-    // The keep (a renewal carrying the result) is held until released; heartbeat renewals carry nothing new.
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => { release = resolve; });
-    let keeps = 0;
-    class HeldKeep extends InMemoryClaimStore {
-      override async renew(claim: Claim, ttlMs: number, result = claim.result): Promise<Claim> {
-        if (result !== claim.result) {
-          keeps++;
-          await held;
-        }
-        return super.renew(claim, ttlMs, result);
-      }
-    }
-    class Ending extends InMemoryLogStore {
-      ended = false;
-      override async end(id: string): Promise<void> {
-        await super.end(id);
-        this.ended = true;
-      }
-    }
-    const logs = new Ending();
-    const driver: StepDriver = {
-      name: "twin",
-      run: (request) => {
-        request.onLog(Buffer.from("the last line\n"));
-        return { result: Promise.resolve({ outcome: "succeeded", outputs: [] }), stop: () => undefined };
-      },
-    };
-    const claims = new HeldKeep();
-    const { runner: r, store, queue } = await setup(driver, undefined, claims, undefined, logs);
-    r.start();
-    try {
-      await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c" }));
-      await waitFor(() => keeps === 1 && logs.ended, { timeoutMs: 5_000, what: "the log ended while the result is being kept" });
-      expect((await logs.read(run)).toString()).toContain("the last line");
-      expect((await store.read(Aggregates.steprun, run)).events.map((e) => e.type)).toEqual(["ephemera.steprun.started.v1"]);
-    } finally {
-      release();
-    }
-    await waitFor(async () => (await store.read(Aggregates.steprun, run)).events.length === 2, { what: "the result recorded" });
-    expect((await store.read(Aggregates.steprun, run)).events.map((e) => e.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.succeeded.v1"]);
-    await waitFor(async () => (await claims.read(run)) === undefined, { what: "the claim released" });
     await r.stop(100);
   });
 });
