@@ -152,7 +152,7 @@ describe("the API with bearer tokens", () => {
   });
 
   it("keeps health and reflection open", async () => {
-    expect(await checkHealth(core.address, 2_000, certs.client())).toBe(true);
+    expect(await checkHealth(core.address, 10_000, certs.client())).toBe(true);
     // ServerReflectionRequest{list_services: ""}: field 7, length 0. The first reflection call
     // builds the descriptor index (about 0.5 s alone, several seconds on a loaded machine).
     const answer = await new Promise<Buffer>((resolve, reject) => {
