@@ -62,7 +62,10 @@ if (process.argv[1] === new URL(import.meta.url).pathname) {
     const counts = new Map();
     // Requests by who made them: a request's reply subject is its connection's inbox, `_INBOX.<nuid>.<id>`.
     const asked = new Map();
-    const add = (map, k) => map.set(k, (map.get(k) ?? 0) + 1);
+    const add = (map, k, n = 1) => map.set(k, (map.get(k) ?? 0) + n);
+    const print = (map) => {
+      for (const [k, n] of [...map].sort((x, y) => y[1] - x[1])) if (n / b.steps >= 0.05) process.stdout.write(`${(n / b.steps).toFixed(2).padStart(8)}  ${k}\n`);
+    };
     tap.subscribe(">", { callback: (_err, m) => {
       const k = kindOf(m.subject, m.reply, m.data);
       add(counts, k);
@@ -86,15 +89,15 @@ if (process.argv[1] === new URL(import.meta.url).pathname) {
     const total = [...counts.values()].reduce((a, n) => a + n, 0);
     process.stdout.write(`${count} sandboxes × 4 steps: ${(total / b.steps).toFixed(1)} messages per step seen on every subject ` +
       `(the server's own count: in ${(b.nats.in / b.steps).toFixed(1)}, out ${(b.nats.out / b.steps).toFixed(1)}); by kind, per step:\n`);
-    for (const [k, n] of [...counts].sort((x, y) => y[1] - x[1])) if (n / b.steps >= 0.05) process.stdout.write(`${(n / b.steps).toFixed(2).padStart(8)}  ${k}\n`);
+    print(counts);
     const byAsker = new Map();
     for (const [k, n] of asked) {
       const [inbox, ...kind] = k.split(" ");
       const who = (inboxes.get(inbox) ?? "(a connection not seen)").replace(/-[0-9a-f]{6,}$/i, "");
-      byAsker.set(`${who}: ${kind.join(" ")}`, (byAsker.get(`${who}: ${kind.join(" ")}`) ?? 0) + n);
+      add(byAsker, `${who}: ${kind.join(" ")}`, n);
     }
     process.stdout.write("requests by who asked, per step:\n");
-    for (const [k, n] of [...byAsker].sort((x, y) => y[1] - x[1])) if (n / b.steps >= 0.05) process.stdout.write(`${(n / b.steps).toFixed(2).padStart(8)}  ${k}\n`);
+    print(byAsker);
   } finally {
     await stopAll();
     rmSync(scratch, { recursive: true, force: true });

@@ -20,7 +20,7 @@ describe("a gRPC server on TLS", () => {
   afterAll(() => server.shutdown());
 
   it("answers a client that trusts its CA", async () => {
-    expect(await checkHealth(address(), 2000, certs.client())).toBe(true);
+    expect(await checkHealth(address(), 10_000, certs.client())).toBe(true);
     expect(await checkHealth(`localhost:${server.port}`, 10_000, certs.client())).toBe(true);
   });
 
@@ -32,7 +32,7 @@ describe("a gRPC server on TLS", () => {
   });
 
   it("checks the name on its certificate: the expected server name must be on it", async () => {
-    expect(await checkHealth(address(), 2000, certs.client({ serverName: "localhost" }))).toBe(true);
+    expect(await checkHealth(address(), 10_000, certs.client({ serverName: "localhost" }))).toBe(true);
     expect(await checkHealth(address(), 2000, certs.client({ serverName: "api.example.com" }))).toBe(false);
   });
 });
@@ -44,7 +44,7 @@ describe("a gRPC server on mTLS (a client CA)", () => {
   afterAll(() => server.shutdown());
 
   it("answers only a client that shows a certificate its client CA signed", async () => {
-    expect(await checkHealth(address(), 2000, certs.client({ withCert: true }))).toBe(true);
+    expect(await checkHealth(address(), 10_000, certs.client({ withCert: true }))).toBe(true);
     expect(await checkHealth(address(), 2000, certs.client())).toBe(false);
   });
 });

@@ -190,17 +190,16 @@ describe("scheduler on JetStream", () => {
       handled.push(commit.position);
     }));
     const publishes: string[] = [];
-    const waiting = new Map<string, Promise<void>>();
+    const heldFirst = new Set<string>();
     const counting = new Proxy(queue, {
       get(target, key, receiver) {
         if (key !== "publish") return Reflect.get(target, key, receiver) as unknown;
         return async (...args: Parameters<typeof queue.publish>) => {
           const id = args[1];
           publishes.push(id);
-          if (!waiting.has(id)) {
-            const first = met(id);
-            waiting.set(id, first);
-            await first;
+          if (!heldFirst.has(id)) {
+            heldFirst.add(id);
+            await met(id);
           }
           return target.publish(...args);
         };
