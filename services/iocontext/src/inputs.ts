@@ -2,6 +2,7 @@
 // handed to the script (env var, file, or both).
 import type * as pb from "@ephemera/proto";
 import type { Phase } from "@ephemera/events";
+import { inputEnvName } from "@ephemera/kit";
 import { outputDigest, succeededRun, type WorkflowView } from "./state.js";
 
 export type InputSource =
@@ -27,12 +28,6 @@ export interface InputContext {
   workflow: WorkflowView;
   /** For a delete workflow: the create workflow whose outputs its steps may read. */
   createWorkflow?: WorkflowView;
-}
-
-/** `as.env`; an input without `as` (or with an empty one) arrives as its upper-cased name, '-' → '_'. */
-export function inputEnvName(input: pb.StepInput): string {
-  if (input.as && (input.as.env || input.as.path)) return input.as.env;
-  return input.name.toUpperCase().replace(/-/g, "_");
 }
 
 export function findStep(spec: pb.ResourcePluginSpec, phase: Phase, name: string): pb.Step | undefined {

@@ -1,5 +1,6 @@
 import * as pb from "@ephemera/proto";
-import { planInputs, inputEnvName, unresolved, type InputContext } from "./inputs.js";
+import { inputEnvName } from "@ephemera/kit";
+import { planInputs, unresolved, type InputContext } from "./inputs.js";
 import type { WorkflowView } from "./state.js";
 
 const step = (name: string, inputs: Array<Partial<pb.StepInput>>): pb.Step =>

@@ -2,11 +2,10 @@
 import { codeFingerprint, connectNats, JetStreamEventStore, JetStreamLeaseStore, JetStreamSnapshotStore, JetStreamValueStore } from "@ephemera/eventstore";
 import { tmpdir } from "node:os";
 import {
-  DEFAULT_IOCONTEXT_LISTEN, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envInt, envString, onShutdown, signingKeys,
+  DEFAULT_IOCONTEXT_LISTEN, DEFAULT_RECENT_BYTES, commonConfig, configured, createLogger, serverTlsFromEnv, defaultSigningKeyFile, envInt, envString, onShutdown, signingKeys,
 } from "@ephemera/kit";
 import { metricsListen, serviceRegistry, startMetricsServer } from "@ephemera/kit/metrics";
 import { openRedis } from "./redis.js";
-import { DEFAULT_RECENT_BYTES } from "./recent.js";
 import { start } from "./start.js";
 
 const logger = createLogger("iocontext");

@@ -7,11 +7,10 @@ import { Aggregates, decode, journalOutputs, journaledValues, outputSize, parseR
 import type { EventStore, ValueStore } from "@ephemera/eventstore";
 import {
   ConflictError, NotFoundError, PermissionDeniedError, UnavailableError, ValidationError, paramSource, stepSource,
-  CapabilityVerifier, type FieldViolation, type Logger, type SigningKey, type StepCapability,
+  CapabilityVerifier, type FieldViolation, type Logger, type RecentOutputs, type SigningKey, type StepCapability,
 } from "@ephemera/kit";
 import { findStep, planInputs, unresolved, type InputContext, type PlannedInput } from "./inputs.js";
 import type { OutputStore } from "./outputs.js";
-import type { RecentOutputs } from "./recent.js";
 import { dispatched, type Projections, type WorkflowView } from "./state.js";
 
 export const MAX_OUTPUT_BYTES = 1024 * 1024;

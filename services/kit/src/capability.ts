@@ -30,6 +30,12 @@ export function stepGrants(step: Pick<pb.Step, "inputs" | "outputs">): Omit<Step
   };
 }
 
+/** `as.env`; an input without `as` (or with an empty one) arrives as its upper-cased name, '-' → '_'. */
+export function inputEnvName(input: pb.StepInput): string {
+  if (input.as && (input.as.env || input.as.path)) return input.as.env;
+  return input.name.toUpperCase().replace(/-/g, "_");
+}
+
 export const stepCapability = (run: string, step: Pick<pb.Step, "inputs" | "outputs">): StepCapability => ({ run, ...stepGrants(step) });
 
 const ISSUER = "ephemera-runner";

@@ -11,6 +11,7 @@ export * from "./timers.js";
 export * from "./tls.js";
 export * from "./listen.js";
 export * from "./capability.js";
+export * from "./recent-outputs.js";
 export { FORK_KINDS, baselineLabel, baselineOf, forkName, isForkKind, localServiceName, type BaselineRef, type ForkKind } from "./fork-name.js";
 export * from "./fork-expression.js";
 export * from "./fork-service.js";

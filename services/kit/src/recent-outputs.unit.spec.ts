@@ -1,8 +1,8 @@
-import { sha256Hex } from "@ephemera/events";
-import { RecentOutputs } from "./recent.js";
+import { createHash } from "node:crypto";
+import { RecentOutputs } from "./recent-outputs.js";
 
 const out = (name: string, value: string) => ({ name, value: Buffer.from(value) });
-const wanted = (name: string, value: string) => ({ name, sha256: sha256Hex(Buffer.from(value)) });
+const wanted = (name: string, value: string) => ({ name, sha256: createHash("sha256").update(value).digest("hex") });
 const text = (m: Map<string, Buffer> | undefined) => (m ? Object.fromEntries([...m].map(([k, v]) => [k, v.toString()])) : undefined);
 
 describe("RecentOutputs: recent runs' outputs in memory, served only as journaled", () => {

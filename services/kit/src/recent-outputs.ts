@@ -1,13 +1,14 @@
-// The outputs of recent runs, in this process's memory: what a step stored here, or what a
+// The outputs of recent runs, in this process's memory (the IO context's, and a runner's for
+// the steps it runs itself): what a step stored here, or what a
 // read here fetched, kept by run (least recently used first out, bounded in bytes). A value
 // is served from here only when its SHA-256 is the one the workflow's `step_succeeded`
 // journaled, so memory is never trusted over the journal: a missing or different value is a
 // miss, and the call reads the cache and the journal as before. A deleted sandbox's runs are
 // forgotten when the deletion is seen (every replica sees it).
+import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
-import { sha256Hex } from "@ephemera/events";
 
-/** Default bound of the values held (EPHEMERA_IOCONTEXT_RECENT_BYTES). */
+/** Default bound of the values held (the IO context's EPHEMERA_IOCONTEXT_RECENT_BYTES). */
 export const DEFAULT_RECENT_BYTES = 64 * 1024 * 1024;
 
 /** What a run's entry costs besides its values (the maps, names and digests), roughly. */
@@ -46,7 +47,7 @@ export class RecentOutputs {
     const merged = new Map(this.runs.peek(runId)?.outputs);
     for (const o of outputs) {
       const value = Buffer.from(o.value);
-      merged.set(o.name, { value, sha256: sha256Hex(value) });
+      merged.set(o.name, { value, sha256: createHash("sha256").update(value).digest("hex") });
     }
     // A new entry rather than one changed in place: the cache sizes an entry when it is set.
     this.runs.set(runId, { routingKey, outputs: merged });
