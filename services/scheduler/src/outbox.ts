@@ -5,9 +5,9 @@
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, type DomainEvent } from "@ephemera/events";
 import type { Commit, EventStore, Feed, Lane, Projection, RecordedEvent, Subscription, WorkQueue } from "@ephemera/eventstore";
-import { UnavailableError, stepGrants, type Logger } from "@ephemera/kit";
+import { UnavailableError, inputEnvName, stepGrants, type Logger } from "@ephemera/kit";
 import type { PluginFacts } from "./facts.js";
-import type { WorkflowState } from "./workflow/state.js";
+import { isTerminal, type StartedWorkflow, type WorkflowState } from "./workflow/state.js";
 
 export interface OutboxDeps {
   store: EventStore;
@@ -124,7 +124,7 @@ async function publish(deps: OutboxDeps, commit: Commit, direct: DirectDispatche
  * run id, so a second publish of it is dropped). Does nothing for another event.
  */
 export async function publishDispatch(
-  deps: Pick<OutboxDeps, "queue" | "plugins" | "logger">, wf: WorkflowState, recorded: RecordedEvent,
+  deps: Pick<OutboxDeps, "queue" | "plugins" | "workflows" | "logger">, wf: WorkflowState, recorded: RecordedEvent,
 ): Promise<string | undefined> {
   const e = decode(recorded);
   if (e?.type !== "ephemera.workflow.step_dispatched.v1" || wf.status === "none") return undefined;
@@ -132,12 +132,15 @@ export async function publishDispatch(
   const planned = started.steps.find((s) => s.name === e.data.step);
   const spec = deps.plugins.get(started.plugin)?.state.get(started.version);
   const runner = spec?.runner;
-  const step = spec?.[started.phase === "delete" ? "delete" : "create"].find((s) => s.name === e.data.step);
+  const phase = started.phase === "delete" ? "delete" : "create";
+  const step = spec?.[phase].find((s) => s.name === e.data.step);
+  const created = started.createWorkflowId ? deps.workflows.get(started.createWorkflowId)?.state : undefined;
+  const plan = spec && step ? planOf(step, spec[phase], wf, created) : undefined;
   await deps.queue.publish(started.cluster, e.data.runId, pb.StepDispatch.fromPartial({
     runId: e.data.runId, workflowId: started.workflowId, sandbox: started.sandbox, routingKey: started.routingKey,
     resource: started.resource, phase: started.phase, step: e.data.step, attempt: e.data.attempt, cluster: started.cluster,
     plugin: started.plugin, version: started.version, runner, timeoutMs: planned?.timeoutMs ?? 0,
-    correlationId: recorded.correlationId, causationId: recorded.id, ...capabilityOf(step),
+    correlationId: recorded.correlationId, causationId: recorded.id, ...capabilityOf(step), ...(plan ? { plan } : {}),
   }), laneOf(planned, e.data.attempt));
   deps.logger.info({ workflow: started.workflowId, step: e.data.step, runId: e.data.runId }, "step dispatched");
   return e.data.runId;
@@ -159,4 +162,47 @@ function capabilityOf(step: pb.Step | undefined): Pick<pb.StepDispatch, "inputs"
     inputPaths: step.inputs.flatMap((i) => (i.as?.path ? [i.as.path] : [])),
     outputPaths: step.outputs.map((o) => o.valueFromPath),
   };
+}
+
+/** A plan whose script and param values are larger than this is not carried: the runner asks the IO context. */
+export const MAX_PLAN_BYTES = 256 * 1024;
+
+/**
+ * The step's script and inputs for its dispatch, when every input is known for good: a
+ * sandbox param, or an output of a run that succeeded and journaled its digest. In this
+ * workflow (`steps`: its phase's steps), a producer has succeeded before a step that reads it
+ * is dispatched; a delete step's read of a create step is planned once the create workflow
+ * (`created`) has ended, when that can no longer change. Anything else (a producer not
+ * succeeded, a digest not journaled, a create workflow not ended or not in memory, a plan
+ * over MAX_PLAN_BYTES): undefined, and the runner asks the IO context, which knows the rules
+ * for those cases.
+ */
+export function planOf(step: pb.Step, steps: pb.Step[], wf: StartedWorkflow, created: WorkflowState | undefined): pb.DispatchPlan | undefined {
+  const inputs: pb.DispatchInput[] = [];
+  let bytes = Buffer.byteLength(step.script);
+  for (const input of step.inputs) {
+    const planned = { name: input.name, env: inputEnvName(input), path: input.as?.path ?? "", step: "", output: "", runId: "", sha256: "" };
+    const ref = input.valueFromStep;
+    if (!ref) {
+      const param = input.valueFromSandbox ? wf.started.params[input.name] : undefined;
+      bytes += param === undefined ? 0 : Buffer.byteLength(param);
+      inputs.push(param === undefined ? planned : { ...planned, param });
+      continue;
+    }
+    const inThis = steps.some((s) => s.name === ref.name);
+    const producers = inThis ? wf : created;
+    if (!producers || producers.status === "none" || (!inThis && !isTerminal(producers.status))) return undefined;
+    const producer = producers.steps.find((s) => s.name === ref.name);
+    if (producer?.status !== "succeeded" || !producer.runId) {
+      // Only a delete step may find its producer never succeeded: its input has no value.
+      if (inThis) return undefined;
+      inputs.push({ ...planned, step: ref.name, output: ref.output });
+      continue;
+    }
+    const sha256 = producer.outputs.find((o) => o.key === ref.output)?.sha256;
+    if (!sha256) return undefined;
+    inputs.push({ ...planned, step: ref.name, output: ref.output, runId: producer.runId, sha256 });
+  }
+  if (bytes > MAX_PLAN_BYTES) return undefined;
+  return { script: step.script, inputs, outputs: step.outputs };
 }

@@ -305,7 +305,7 @@ export class Scheduler {
    * did not see published here.
    */
   private async dispatchNow(wf: WorkflowState, events: RecordedEvent[], appended: () => void): Promise<void> {
-    const deps = { queue: this.deps.queue, plugins: this.plugins, logger: this.deps.logger };
+    const deps = { queue: this.deps.queue, plugins: this.plugins, workflows: this.workflows, logger: this.deps.logger };
     // Every publish is begun (known to the outbox) before the append counts as done, then made.
     const publishes = events.flatMap((recorded) => {
       const e = decode(recorded);
