@@ -7,7 +7,7 @@ import { startTestStack, type TestStack } from "../support/stack.js";
 const SERVICES = ["sandbox", "scheduler", "runner", "iocontext", "tunnel", "console"] as const;
 type Service = (typeof SERVICES)[number];
 
-// Two create steps (the second reads the first's output through the IO context) and one delete step.
+// Two create steps (the second reads the first's output, planned in its dispatch: no IO-context call) and one delete step.
 const PLUGIN = `
 name: metered@1.0.0
 spec:
@@ -106,6 +106,8 @@ describe("metrics", () => {
         - total(before.iocontext, "ephemera_grpc_server_requests_total", { method: "GetStepInputs", code: "OK" }),
       inputsAsked: total(after.runner, "ephemera_grpc_client_requests_total", { method: "GetStepInputs", code: "OK" })
         - total(before.runner, "ephemera_grpc_client_requests_total", { method: "GetStepInputs", code: "OK" }),
+      inputsFromDispatch: total(after.runner, "ephemera_runner_step_inputs_total", { from: "dispatch" })
+        - total(before.runner, "ephemera_runner_step_inputs_total", { from: "dispatch" }),
       appendedBy: SERVICES.filter((s) => appends(after[s]) > appends(before[s])).sort(),
       ready: total(after.sandbox, "ephemera_sandboxes", { reason: "Ready" }),
     });
@@ -116,7 +118,7 @@ describe("metrics", () => {
     }
     // A scrape after the sandbox is ready may still miss the last step's record: wait for it, with a deadline.
     const want = {
-      apply: 1, started: 2, succeeded: 2, stepDurations: 2, running: 0, workflows: 1, dispatched: 2, inputsServed: 2, inputsAsked: 2,
+      apply: 1, started: 2, succeeded: 2, stepDurations: 2, running: 0, workflows: 1, dispatched: 2, inputsServed: 0, inputsAsked: 0, inputsFromDispatch: 2,
       appendedBy: ["runner", "sandbox", "scheduler"], ready: 1,
     };
     let last: ReturnType<typeof grown> | undefined;

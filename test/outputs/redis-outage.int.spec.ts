@@ -1,11 +1,14 @@
 // Steps go on while the IO context's Redis is stalled (SIGSTOP) or stopped: a 4-step chain
 // through the real scheduler, runner and IO context, on the JetStream event store and output
-// journal, gets every output right while the IO context sends Redis nothing (its calls
-// refused at once, counted by ephemera_iocontext_redis_calls_total), since Redis is only a
-// cache of the output journal. Once Redis is back the IO context uses it again and refills
-// what it missed, when a read needs it: an IO context that holds the value in memory (the
-// core's, which stored it) answers in front of Redis, so the refill is read through a
-// second one, as another replica would. A redis-server of the test's own; the machine's shared one is never touched.
+// journal, gets every output right. Its dispatches carry their plans, so the process driver
+// hands each step the last one's value itself and never uses the IO context's cache. The
+// same inputs asked of the IO context meanwhile (as a pod's agent asks them) come from the
+// journal while it sends Redis nothing (its calls refused at once, counted by
+// ephemera_iocontext_redis_calls_total), since Redis is only a cache of the output journal.
+// Once Redis is back the IO context uses it again and refills what it missed, when a read
+// needs it; the refill is read through a second IO context, as another replica would (the
+// core's may hold the value in memory, in front of Redis). A redis-server of the test's own;
+// the machine's shared one is never touched.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,9 +92,10 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     api = new Api(core.address, { timeoutMs: 10_000 });
     io = new pb.IOContextClient(core.iocontext, grpc.credentials.createInsecure());
     await api.applyPlugin(chain);
-    // One chain with Redis up: the cache is in use before it goes.
+    // One chain with Redis up: its values never went through the IO context's cache.
     await readyChain("warm", GUARD_MS);
-    expect(await redis.exists(`${core.tag}:io:${await runOf("warm", "s1")}`)).toBe(1);
+    expect(await outputsOf("warm")).toEqual(EXPECTED);
+    expect(await redis.exists(`${core.tag}:io:${await runOf("warm", "s1")}`)).toBe(0);
   });
 
   afterEach(async () => {
@@ -125,6 +129,17 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     }, { timeoutMs: withinMs, intervalMs: 50, what: `sandbox ${name} to be ready` });
   }
 
+  /** Each step's inputs asked of the IO context, as a pod's agent asks them: the value the step before it wrote. */
+  async function askedInputs(name: string): Promise<void> {
+    for (const [i, step] of CHAIN.entries()) {
+      if (i === 0) continue;
+      const runId = await runOf(name, step);
+      const token = await tokenForStep(runId, chain.spec!.create[i]!);
+      const answer = await call(io.getStepInputs.bind(io), { runId, token }, 10_000);
+      expect(answer.inputs.map((x) => [x.name, x.value.toString()])).toEqual([["v", "abcd".slice(0, i)]]);
+    }
+  }
+
   /**
    * Once Redis answers again, a step's read of its input that needs the cache puts the value it
    * missed back: read through a second IO context on the prefix (another replica, holding none
@@ -151,12 +166,13 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     }
   }
 
-  it("with Redis stalled (SIGSTOP): ready, every output right, no call answered by Redis or waited out; then the cache is refilled", async () => {
+  it("with Redis stalled (SIGSTOP): ready, every output right, inputs asked of the IO context from the journal, no call answered by Redis or waited out; then the cache is refilled", async () => {
     process.kill(own.pid!, "SIGSTOP");
     try {
       const before = await redisCalls();
       await readyChain("stalled", GUARD_MS);
       expect(await outputsOf("stalled")).toEqual(EXPECTED);
+      await askedInputs("stalled");
       const during = await redisCalls();
       // Calls sent before the heartbeat found the stall were given up on then, not waited out.
       expect(during.answered).toBe(before.answered);
@@ -167,12 +183,13 @@ describe("a 4-step chain while the IO context's Redis is down (real scheduler, r
     await refilled("stalled");
   }, 90_000);
 
-  it("with Redis stopped: ready, every output right, nothing sent to Redis; started again (empty), the cache is refilled", async () => {
+  it("with Redis stopped: ready, every output right, inputs asked of the IO context from the journal, nothing sent to Redis; started again (empty), the cache is refilled", async () => {
     await own.stop("SIGKILL");
     await waitFor(() => redis.status !== "ready", { what: "the client to see Redis gone" });
     const before = await redisCalls();
     await readyChain("stopped", GUARD_MS);
     expect(await outputsOf("stopped")).toEqual(EXPECTED);
+    await askedInputs("stopped");
     const during = await redisCalls();
     expect(during.sent).toBe(before.sent);
     expect(during.refused).toBeGreaterThan(before.refused);

@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { Redis } from "ioredis";
+import { waitFor } from "@ephemera/kit";
 import { ephOk, type Eph } from "../support/eph.js";
 import { startOwnStack, type OwnStack } from "../support/own-stack.js";
 import { uniquePrefix } from "../support/servers.js";
@@ -57,10 +58,15 @@ describe("NATS and Redis with credentials (own servers, services as processes)",
     expect(names.filter((n) => /^(NATS|REDIS)_|PASSWORD|TOKEN/.test(n))).toEqual([]);
     expect(out["probe.nats"]!.value).toMatch(/^-ERR 'Authorization Violation'/);
     expect(out["probe.redis"]!.value).toMatch(/^-NOAUTH /);
-    // The IO context cached the outputs in Redis as its ACL user (it would have fallen back to the journal otherwise).
+    // The IO context is connected to Redis as its ACL user (the default user is off: no other way in), and its heartbeat is answered.
     const admin = new Redis(redis.url, { username: "ephemera", password: REDIS_PASSWORD });
     try {
-      expect((await admin.keys(`${env["EPHEMERA_PREFIX"]}:*`)).length).toBeGreaterThan(0);
+      const self = await admin.client("ID");
+      const others = await waitFor(async () => {
+        const clients = String(await admin.client("LIST")).trim().split("\n").filter((line) => !line.startsWith(`id=${self} `));
+        return clients.some((line) => / user=ephemera /.test(line) && / cmd=ping /.test(line)) ? clients : undefined;
+      }, { timeoutMs: 10_000, intervalMs: 100, what: "the IO context's heartbeat on Redis" });
+      expect(others.length).toBeGreaterThan(0);
     } finally {
       admin.disconnect();
     }

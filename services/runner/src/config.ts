@@ -2,7 +2,7 @@
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import {
-  DEFAULT_IOCONTEXT_LISTEN, clientTlsFromEnv, commonConfig, envBool, envDuration, envInt, envString,
+  DEFAULT_IOCONTEXT_LISTEN, DEFAULT_RECENT_BYTES, clientTlsFromEnv, commonConfig, envBool, envDuration, envInt, envString,
   type ClientTls, type Env, type NatsAuth,
 } from "@ephemera/kit";
 import { HOST_ENV_PASSED, type StepSandbox } from "./driver/step-env.js";
@@ -63,6 +63,12 @@ export interface RunnerConfig {
   stepDeny?: Cidr[];
   /** Steps run at this nice level (EPHEMERA_STEP_NICE, default 10; 0 leaves it alone). */
   stepNiceness?: number;
+  /**
+   * EPHEMERA_RUNNER_RECENT_BYTES: the process driver holds the outputs of the steps it ran, up
+   * to this many bytes, for the steps that read them next (default 64 MiB; 0: none held, every
+   * such input is read from the output journal).
+   */
+  recentBytes?: number;
   /** Between SIGTERM and SIGKILL when a step is cancelled. */
   cancelGraceMs?: number;
   /** How long running steps may go on after SIGTERM to the runner. */
@@ -155,6 +161,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     // above all) of a small machine (docs/performance.md). Steps that mostly wait may want more.
     concurrency: Math.max(1, envInt(env, "EPHEMERA_RUNNER_CONCURRENCY", driver === "kubernetes" ? DEFAULT_KUBE_CONCURRENCY : Math.max(2, availableParallelism()))),
     stepNiceness: Math.min(19, Math.max(0, envInt(env, "EPHEMERA_STEP_NICE", 10))),
+    recentBytes: Math.max(0, envInt(env, "EPHEMERA_RUNNER_RECENT_BYTES", DEFAULT_RECENT_BYTES)),
     driver,
     ...(driver === "kubernetes" ? {
       kube: {

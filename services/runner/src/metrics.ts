@@ -1,5 +1,6 @@
 // The runner's metrics: steps started and ended (failures by reason), their duration, steps
-// running now, its cluster's work-queue backlog, and the Kubernetes driver's API calls.
+// running now, where their inputs came from, its cluster's work-queue backlog, and the
+// Kubernetes driver's API calls.
 // Labels name kinds of things (reason, outcome, lane, verb), never a sandbox or a run.
 import type { LaneBacklog } from "@ephemera/eventstore";
 import { FailureReason } from "@ephemera/io-agent";
@@ -53,6 +54,15 @@ export function stepMetrics(registry: Registry): StepMetrics {
       }
     },
   };
+}
+
+/** Counts, per step the process driver ran, where its inputs were resolved (InputsFrom). */
+export function inputMetrics(registry: Registry): (from: string) => void {
+  const inputs = new Counter({
+    name: "ephemera_runner_step_inputs_total", labelNames: ["from"], registers: [registry],
+    help: "Steps whose inputs the process driver resolved, by where from: dispatch (its plan and the runner's memory), journal (a value read from the output journal), iocontext (asked of the IO context)",
+  });
+  return (from) => inputs.inc({ from });
 }
 
 /**

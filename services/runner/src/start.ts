@@ -18,7 +18,7 @@ import { DEFAULT_STEP_SUBNETS, stepSubnets } from "./driver/network-plan.js";
 import type { StepDriver } from "./driver/driver.js";
 // Types only: client-node is loaded when the Kubernetes driver is chosen, not by every runner.
 import type { KubeDriver } from "./driver/kube/driver.js";
-import { kubeApiMetrics, queueMetrics, stepMetrics } from "./metrics.js";
+import { inputMetrics, kubeApiMetrics, queueMetrics, stepMetrics } from "./metrics.js";
 import { Runner } from "./runner.js";
 import { readStepRun } from "./steprun/store.js";
 import { ForkReconciler, NoWorkloads, type ForkCluster } from "./forks/reconciler.js";
@@ -58,7 +58,7 @@ const API_CALLS_LOG_MS = 60_000;
 export async function start(config: RunnerConfig, deps: RunnerDeps): Promise<RunningRunner> {
   const { logger } = deps;
   const registry = deps.metrics;
-  const processes = config.driver === "kubernetes" ? undefined : await processDriver(config, logger, registry);
+  const processes = config.driver === "kubernetes" ? undefined : await processDriver(config, logger, registry, deps.values);
   const { driver, forkCluster, localCluster, jobPods } = processes
     ? { driver: processes, forkCluster: new NoWorkloads(config.cluster), localCluster: undefined, jobPods: undefined }
     : await kubeDriver(config, deps);
@@ -186,7 +186,7 @@ async function kubeDriver(
   return { driver, forkCluster, localCluster: forkCluster, jobPods };
 }
 
-async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined): Promise<ProcessDriver> {
+async function processDriver(config: RunnerConfig, logger: Logger, registry: Registry | undefined, values: ValueJournal): Promise<ProcessDriver> {
   await access(config.launcher).catch((err: unknown) => {
     throw new Error(`the step launcher is missing at ${config.launcher} (build it: pnpm build, which needs a C compiler)`, { cause: err });
   });
@@ -206,8 +206,10 @@ async function processDriver(config: RunnerConfig, logger: Logger, registry: Reg
     network,
     ...(config.iocontextTls ? { iocontextTls: config.iocontextTls } : {}),
     workdir: config.workdir, iocontext: config.iocontextAddr, launcher: config.launcher, isolation, hostEnv: config.hostEnv, logger,
+    // A planned dispatch's inputs: from the steps it ran, or the output journal (no IO-context call).
+    values, ...(config.recentBytes !== undefined ? { recentBytes: config.recentBytes } : {}),
     // Its calls to the IO context (a step's inputs, a success's outputs), by method and code.
-    ...(registry ? { iocontextInterceptors: [grpcClientMetrics(registry)] } : {}),
+    ...(registry ? { iocontextInterceptors: [grpcClientMetrics(registry)], onInputs: inputMetrics(registry) } : {}),
     ...(config.stepNiceness ? { niceness: config.stepNiceness } : {}),
     // The scripts' user and quota (nobody and 256 MiB tmpfs views by default, when root).
     ...(config.stepSandbox ? { sandbox: config.stepSandbox } : {}),

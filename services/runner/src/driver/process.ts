@@ -2,19 +2,25 @@
 // ephemera-launch (native/ephemera-launch.c): its own mount and pid namespaces, the
 // private views mounted by the launcher itself, then the script. The resident launcher
 // (resident.ts) forks that exec, so the runner's heap is never forked. Everything else a step
-// needs is done here, in the long-lived runner, over one IO-context connection: the
-// inputs and script are fetched (one call), staged in the run directory, and after the
-// script its outputs are checked, stored (one call) and reported. Each run gets a process
-// group, so stopping it reaches the script's children too.
+// needs is done here, in the long-lived runner: the script and inputs are resolved (from
+// the dispatch's plan, the outputs of the steps this driver ran and the output journal; or,
+// for a dispatch without a plan, one IO-context call), staged in the run directory, and
+// after the script its outputs are checked, held for the steps that read them next and
+// reported (and, for a dispatch without a plan, cached at the IO context). Each run gets a
+// process group, so stopping it reaches the script's children too.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
+import { parseRunId, valueKey, type ValueJournal } from "@ephemera/events";
 import {
   DEFAULT_RETRY, FailureReason, MAX_OUTPUT_BYTES, REPORT_FILE, STEP_HOME, fetchStepInputs, ioContextClient, parseStepReport,
-  outputMissing, outputTooLarge, planStep, privateViewDirs, storeStepOutputs, type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
+  outputMissing, outputTooLarge, planStep, privateViewDirs, storeStepOutputs, withRetries,
+  type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
 } from "@ephemera/io-agent";
-import { errorMessage, isRetryable, longTimeout, type ClientTls, type Logger, type LongTimeout, type grpc } from "@ephemera/kit";
+import {
+  DEFAULT_RECENT_BYTES, RecentOutputs, errorMessage, isRetryable, longTimeout, type ClientTls, type Logger, type LongTimeout, type grpc,
+} from "@ephemera/kit";
 import type * as pb from "@ephemera/proto";
 import type { RunRequest, RunningStep, StepDriver } from "./driver.js";
 import type { Isolation } from "./isolation.js";
@@ -47,9 +53,25 @@ export interface ProcessDriverOptions {
    * machine busy steps must not starve the services, the API above all.
    */
   niceness?: number;
-  /** How calls to the IO context are retried while it is unavailable (default: DEFAULT_RETRY, ~60 s). */
+  /** How calls to the IO context (and reads of the output journal) are retried while it is unavailable (default: DEFAULT_RETRY, ~60 s). */
   ioRetry?: Partial<RetryPolicy>;
+  /**
+   * The output journal: where the values of a planned dispatch's inputs (its DispatchPlan)
+   * are read when this driver does not hold them. Absent: every step asks the IO context.
+   */
+  values?: Pick<ValueJournal, "get">;
+  /** The bound, in bytes, of its own steps' outputs held for the steps that read them next (default DEFAULT_RECENT_BYTES; 0: none). */
+  recentBytes?: number;
+  /** Told, for each step, where its inputs were resolved (the runner's metrics count it). */
+  onInputs?: (from: InputsFrom) => void;
 }
+
+/**
+ * Where a step's inputs were resolved: `dispatch`, from its plan and this driver's memory
+ * alone; `journal`, from its plan with a value read from the output journal; `iocontext`,
+ * asked of the IO context (a dispatch without a plan).
+ */
+export type InputsFrom = "dispatch" | "journal" | "iocontext";
 
 /** What ephemera-launch left in the run directory's `status`. */
 interface LaunchStatus {
@@ -66,8 +88,12 @@ export class ProcessDriver implements StepDriver {
   private resident?: ResidentLauncher;
   /** Outputs on their way to the IO context's cache (see cache). */
   private readonly caching = new Set<AbortController>();
+  /** The outputs of the steps it ran, served to the steps that read them when their digests are the journaled ones. */
+  private readonly recent?: RecentOutputs;
 
-  constructor(private readonly options: ProcessDriverOptions) {}
+  constructor(private readonly options: ProcessDriverOptions) {
+    if (options.recentBytes !== 0) this.recent = new RecentOutputs(options.recentBytes ?? DEFAULT_RECENT_BYTES);
+  }
 
   private runDir(runId: string): string {
     return join(this.options.workdir, "runs", runId);
@@ -141,7 +167,11 @@ export class ProcessDriver implements StepDriver {
       if (stopping.signal.aborted) return { outcome: "failed", reason: FailureReason.Cancelled, message: "the step was stopped before it started" };
       let plan: StepPlan;
       try {
-        plan = planStep(await fetchStepInputs(this.io(), dispatch.runId, request.token, retrying("cannot get the step's inputs")));
+        const values = this.options.values;
+        const planned = dispatch.plan && values
+          ? await this.plannedInputs(dispatch.plan, values, retrying("cannot read the step's inputs from the output journal")) : undefined;
+        plan = planStep(planned?.inputs ?? await fetchStepInputs(this.io(), dispatch.runId, request.token, retrying("cannot get the step's inputs")));
+        this.options.onInputs?.(planned?.from ?? "iocontext");
       } catch (err) {
         if (stopping.signal.aborted) return cancelled();
         // Still unreachable after the retries: the infrastructure's failure (the step runs again), not the plugin's.
@@ -211,7 +241,11 @@ export class ProcessDriver implements StepDriver {
       }
       const report: StepReport = { outcome: "succeeded", outputs: values.map((v) => ({ name: v.name, size: v.value.length, base64: Buffer.from(v.value).toString("base64") })) };
       reportKnown(report);
-      if (values.length) this.cache(dispatch.runId, request.token, values);
+      if (values.length) {
+        this.recent?.remember(dispatch.runId, dispatch.routingKey, values);
+        // A planned dispatch's readers are planned too: they read this driver's memory or the journal, never the IO context's cache.
+        if (!dispatch.plan) this.cache(dispatch.runId, request.token, values);
+      }
       return report;
     };
 
@@ -246,8 +280,54 @@ export class ProcessDriver implements StepDriver {
   }
 
   /**
+   * A planned dispatch's script and inputs (the scheduler's DispatchPlan), as the IO context
+   * would answer them, without asking it: params as planned; a step's output from what this
+   * driver holds of the run that produced it, when its digest is the one that run journaled,
+   * or else from the output journal, which checks the digest itself. One read per producing
+   * run not held, all at once. A value the journal does not have fails the step
+   * (InputUnavailable), as the IO context's answer would; a journal away is waited out.
+   */
+  private async plannedInputs(
+    plan: pb.DispatchPlan, journal: Pick<ValueJournal, "get">, options: IOCallOptions,
+  ): Promise<{ inputs: pb.GetStepInputsResponse; from: InputsFrom }> {
+    let from: InputsFrom = "dispatch";
+    const runs = new Map<string, Promise<Map<string, Buffer>>>();
+    const valuesOf = (runId: string) => {
+      let read = runs.get(runId);
+      if (!read) {
+        const wanted = plan.inputs.filter((i) => i.runId === runId).map((i) => ({ name: i.output, sha256: i.sha256 }));
+        const held = this.recent?.take(runId, wanted);
+        if (!held) from = "journal";
+        read = held ? Promise.resolve(held) : this.journaled(journal, runId, wanted, options);
+        runs.set(runId, read);
+      }
+      return read;
+    };
+    for (const i of plan.inputs) if (i.runId) valuesOf(i.runId).catch(() => undefined);
+    const inputs: pb.ResolvedInput[] = [];
+    for (const i of plan.inputs) {
+      const value = i.runId ? (await valuesOf(i.runId)).get(i.output) : i.param === undefined ? undefined : Buffer.from(i.param, "utf8");
+      inputs.push({ name: i.name, present: value !== undefined, value: value ?? Buffer.alloc(0), env: i.env, path: i.path });
+    }
+    return { inputs: { script: plan.script, inputs, outputs: plan.outputs }, from };
+  }
+
+  /** A run's wanted values from the output journal (each checked against its digest there), retried while it is away. */
+  private async journaled(
+    journal: Pick<ValueJournal, "get">, runId: string, wanted: Array<{ name: string; sha256: string }>, options: IOCallOptions,
+  ): Promise<Map<string, Buffer>> {
+    const read = (w: { name: string; sha256: string }) =>
+      withRetries(() => journal.get(valueKey(runId, w.name), w.sha256), options.retry || undefined, options.onRetry, options.signal);
+    const values = new Map(await Promise.all(wanted.map(async (w) => [w.name, await read(w)] as const)));
+    // Held for the next step that reads the same run (a fan-out).
+    this.recent?.remember(runId, parseRunId(runId)?.routingKey ?? "", [...values].map(([name, value]) => ({ name, value })));
+    return values;
+  }
+
+  /**
    * Hands a succeeded step's outputs to the IO context's cache while the runner records the
-   * result, not before: the runner journals them from the report, and that journal is what
+   * result, not before (a dispatch without a plan only: an older scheduler's, whose readers
+   * ask the IO context): the runner journals them from the report, and that journal is what
    * counts (the IO context takes a write after the run's end only as a copy of it). Waiting
    * for this call cost a chained step about 8 ms. A cache that misses them costs a later
    * read one journal lookup; a runner that stops abandons the writes in flight.
