@@ -8,8 +8,8 @@
 // after the script its outputs are checked, held for the steps that read them next and
 // reported (and, for a dispatch without a plan, cached at the IO context). Each run gets a
 // process group, so stopping it reaches the script's children too.
-import { mkdirSync, writeFileSync } from "node:fs";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFile, rm } from "node:fs/promises";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { parseRunId, valueKey, type ValueJournal } from "@ephemera/events";
@@ -132,7 +132,12 @@ export class ProcessDriver implements StepDriver {
   }
 
   async cleanup(runId: string): Promise<void> {
-    await rm(this.runDir(runId), { recursive: true, force: true }).catch(() => undefined);
+    // Synchronously, as the directory was made and read (see stage): some ten small files.
+    try {
+      rmSync(this.runDir(runId), { recursive: true, force: true });
+    } catch {
+      // Left for the next start's leftovers sweep.
+    }
   }
 
   run(request: RunRequest): RunningStep {
@@ -216,7 +221,7 @@ export class ProcessDriver implements StepDriver {
       signalGroup("SIGKILL");
       // Every process of the step is gone (its pid namespace, or its group): the next step may have the namespace.
       lease.release();
-      const status = parseStatus(await readFile(join(runDir, "status"), "utf8").catch(() => ""));
+      const status = parseStatus(readIfThere(join(runDir, "status")));
       if (stopping.signal.aborted || status?.cancelled) return cancelled(status?.exit?.code);
       if (!status) {
         if (exit.error) return { outcome: "failed", reason: FailureReason.DriverError, message: `${exit.error.message}, before the step reported` };
@@ -235,7 +240,7 @@ export class ProcessDriver implements StepDriver {
         const found = status.outputs.get(i);
         if (!found || "missing" in found) return refused(outputMissing(o));
         if ("tooLarge" in found) return refused(outputTooLarge(o, found.tooLarge));
-        const value = await readFile(join(runDir, "out", String(i)));
+        const value = readFileSync(join(runDir, "out", String(i)));
         if (value.length !== found.size) return { outcome: "failed", reason: FailureReason.DriverError, message: `output "${o.name}" was not copied whole` };
         values.push({ name: o.name, value, size: value.length, sha256: "" });
       }
@@ -258,7 +263,11 @@ export class ProcessDriver implements StepDriver {
         if (report.outcome === "failed" && report.reason !== FailureReason.Error) say(report.message);
         // Kept until the runner has recorded the result (cleanup): a runner that dies in
         // between finds it again (recover) after a restart.
-        await writeFile(join(runDir, REPORT_FILE), JSON.stringify(report), { mode: 0o600 }).catch(() => undefined);
+        try {
+          writeFileSync(join(runDir, REPORT_FILE), JSON.stringify(report), { mode: 0o600 });
+        } catch {
+          // Only the shortcut after a runner's crash is lost: the step runs again then.
+        }
         return report;
       });
 
@@ -345,9 +354,12 @@ export class ProcessDriver implements StepDriver {
 
   /**
    * Writes the script and input files into the run directory; returns the launcher's arguments.
-   * Synchronously, as the run directory is made: a few small files on the runner's own disk
-   * are written in microseconds, and each hop through the thread pool cost more than that on
-   * a busy runner (a traced chain: 2.9 ms a step for the directory and these files).
+   * Synchronously, as the run directory is made, read after the step and removed: a few small
+   * files on the runner's own disk are written in microseconds, and each hop through the
+   * thread pool cost more than that on a busy runner (a traced chain: 2.9 ms a step for the
+   * directory and these files; reading the status and outputs, writing the report and
+   * removing the directory after the step, over 2,000 such directories in a loop: 1.9 ms of
+   * CPU each through the thread pool, 0.5 ms without).
    */
   private stage(plan: StepPlan, runDir: string): string[] {
     const views = privateViewDirs(plan, runDir);
@@ -381,6 +393,15 @@ async function freshRunDir(runDir: string): Promise<void> {
     mkdirSync(runDir, { mode: 0o700 });
   }
   mkdirSync(join(runDir, "in"), { mode: 0o700 });
+}
+
+/** A file's text, or "" when it is not there (or cannot be read). */
+function readIfThere(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return "";
+  }
 }
 
 /** A declared output's failure (io-agent words it) as the step's report. */
