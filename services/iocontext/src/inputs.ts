@@ -2,7 +2,7 @@
 // handed to the script (env var, file, or both).
 import type * as pb from "@ephemera/proto";
 import type { Phase } from "@ephemera/events";
-import { inputEnvName } from "@ephemera/kit";
+import { inputEnvName, sandboxParam } from "@ephemera/kit";
 import { outputDigest, succeededRun, type WorkflowView } from "./state.js";
 
 export type InputSource =
@@ -45,7 +45,7 @@ export function planInputs(step: pb.Step, ctx: InputContext): PlannedInput[] {
 
 function sourceOf(input: pb.StepInput, ctx: InputContext): InputSource {
   const ref = input.valueFromStep;
-  if (!ref) return { kind: "param", value: input.valueFromSandbox ? ctx.workflow.started?.params[input.name] : undefined };
+  if (!ref) return { kind: "param", value: input.valueFromSandbox ? sandboxParam(ctx.workflow.started?.params, input.name) : undefined };
   if (findStep(ctx.spec, ctx.phase, ref.name)) {
     return stepSource(ref, ctx.workflow, true);
   }

@@ -47,6 +47,11 @@ describe("input resolution", () => {
   it("leaves an unset sandbox param absent instead of failing", () => {
     const [p] = planInputs(step("s", [{ name: "tags", valueFromSandbox: true }]), create(workflow({})));
     expect(p?.source).toEqual({ kind: "param", value: undefined });
+    // A param named like an Object method is a param like any other: unset, absent; set, its value.
+    const [method] = planInputs(step("s", [{ name: "constructor", valueFromSandbox: true }]), create(workflow({})));
+    expect(method?.source).toEqual({ kind: "param", value: undefined });
+    const [set] = planInputs(step("s", [{ name: "toString", valueFromSandbox: true }]), create(workflow({ toString: "x" })));
+    expect(set?.source).toEqual({ kind: "param", value: "x" });
   });
 
   it("takes a step output from the run that succeeded in the same workflow, and requires it", () => {

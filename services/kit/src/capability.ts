@@ -36,6 +36,10 @@ export function inputEnvName(input: pb.StepInput): string {
   return input.name.toUpperCase().replace(/-/g, "_");
 }
 
+/** A sandbox param's value; undefined when it is not set (a param named like an Object method included). */
+export const sandboxParam = (params: Record<string, string> | undefined, name: string): string | undefined =>
+  params && Object.hasOwn(params, name) ? params[name] : undefined;
+
 export const stepCapability = (run: string, step: Pick<pb.Step, "inputs" | "outputs">): StepCapability => ({ run, ...stepGrants(step) });
 
 const ISSUER = "ephemera-runner";

@@ -5,7 +5,7 @@
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, type DomainEvent } from "@ephemera/events";
 import type { Commit, EventStore, Feed, Lane, Projection, RecordedEvent, Subscription, WorkQueue } from "@ephemera/eventstore";
-import { UnavailableError, inputEnvName, stepGrants, type Logger } from "@ephemera/kit";
+import { UnavailableError, inputEnvName, sandboxParam, stepGrants, type Logger } from "@ephemera/kit";
 import type { PluginFacts } from "./facts.js";
 import { isTerminal, type StartedWorkflow, type WorkflowState } from "./workflow/state.js";
 
@@ -184,7 +184,7 @@ export function planOf(step: pb.Step, steps: pb.Step[], wf: StartedWorkflow, cre
     const planned = { name: input.name, env: inputEnvName(input), path: input.as?.path ?? "", step: "", output: "", runId: "", sha256: "" };
     const ref = input.valueFromStep;
     if (!ref) {
-      const param = input.valueFromSandbox ? wf.started.params[input.name] : undefined;
+      const param = input.valueFromSandbox ? sandboxParam(wf.started.params, input.name) : undefined;
       bytes += param === undefined ? 0 : Buffer.byteLength(param);
       inputs.push(param === undefined ? planned : { ...planned, param });
       continue;

@@ -64,6 +64,7 @@ describe("planOf: a dispatch's plan, only where every input is known for good", 
           { name: "host", valueFromStep: { name: "make", output: "host" }, as: { env: "", path: "/tmp/in/host" } },
           { name: "region", valueFromSandbox: true },
           { name: "zone-id", valueFromSandbox: true },
+          { name: "constructor", valueFromSandbox: true },
         ],
       },
     ],
@@ -93,6 +94,8 @@ describe("planOf: a dispatch's plan, only where every input is known for good", 
         { name: "host", env: "", path: "/tmp/in/host", step: "make", output: "host", runId: "rk.db.create.make.1", sha256: "ab12" },
         { name: "region", env: "REGION", path: "", step: "", output: "", runId: "", sha256: "", param: "eu-1" },
         { name: "zone-id", env: "ZONE_ID", path: "", step: "", output: "", runId: "", sha256: "" },
+        // Named like an Object method and not set: no value, not the method.
+        { name: "constructor", env: "CONSTRUCTOR", path: "", step: "", output: "", runId: "", sha256: "" },
       ],
       outputs: step("create", "use").outputs,
     });
@@ -101,6 +104,9 @@ describe("planOf: a dispatch's plan, only where every input is known for good", 
   it("plans nothing when a producer has not succeeded or journaled no digest, or the plan is too large", () => {
     expect(planOf(step("create", "use"), spec.create, started(workflow("create")), undefined)).toBeUndefined();
     expect(planOf(step("create", "use"), spec.create, started(workflow("create", ...made())), undefined)).toBeUndefined();
+    // Retried: the producer runs again, its earlier run and outputs no longer count.
+    const retried = workflow("create", ...made("ab12"), ev("ephemera.workflow.retried.v1", { steps: ["make"] }));
+    expect(planOf(step("create", "use"), spec.create, started(retried), undefined)).toBeUndefined();
     const big = { ...step("create", "use"), script: "x".repeat(MAX_PLAN_BYTES + 1) };
     expect(planOf(big, spec.create, started(workflow("create", ...made("ab12"))), undefined)).toBeUndefined();
   });
