@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 
-/** Default bound of the values held (the IO context's EPHEMERA_IOCONTEXT_RECENT_BYTES). */
+/** Default bound of the values held (EPHEMERA_IOCONTEXT_RECENT_BYTES, EPHEMERA_RUNNER_RECENT_BYTES). */
 export const DEFAULT_RECENT_BYTES = 64 * 1024 * 1024;
 
 /** What a run's entry costs besides its values (the maps, names and digests), roughly. */
@@ -25,9 +25,11 @@ export class RecentOutputs {
   /** Routing key → its runs held, so a deleted sandbox's go at once. */
   private readonly bySandbox = new Map<string, Set<string>>();
 
-  constructor(maxBytes = DEFAULT_RECENT_BYTES) {
+  /** `ttlMs`: a run's values leave memory this long after they were held, whatever is read (absent: only past the bound). */
+  constructor(maxBytes = DEFAULT_RECENT_BYTES, options: { ttlMs?: number } = {}) {
     this.runs = new LRUCache<string, Run>({
       maxSize: Math.max(1, maxBytes),
+      ...(options.ttlMs ? { ttl: options.ttlMs, ttlAutopurge: true, updateAgeOnGet: false } : {}),
       sizeCalculation: (run) => {
         let size = ENTRY_OVERHEAD;
         for (const [name, held] of run.outputs) size += name.length + held.value.length + held.sha256.length;

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { waitFor } from "./wait.js";
 import { RecentOutputs } from "./recent-outputs.js";
 
 const out = (name: string, value: string) => ({ name, value: Buffer.from(value) });
@@ -55,5 +56,15 @@ describe("RecentOutputs: recent runs' outputs in memory, served only as journale
     expect(recent.take("rk1.db.create.b.1", [wanted("url", "u")])).toBeUndefined();
     expect(text(recent.take("rk2.db.create.a.1", [wanted("host", "db-2")]))).toEqual({ host: "db-2" });
     expect(recent.size.runs).toBe(1);
+  });
+
+  it("with a time to live, lets a run's values go that long after they were held, read or not", async () => {
+    const recent = new RecentOutputs(4096, { ttlMs: 50 });
+    recent.remember("rk1.db.create.a.1", "rk1", [out("host", "db-1")]);
+    expect(text(recent.take("rk1.db.create.a.1", [wanted("host", "db-1")]))).toEqual({ host: "db-1" });
+    await waitFor(() => recent.size.runs === 0, { timeoutMs: 5_000, intervalMs: 10, what: "the run's values to leave memory" });
+    expect(recent.take("rk1.db.create.a.1", [wanted("host", "db-1")])).toBeUndefined();
+    // Gone from its sandbox's index too.
+    expect(recent.forget("rk1")).toBe(0);
   });
 });

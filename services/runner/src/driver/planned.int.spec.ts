@@ -78,7 +78,7 @@ describe("the process driver runs a planned dispatch without the IO context", ()
     driver = new ProcessDriver({
       workdir, iocontext: `127.0.0.1:${await closedPort()}`, launcher: LAUNCHER, isolation: await detectIsolation(workdir, LAUNCHER),
       logger: createLogger("test", "silent"), hostEnv: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
-      values: counted, onInputs: (from) => asked.push(from), iocontextInterceptors: [calls], ioRetry: { totalMs: 300, baseDelayMs: 50, maxDelayMs: 100 },
+      values: counted, onInputs: (from) => asked.push(from), iocontextInterceptors: [calls], ioRetry: { totalMs: 5_000, baseDelayMs: 20, maxDelayMs: 50 },
     });
   });
 
@@ -137,7 +137,31 @@ describe("the process driver runs a planned dispatch without the IO context", ()
     await journal.put(valueKey(producer, "host"), Buffer.from("db-evil"));
     const forged = await run(dispatch("use2", readPlan([hostFrom(producer, sha256Hex(Buffer.from("db-7")))])));
     expect(forged).toMatchObject({ outcome: "failed", reason: "InputUnavailable" });
+    expect(forged.outcome === "failed" && forged.message).toContain(valueKey(producer, "host"));
+    expect(forged.outcome === "failed" && forged.message).not.toContain("db-evil");
     expect(asked).toEqual([]);
+  }, 30_000);
+
+  it("reads two outputs of one run in one go, and leaves an input whose producer never ran without a value", async () => {
+    const two = pb.DispatchPlan.fromPartial({
+      script: "#!/bin/sh\nprintf '%s|%s|%s' \"$HOST\" \"$PORT\" \"${GONE-unset}\" > /tmp/seen\n",
+      inputs: [
+        { name: "host", env: "HOST", step: "make", output: "host", runId: producer, sha256: sha256Hex(Buffer.from("db-7")) },
+        { name: "port", env: "PORT", step: "make", output: "port", runId: producer, sha256: sha256Hex(Buffer.from("5432")) },
+        // A create step a delete step reads, which never ran: planned with no run.
+        { name: "gone", env: "GONE", step: "never", output: "v" },
+      ],
+      outputs: [{ name: "seen", valueFromPath: "/tmp/seen" }],
+    });
+    await journal.put(valueKey(producer, "host"), Buffer.from("db-7"));
+    await journal.put(valueKey(producer, "port"), Buffer.from("5432"));
+    expect(output(await run(dispatch("use", two)), "seen")).toBe("db-7|5432|unset");
+    expect(read.sort()).toEqual([valueKey(producer, "host"), valueKey(producer, "port")]);
+    expect(asked).toEqual(["journal"]);
+    // Both held now: the next reader reads nothing.
+    expect(output(await run(dispatch("use2", two)), "seen")).toBe("db-7|5432|unset");
+    expect(read).toHaveLength(2);
+    expect(called).toEqual([]);
   }, 30_000);
 
   it("asks the IO context for a dispatch without a plan (here: nobody answers)", async () => {

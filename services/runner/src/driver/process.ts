@@ -67,6 +67,13 @@ export interface ProcessDriverOptions {
 }
 
 /**
+ * How long the outputs of a step this driver ran are held for the steps that read them: the
+ * next steps of a chain are dispatched within milliseconds; and the runner does not follow
+ * sandbox deletions, so a deleted sandbox's values leave its memory at the latest this long after.
+ */
+export const RECENT_TTL_MS = 5 * 60_000;
+
+/**
  * Where a step's inputs were resolved: `dispatch`, from its plan and this driver's memory
  * alone; `journal`, from its plan with a value read from the output journal; `iocontext`,
  * asked of the IO context (a dispatch without a plan).
@@ -92,7 +99,7 @@ export class ProcessDriver implements StepDriver {
   private readonly recent?: RecentOutputs;
 
   constructor(private readonly options: ProcessDriverOptions) {
-    if (options.recentBytes !== 0) this.recent = new RecentOutputs(options.recentBytes ?? DEFAULT_RECENT_BYTES);
+    if (options.recentBytes !== 0) this.recent = new RecentOutputs(options.recentBytes ?? DEFAULT_RECENT_BYTES, { ttlMs: RECENT_TTL_MS });
   }
 
   private runDir(runId: string): string {
@@ -248,7 +255,8 @@ export class ProcessDriver implements StepDriver {
       reportKnown(report);
       if (values.length) {
         this.recent?.remember(dispatch.runId, dispatch.routingKey, values);
-        // A planned dispatch's readers are planned too: they read this driver's memory or the journal, never the IO context's cache.
+        // A planned dispatch's readers are mostly planned too (this driver's memory or the journal). One that is not (a delete
+        // step whose create workflow had not ended, a plan too large to carry) misses the cache and reads the journal.
         if (!dispatch.plan) this.cache(dispatch.runId, request.token, values);
       }
       return report;
@@ -326,7 +334,7 @@ export class ProcessDriver implements StepDriver {
     journal: Pick<ValueJournal, "get">, runId: string, wanted: Array<{ name: string; sha256: string }>, options: IOCallOptions,
   ): Promise<Map<string, Buffer>> {
     const read = (w: { name: string; sha256: string }) =>
-      withRetries(() => journal.get(valueKey(runId, w.name), w.sha256), options.retry || undefined, options.onRetry, options.signal);
+      withRetries(() => journal.get(valueKey(runId, w.name), w.sha256), retryPolicy(options), options.onRetry, options.signal);
     const values = new Map(await Promise.all(wanted.map(async (w) => [w.name, await read(w)] as const)));
     // Held for the next step that reads the same run (a fan-out).
     this.recent?.remember(runId, parseRunId(runId)?.routingKey ?? "", [...values].map(([name, value]) => ({ name, value })));
@@ -335,8 +343,8 @@ export class ProcessDriver implements StepDriver {
 
   /**
    * Hands a succeeded step's outputs to the IO context's cache while the runner records the
-   * result, not before (a dispatch without a plan only: an older scheduler's, whose readers
-   * ask the IO context): the runner journals them from the report, and that journal is what
+   * result, not before (only for a dispatch without a plan, whose readers are likely to ask
+   * the IO context too): the runner journals them from the report, and that journal is what
    * counts (the IO context takes a write after the run's end only as a copy of it). Waiting
    * for this call cost a chained step about 8 ms. A cache that misses them costs a later
    * read one journal lookup; a runner that stops abandons the writes in flight.
@@ -394,6 +402,10 @@ async function freshRunDir(runDir: string): Promise<void> {
   }
   mkdirSync(join(runDir, "in"), { mode: 0o700 });
 }
+
+/** A call's retry policy as withRetries takes it: `retry: false` is one attempt. */
+const retryPolicy = (options: IOCallOptions): RetryPolicy =>
+  options.retry === false ? { ...DEFAULT_RETRY, totalMs: 0 } : options.retry ?? DEFAULT_RETRY;
 
 /** A file's text, or "" when it is not there (or cannot be read). */
 function readIfThere(path: string): string {
