@@ -30,7 +30,7 @@ describe("three 1 MiB outputs of one step (own servers, services as processes)",
     await stack?.stop();
   }, 60_000);
 
-  it("journals them, caches none in Redis, and the delete step reads all three intact from the journal", async () => {
+  it("journals them, caches none in Redis, and the delete step still reads all three intact", async () => {
     await ephOk(eph, ["plugin", "apply", "-f", join(FIXTURES, "large-plugin.yaml")]);
     await ephOk(eph, ["sandbox", "apply", "-f", join(FIXTURES, "large-sandbox.yaml"), "--wait-timeout", "90s"], { timeoutMs: 100_000 });
     const { routingKey } = JSON.parse((await ephOk(eph, ["sandbox", "get", "large", "-o", "json"])).stdout) as { routingKey: string };

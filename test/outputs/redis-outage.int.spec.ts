@@ -2,8 +2,8 @@
 // through the real scheduler, runner and IO context, on the JetStream event store and output
 // journal, gets every output right. Its dispatches carry their plans, so the process driver
 // hands each step the last one's value itself and never uses the IO context's cache. The
-// same inputs asked of the IO context meanwhile (as a pod's agent asks them) come from the
-// journal while it sends Redis nothing (its calls refused at once, counted by
+// same inputs asked of the IO context then, Redis still down (as a pod's agent asks them),
+// come from the journal while it sends Redis nothing (its calls refused at once, counted by
 // ephemera_iocontext_redis_calls_total), since Redis is only a cache of the output journal.
 // Once Redis is back the IO context uses it again and refills what it missed, when a read
 // needs it; the refill is read through a second IO context, as another replica would (the

@@ -62,11 +62,11 @@ describe("NATS and Redis with credentials (own servers, services as processes)",
     const admin = new Redis(redis.url, { username: "ephemera", password: REDIS_PASSWORD });
     try {
       const self = await admin.client("ID");
-      const others = await waitFor(async () => {
+      // Fails on its deadline unless such a client shows.
+      await waitFor(async () => {
         const clients = String(await admin.client("LIST")).trim().split("\n").filter((line) => !line.startsWith(`id=${self} `));
-        return clients.some((line) => / user=ephemera /.test(line) && / cmd=ping /.test(line)) ? clients : undefined;
-      }, { timeoutMs: 10_000, intervalMs: 100, what: "the IO context's heartbeat on Redis" });
-      expect(others.length).toBeGreaterThan(0);
+        return clients.some((line) => / user=ephemera /.test(line) && / cmd=ping /.test(line));
+      }, { timeoutMs: 10_000, intervalMs: 100, what: "the IO context's heartbeat on Redis, as the ACL user" });
     } finally {
       admin.disconnect();
     }

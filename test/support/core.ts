@@ -48,6 +48,8 @@ export interface CoreOptions {
   stores?: { store: EventStore; values: ValueStore };
   /** The IO context counts its calls (and its Redis calls) in this registry (default: nothing counted). */
   metrics?: Registry;
+  /** The runner's metrics (a registry of its own: its series share names with the IO context's). */
+  runnerMetrics?: Registry;
   /** When the API holds creates under a burst (default: the service's DEFAULT_ADMISSION). */
   admission?: AdmissionSettings;
   /** Steps the runner runs at once (default 8). */
@@ -138,7 +140,10 @@ export async function startCore(options: CoreOptions = {}): Promise<Core> {
       hostEnv: Object.fromEntries(["PATH", "LANG"].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
       // Steps still running when the test ends are stopped at once.
       cancelGraceMs: 500, shutdownGraceMs: 0, heartbeatMs: 1_000,
-    }, { store, queue, logs, claims: new InMemoryClaimStore(), logger, signingKey: TEST_KEY, values });
+    }, {
+      store, queue, logs, claims: new InMemoryClaimStore(), logger, signingKey: TEST_KEY, values,
+      ...(options.runnerMetrics ? { metrics: options.runnerMetrics } : {}),
+    });
     stops.push(() => runner.stop());
 
     const events = async (): Promise<RecordedEvent[]> => {

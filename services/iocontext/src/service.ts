@@ -178,7 +178,8 @@ export class IOContextHandlers {
    * and once. The same values again (a retried call whose answer was lost) are fine;
    * other values for an output already written are refused. After the end, a write is
    * taken only as a copy of what the run journaled (asJournaled): the process driver caches
-   * a step's outputs while the runner records its result, so its write may land after it.
+   * the outputs of a step whose dispatch had no plan while the runner records its result, so
+   * its write may land after it.
    */
   private async runningNow(runId: string): Promise<"running" | "ended"> {
     const types = (await this.deps.store.read(Aggregates.steprun, runId)).events.map((e) => e.type);
