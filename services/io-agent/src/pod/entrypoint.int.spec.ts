@@ -87,7 +87,9 @@ describe.each(SHELLS)("the entrypoint under %s", (_name, shell) => {
   });
 
   it("passes SIGTERM on to the script and records how it ended: its own exit code if it traps it, 128+15 if it does not", async () => {
-    await prepare(`#!/bin/sh\ntrap 'kill $!; echo cleaned > cleaned; exit 42' TERM\necho ready > ready\nsleep 60 & wait $!\n`);
+    // Ready only once its sleep has started: a TERM while the shell forks it could leave the sleep
+    // running past the script's end (its trap's $! not yet that sleep), holding the output pipe open.
+    await prepare(`#!/bin/sh\ntrap 'kill $!; echo cleaned > cleaned; exit 42' TERM\nsleep 60 &\necho ready > ready\nwait $!\n`);
     let main = entrypoint();
     await waitFor(() => existsSync(join(out, "ready")), { timeoutMs: 10_000, what: "the script to start" });
     main.kill("SIGTERM");
