@@ -22,7 +22,8 @@ export function ioContextClient(address: string, tls?: ClientTls, interceptors: 
   return new pb.IOContextClient(address, credentials, interceptors.length ? { ...options, interceptors } : options);
 }
 
-function withPolicy<T>(fn: (timeoutMs: number) => Promise<T>, options: IOCallOptions): Promise<T> {
+/** Runs `fn` (given each attempt's deadline) under a call's options: retried while UNAVAILABLE, or once (`retry: false`). */
+export function withPolicy<T>(fn: (timeoutMs: number) => Promise<T>, options: IOCallOptions): Promise<T> {
   const { timeoutMs = 15_000, retry = DEFAULT_RETRY, onRetry, signal } = options;
   if (retry === false) return fn(timeoutMs);
   return withRetries((remainingMs) => fn(Math.min(timeoutMs, remainingMs)), retry, onRetry, signal);

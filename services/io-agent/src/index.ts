@@ -1,6 +1,6 @@
 // The init and sidecar logic of a step run: the same code serves the process driver (in
 // the runner) and the pod agent (the init and sidecar containers of a runner pod).
-export { ioContextClient, fetchStepInputs, storeStepOutputs, fetchStepOutputs, type IOCallOptions } from "./client.js";
+export { ioContextClient, fetchStepInputs, storeStepOutputs, fetchStepOutputs, withPolicy, type IOCallOptions } from "./client.js";
 export { DEFAULT_RETRY, withRetries, type RetryPolicy, type RetryNotice } from "./retry.js";
 export { STEP_HOME, planStep, writeStepFiles, absolutePath, type StepPlan, type StepFile } from "./init.js";
 export { collectOutputs, outputMissing, outputTooLarge, type CollectedOutputs } from "./sidecar.js";

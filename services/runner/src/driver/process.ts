@@ -15,7 +15,7 @@ import { dirname, join } from "node:path";
 import { parseRunId, valueKey, type ValueJournal } from "@ephemera/events";
 import {
   DEFAULT_RETRY, FailureReason, MAX_OUTPUT_BYTES, REPORT_FILE, STEP_HOME, fetchStepInputs, ioContextClient, parseStepReport,
-  outputMissing, outputTooLarge, planStep, privateViewDirs, storeStepOutputs, withRetries,
+  outputMissing, outputTooLarge, planStep, privateViewDirs, storeStepOutputs, withPolicy,
   type IOCallOptions, type RetryPolicy, type StepPlan, type StepReport,
 } from "@ephemera/io-agent";
 import {
@@ -334,7 +334,7 @@ export class ProcessDriver implements StepDriver {
     journal: Pick<ValueJournal, "get">, runId: string, wanted: Array<{ name: string; sha256: string }>, options: IOCallOptions,
   ): Promise<Map<string, Buffer>> {
     const read = (w: { name: string; sha256: string }) =>
-      withRetries(() => journal.get(valueKey(runId, w.name), w.sha256), retryPolicy(options), options.onRetry, options.signal);
+      withPolicy(() => journal.get(valueKey(runId, w.name), w.sha256), options);
     const values = new Map(await Promise.all(wanted.map(async (w) => [w.name, await read(w)] as const)));
     // Held for the next step that reads the same run (a fan-out).
     this.recent?.remember(runId, parseRunId(runId)?.routingKey ?? "", [...values].map(([name, value]) => ({ name, value })));
@@ -402,10 +402,6 @@ async function freshRunDir(runDir: string): Promise<void> {
   }
   mkdirSync(join(runDir, "in"), { mode: 0o700 });
 }
-
-/** A call's retry policy as withRetries takes it: `retry: false` is one attempt. */
-const retryPolicy = (options: IOCallOptions): RetryPolicy =>
-  options.retry === false ? { ...DEFAULT_RETRY, totalMs: 0 } : options.retry ?? DEFAULT_RETRY;
 
 /** A file's text, or "" when it is not there (or cannot be read). */
 function readIfThere(path: string): string {
