@@ -4,11 +4,12 @@
 // here is remembered and stopped by stopAll(), on success, failure or Ctrl-C alike.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { checkHealth, waitFor } from "../../services/kit/dist/client.js";
+import { defaultWorkRoot } from "../../services/runner/dist/driver/workroot.js";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const SERVICES = ["iocontext", "scheduler", "runner", "sandbox"];
@@ -132,6 +133,21 @@ export async function startService(service, env, healthAddress, timeoutMs = 60_0
 }
 
 /** The environment of the four services under `prefix`, each listening on a port of its own; `at(service)` is where. */
+const runnerRoots = new Set();
+
+/**
+ * Where a stack's runners keep their run directories: where a runner's own default puts
+ * them (a memory filesystem, when it has room), in a directory of this scratch's, removed
+ * by stopAll.
+ */
+function runnerRoot(scratch) {
+  const root = defaultWorkRoot(scratch);
+  if (root === scratch) return scratch;
+  const dir = join(root, `ephemera-bench-${basename(scratch)}`);
+  runnerRoots.add(dir);
+  return dir;
+}
+
 export async function stackEnv({ natsUrl, redisUrl, scratch, prefix, env: extra = {} }) {
   const ports = {};
   for (const s of SERVICES) ports[s] = await freePort();
@@ -140,7 +156,7 @@ export async function stackEnv({ natsUrl, redisUrl, scratch, prefix, env: extra 
     NATS_URL: natsUrl, REDIS_URL: redisUrl, EPHEMERA_PREFIX: prefix,
     EPHEMERA_API_LISTEN: at("sandbox"), EPHEMERA_IOCONTEXT_LISTEN: at("iocontext"), EPHEMERA_IOCONTEXT_ADDR: at("iocontext"),
     EPHEMERA_SCHEDULER_LISTEN: at("scheduler"), EPHEMERA_RUNNER_LISTEN: at("runner"),
-    EPHEMERA_RUNNER_WORKDIR: join(scratch, prefix, "runner"),
+    EPHEMERA_RUNNER_WORKDIR: join(runnerRoot(scratch), prefix, "runner"),
     EPHEMERA_SIGNING_KEY_FILE: join(scratch, prefix, "signing.key"),
     ...extra,
   });
@@ -158,7 +174,7 @@ export async function startStack({ natsUrl, redisUrl, scratch, tag, prefix = new
   const starts = SERVICES.map((s) => ({ name: s, service: s, env, health: at(s) }));
   for (let i = 2; i <= runners; i++) {
     const health = `127.0.0.1:${await freePort()}`;
-    starts.push({ name: `runner${i}`, service: "runner", health, env: { ...env, EPHEMERA_RUNNER_LISTEN: health, EPHEMERA_RUNNER_WORKDIR: join(scratch, prefix, `runner${i}`) } });
+    starts.push({ name: `runner${i}`, service: "runner", health, env: { ...env, EPHEMERA_RUNNER_LISTEN: health, EPHEMERA_RUNNER_WORKDIR: join(runnerRoot(scratch), prefix, `runner${i}`) } });
   }
   const names = starts.map((s) => s.name);
   const procs = {};
@@ -220,6 +236,8 @@ export async function stopAll() {
   const servers = procs.filter((p) => p.name.endsWith("-server"));
   await Promise.all(procs.filter((p) => !servers.includes(p)).map((p) => p.stop("SIGTERM", 5_000)));
   await Promise.all(servers.map((p) => p.stop("SIGTERM", 5_000)));
+  for (const dir of runnerRoots) rmSync(dir, { recursive: true, force: true });
+  runnerRoots.clear();
   // What a figure borrowed from another file started (cli-startup's API) if it was cut short.
   for (const pid of ownChildren()) {
     try { process.kill(pid, "SIGTERM"); } catch { /* gone meanwhile */ }

@@ -32,6 +32,17 @@ describe("init plan", () => {
     expect(dirs).toEqual(["/srv/z", "/work/a", "/work/a/b", "/tmp"]);
   });
 
+  it("gives every step its roots last (/tmp, then /dev/shm): a path within one needs no view, and may sit beside the run directories there", () => {
+    const dirs = privateViewDirs({
+      files: [{ path: "/dev/shm/in", value: Buffer.alloc(0) }],
+      outputs: [{ name: "o", path: "/dev/shm/a/out" }, { name: "p", path: "/srv/out" }, { name: "q", path: "/tmp/q" }],
+    }, "/dev/shm/ephemera/p/runs/r1", ["/tmp", "/dev/shm"]);
+    expect(dirs).toEqual(["/srv", "/tmp", "/dev/shm"]);
+    // Without /dev/shm among the roots, a view of it would hide the run directory.
+    expect(() => privateViewDirs({ files: [], outputs: [{ name: "o", path: "/dev/shm/out" }] }, "/dev/shm/ephemera/p/runs/r1"))
+      .toThrow(/its directory \/dev\/shm holds the runner's work directory/);
+  });
+
   it("refuses a path directly under / and a directory that would hide the run directory", () => {
     const out = (path: string) => ({ files: [], outputs: [{ name: "o", path }] });
     expect(() => privateViewDirs(out("/value"), "/tmp/r")).toThrow(PrivateViewError);

@@ -114,7 +114,8 @@ export const DEFAULT_KUBE_CONCURRENCY = 16;
 
 export interface ConfigDefaults {
   launcher: string;
-  tmpdir: string;
+  /** Where the work directory goes by default, as `<workRoot>/ephemera/<prefix>` (see defaultWorkRoot). */
+  workRoot: string;
   runnerId: string;
   /** The runner's own uid (process.getuid()): steps leave root by default. */
   uid?: number;
@@ -177,7 +178,7 @@ export function runnerConfig(env: Env, defaults: ConfigDefaults): RunnerConfig {
     } : {}),
     iocontextAddr,
     ...(iocontextTls ? { iocontextTls } : {}),
-    workdir: envString(env, "EPHEMERA_RUNNER_WORKDIR", join(defaults.tmpdir, "ephemera", prefix)),
+    workdir: envString(env, "EPHEMERA_RUNNER_WORKDIR", join(defaults.workRoot, "ephemera", prefix)),
     listen: envString(env, "EPHEMERA_RUNNER_LISTEN", DEFAULT_RUNNER_LISTEN),
     runnerId: defaults.runnerId,
     launcher: defaults.launcher,

@@ -1,6 +1,6 @@
 import { logRetention, runnerConfig } from "./config.js";
 
-const defaults = { launcher: "/ephemera-launch", tmpdir: "/tmp", runnerId: "r1", uid: 1000 };
+const defaults = { launcher: "/ephemera-launch", workRoot: "/tmp", runnerId: "r1", uid: 1000 };
 
 describe("runner configuration: log retention", () => {
   it("keeps step logs 7 days unless EPHEMERA_LOG_RETENTION says otherwise", () => {

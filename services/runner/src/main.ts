@@ -8,12 +8,13 @@ import { dispatchCodec } from "@ephemera/events";
 import { start } from "./start.js";
 import { launcherPath } from "./launcher.js";
 import { incarnation } from "./incarnation.js";
+import { defaultWorkRoot } from "./driver/workroot.js";
 
 const logger = createLogger("runner");
 
 try {
   const config = runnerConfig(process.env, {
-    launcher: launcherPath(), tmpdir: tmpdir(), runnerId: incarnation(hostname(), process.pid),
+    launcher: launcherPath(), workRoot: defaultWorkRoot(tmpdir()), runnerId: incarnation(hostname(), process.pid),
   });
   const metrics = serviceRegistry("runner");
   const metricsServer = await startMetricsServer(metricsListen(process.env, "runner"), metrics, logger);

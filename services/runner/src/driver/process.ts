@@ -27,10 +27,13 @@ import type { Isolation } from "./isolation.js";
 import type { StepNetwork, StepNetworkLease } from "./network.js";
 import { ResidentLauncher } from "./resident.js";
 import { stepEnv, type StepSandbox } from "./step-env.js";
+import { stepPrivateRoots } from "./workroot.js";
 
 export interface ProcessDriverOptions {
   /** Per-run directories live under `<workdir>/runs`. */
   workdir: string;
+  /** Directories every step gets a private view of (default: stepPrivateRoots(), /tmp and /dev/shm). */
+  privateRoots?: readonly string[];
   /** host:port of the IO context. */
   iocontext: string;
   /** TLS to the IO context; absent: plaintext. */
@@ -98,7 +101,10 @@ export class ProcessDriver implements StepDriver {
   /** The outputs of the steps it ran, served to the steps that read them when their digests are the journaled ones. */
   private readonly recent?: RecentOutputs;
 
+  private readonly privateRoots: readonly string[];
+
   constructor(private readonly options: ProcessDriverOptions) {
+    this.privateRoots = options.privateRoots ?? stepPrivateRoots();
     if (options.recentBytes !== 0) this.recent = new RecentOutputs(options.recentBytes ?? DEFAULT_RECENT_BYTES, { ttlMs: RECENT_TTL_MS });
   }
 
@@ -370,7 +376,7 @@ export class ProcessDriver implements StepDriver {
    * CPU each through the thread pool, 0.5 ms without).
    */
   private stage(plan: StepPlan, runDir: string): string[] {
-    const views = privateViewDirs(plan, runDir);
+    const views = privateViewDirs(plan, runDir, this.privateRoots);
     const sandbox = this.options.sandbox ?? {};
     writeFileSync(join(runDir, "script"), plan.script, { mode: 0o700 });
     plan.files.forEach((f, i) => writeFileSync(join(runDir, "in", String(i)), f.value, { mode: 0o600 }));

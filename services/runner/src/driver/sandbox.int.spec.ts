@@ -1,9 +1,10 @@
 // The process driver's step sandbox, with real steps against this machine's NATS and Redis:
 // the script runs as nobody, sees none of the runner's variables, can write its declared
-// paths and /tmp only (the rest of the host is read-only), and /tmp is a small tmpfs it can fill.
+// paths, /tmp and /dev/shm only (the rest of the host is read-only), and each is a small
+// tmpfs of its own that it can fill.
 import { execFileSync } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
-import { mkdir, mkdtemp, rm, rmdir } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, rmdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import * as pb from "@ephemera/proto";
 import { Aggregates, decode, dispatchCodec, encode, ev, runId as makeRunId, workflowId, type DomainEvent, journaledValues } from "@ephemera/events";
@@ -55,6 +56,10 @@ try() { if err=$( { : > "$1"; } 2>&1 ); then echo -n "$2:written "; else case "$
   try ${OUT}/mine out
 } > /tmp/result
 `, [], [["result", "/tmp/result"], ["mine", `${OUT}/mine`]]),
+    step("shm", `#!/bin/sh
+if [ -e "$HOST_FILE" ]; then echo seen; else echo hidden; fi > /tmp/result
+printf mine > /dev/shm/ephemera-step-out && cp /dev/shm/ephemera-step-out /tmp/shm
+`, [{ name: "host-file", valueFromSandbox: true }], [["result", "/tmp/result"], ["shm", "/tmp/shm"]]),
     step("link", `#!/bin/sh
 ln -s /etc/shadow /tmp/secret
 ln -s /etc/hostname ${OUT}/host
@@ -188,11 +193,24 @@ describe("the process driver's step sandbox (nobody, no runner variables, 1 MiB 
     expect(existsSync(join(workdir, "escape"))).toBe(false);
   });
 
-  it("leaves the host read-only to the script, world-writable /var/tmp and /dev/shm included; its views stay writable", async () => {
+  it("leaves the host read-only to the script, world-writable /var/tmp included; its views (its own /dev/shm among them) stay writable", async () => {
     const outputs = (await outputsOf(await run("sg", "readonly")));
-    expect(outputs["result"]).toBe("var-tmp:read-only dev-shm:read-only tmp:written out:written ");
+    expect(outputs["result"]).toBe("var-tmp:read-only dev-shm:written tmp:written out:written ");
     expect(existsSync("/var/tmp/ephemera-escape")).toBe(false);
     expect(existsSync("/dev/shm/ephemera-escape")).toBe(false);
+  });
+
+  it("gives the script a /dev/shm of its own, declared or not: the host's (where run directories live by default) is hidden", async () => {
+    const hostDir = join("/dev/shm", `${prefix}-host`);
+    await mkdir(hostDir, { recursive: true });
+    try {
+      await writeFile(join(hostDir, "file"), "another run's input");
+      const outputs = await outputsOf(await run("sh", "shm", { "host-file": join(hostDir, "file") }));
+      expect(outputs).toEqual({ result: "hidden\n", shm: "mine" });
+      expect(existsSync("/dev/shm/ephemera-step-out")).toBe(false);
+    } finally {
+      await rm(hostDir, { recursive: true, force: true });
+    }
   });
 
   it("never follows a link the script left in place of an output: reading it as root cannot leak /etc/shadow", async () => {

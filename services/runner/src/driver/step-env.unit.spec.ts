@@ -1,7 +1,7 @@
 import { runnerConfig, stepSandboxConfig } from "../config.js";
 import { hostEnvForSteps, stepEnv } from "./step-env.js";
 
-const defaults = { launcher: "/ephemera-launch", tmpdir: "/tmp", runnerId: "r1" };
+const defaults = { launcher: "/ephemera-launch", workRoot: "/tmp", runnerId: "r1" };
 
 describe("what of the runner reaches a step", () => {
   const runnerEnv = {
