@@ -334,6 +334,7 @@ export class Runner {
     };
     let early: StepRunCommand;
     let journaling: Promise<StepRunCommand | undefined>;
+    let keeping: Promise<void>;
     try {
       report = await (run.step.ended ?? run.step.result);
       durationMs = Math.round(this.o.now() - started);
@@ -342,15 +343,16 @@ export class Runner {
       // below happens; a put that fails is done again when the result is recorded.
       journaling = this.journaled(d.runId, early).catch(() => undefined);
       // First of all, the result is kept with the run's claim (one write): a runner that dies from
-      // here on leaves it to the next, which records it rather than running the step again.
-      await keep(early);
+      // here on, once it is written, leaves it to the next, which records it rather than running
+      // the step again. It is written while the log is closed (below): both before the record.
+      keeping = keep(early);
       report = await run.step.result;
     } finally {
       deadline?.clear();
       this.o.metrics?.stopped();
     }
     // The whole log, and its end, are stored before the result is recorded: a reader that sees the result has the log.
-    await stepLog.close();
+    await Promise.all([keeping, stepLog.close()]);
     const result = outcome();
     // The journaled success, if the result is still that success (a stop since, or an other report, is recorded as it is).
     const journaled = await journaling;
