@@ -4,7 +4,7 @@
 // an in-memory twin that passes the same contract.
 import type { NatsConnection } from "@nats-io/nats-core";
 import { jetstream } from "@nats-io/jetstream";
-import { Objm, type ObjectStore } from "@nats-io/obj";
+import { Objm, type ObjectStore } from "./objects.js";
 import { UnavailableError, errorMessage } from "@ephemera/kit";
 
 /** A stored snapshot: its body is opaque here (the feed encodes and checks it). */

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { jetstream } from "@nats-io/jetstream";
-import { Objm, type ObjectStore } from "@nats-io/obj";
+import { Objm, type ObjectStore } from "./objects.js";
 import { ConflictError, NotFoundError, UnavailableError, errorMessage } from "@ephemera/kit";
 
 /** Structurally the events package's ValueJournal, plus dropping a sandbox's values. */
