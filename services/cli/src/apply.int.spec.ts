@@ -249,7 +249,8 @@ describe("eph sandbox apply", () => {
   it("exits 1 on ResourceFailed naming the step, its exit code, reason and log tail", async () => {
     const r = await eph(api(), ["sandbox", "apply", "-f", file("sb.yaml", sandbox({ fail: "3" })), ...sets]);
     expect(r.code).toBe(1);
-    // The failure's story is always told; a progress line for it only when the watch's first view came before the failure.
+    // A sandbox this apply created: its failed step gets its line even when it failed before the watch's first view.
+    expect(r.stderr).toContain("db: seed failed (exit code 3)\n");
     expect(r.stderr).toContain("resource db failed at step seed (create)\n  exit code: 3\n  reason:    Error\n");
     expect(r.stderr).toContain("    | seeding orders on db\n    | migrating\n    | error: relation already exists\n");
     expect(r.stderr).toContain("error: sandbox feature-x failed: resource db: step seed exited 3 (Error)");

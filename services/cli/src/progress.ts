@@ -20,11 +20,22 @@ function stepState(s: pb.StepView): string {
 }
 
 /**
- * Lines such as `db: provision running`, `db: seed succeeded`, `db: ready` for what changed
- * since `seen`. The first view is history (e.g. create steps when waiting for a delete):
- * of it only what is running now is worth a line.
+ * What of a wait's first view is history rather than news: "all" of it but the steps running
+ * now (a wait on a sandbox this command did not just change: a retry, an update); only the
+ * create phase (a delete's wait: its delete steps, however far they got before the watch
+ * opened, are news); or "none" (a sandbox this command created: a first step that failed at
+ * once is news too). Of the news in a first view, a step still waiting for a runner and a
+ * resource still on its way get no line: the lines after say how they went on.
  */
-export function progress(seen: Seen, view: pb.SandboxView, first = seen.size === 0): { lines: string[]; seen: Seen } {
+export type History = "all" | "create" | "none";
+
+const ENDED = /^(Ready|Deprovisioned|.*Failed)$/;
+
+/**
+ * Lines such as `db: provision running`, `db: seed succeeded`, `db: ready` for what changed
+ * since `seen`; of a first view, only what `history` leaves as news.
+ */
+export function progress(seen: Seen, view: pb.SandboxView, first = seen.size === 0, history: History = "all"): { lines: string[]; seen: Seen } {
   const next = new Map(seen);
   const lines: string[] = [];
   const report = (key: string, state: string, line: string, quietWhenNew: boolean) => {
@@ -33,14 +44,16 @@ export function progress(seen: Seen, view: pb.SandboxView, first = seen.size ===
     if (before === state || (before === undefined && quietWhenNew)) return;
     lines.push(line);
   };
+  const past = (s: pb.StepView) => first && (history === "all" || (history === "create" && s.phase !== "delete"));
   for (const r of view.resources) {
     for (const s of r.steps) {
       const state = stepState(s);
-      const quiet = first ? s.status !== "Running" : s.status === "Pending";
+      const quiet = past(s) ? s.status !== "Running" : s.status === "Pending" || (first && s.status === "Queued");
       report(`${r.name}/${s.phase}/${s.name}`, state, `${r.name}: ${s.name} ${state}`, quiet);
     }
     // Step lines come first: "seed succeeded" reads better before "ready".
-    report(r.name, r.status, `${r.name}: ${words(r.status)}`, first || r.status === "Pending");
+    const quiet = first ? history !== "none" || !ENDED.test(r.status) : r.status === "Pending";
+    report(r.name, r.status, `${r.name}: ${words(r.status)}`, quiet);
   }
   // Forks after the resources they wait for: "fork deployment/orders: progressing (applied …)".
   for (const w of view.workloads) {

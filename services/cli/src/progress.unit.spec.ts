@@ -63,6 +63,26 @@ describe("progress", () => {
     expect(lines).toEqual(["db: deprovision running"]);
   });
 
+  it("of a sandbox this command created, reports the first view's every step and resource that is not pending", () => {
+    const v = view([{ name: "db", status: "Failed", steps: [step("provision", "Failed", { exitCode: 3 }), step("seed", "Pending")] }]);
+    expect(progress(new Map(), v, true, "none").lines).toEqual(["db: provision failed (exit code 3)", "db: failed"]);
+    expect(progress(new Map(), v).lines).toEqual([]);
+    // On their way: a step waiting for a runner and a resource provisioning get their lines as they go on.
+    const early = view([{ name: "db", status: "Provisioning", steps: [step("provision", "Succeeded"), step("seed", "Queued")] }]);
+    const first = progress(new Map(), early, true, "none");
+    expect(first.lines).toEqual(["db: provision succeeded"]);
+    const later = view([{ name: "db", status: "Ready", steps: [step("provision", "Succeeded"), step("seed", "Succeeded")] }]);
+    expect(progress(first.seen, later, false, "none").lines).toEqual(["db: seed succeeded", "db: ready"]);
+  });
+
+  it("waiting for a delete, takes the first view's create steps as history and its delete steps as news", () => {
+    const v = view([{
+      name: "db", status: "Deprovisioned",
+      steps: [step("provision", "Succeeded"), step("deprovision", "Succeeded", { phase: "delete" }), step("cleanup", "Pending", { phase: "delete" })],
+    }]);
+    expect(progress(new Map(), v, true, "create").lines).toEqual(["db: deprovision succeeded"]);
+  });
+
   it("says why a step waits: a retry's backoff, or no runner taking it", () => {
     const first = progress(new Map(), view([{ name: "db", status: "Provisioning", steps: [step("provision", "Running")] }]));
     const retrying = progress(first.seen, view([{ name: "db", status: "Provisioning", steps: [

@@ -210,7 +210,8 @@ describe("eph sandbox delete", () => {
     await applySandbox("feature-x", { params: { refuse: "yes" } });
     const r = await eph(api(), ["sandbox", "delete", "feature-x"]);
     expect(r.code).toBe(1);
-    // No progress line is asserted: the step may fail before the watch's first view, which shows what runs, not what ended.
+    // A delete step's line even when it failed before the watch's first view: of that view, only the create phase is history.
+    expect(r.stderr).toContain("db: deprovision failed (exit code 7)\n");
     expect(r.stderr).toContain("resource db failed at step deprovision (delete)\n  exit code: 7\n  reason:    Error\n");
     expect(r.stderr).toContain("    | dropping db-42\n    | permission denied\n");
     expect(r.stderr).toContain("error: deleting sandbox feature-x failed: resource db: step deprovision exited 7 (Error)");
@@ -347,7 +348,8 @@ spec:
 `;
     const r = await eph(api(), ["sandbox", "apply", "-f", core().file("sb.yaml", doc)]);
     expect(r.code).toBe(1);
-    // The failure's story, always told (a progress line for it only when the watch's first view came before the failure).
+    // Created by this apply: its failed first step gets its line, however early it failed.
+    expect(r.stderr).toContain("db: provision failed (exit code 3)\n");
     expect(r.stderr).toContain("resource db failed at step provision (create)\n  exit code: 3\n");
     core().file("marker", "");
   });

@@ -7,7 +7,7 @@ import { errorMessage } from "@ephemera/kit/errors";
 import { OperationFailed, UsageError } from "./errors.js";
 import { readName, readSandbox } from "./files.js";
 import { fileOptions, nameOrFile, outputOption, timeoutMs, waitAskedFor, waitOptions } from "./options.js";
-import { describeFailures, stillWaitingFor, words } from "./progress.js";
+import { describeFailures, stillWaitingFor, words, type History } from "./progress.js";
 
 /** How long a create may take before the CLI says it is held for admission. */
 const ADMISSION_NOTICE_MS = 2_000;
@@ -47,7 +47,8 @@ export function registerSandbox(program: Command, ctx: Context): void {
       const verb = res.created ? "created" : res.unchanged ? "unchanged" : "updated";
       ctx.out(`sandbox ${spec.name} ${verb}${res.sandbox?.routingKey ? ` (routing key ${res.sandbox.routingKey})` : ""}\n`);
       if (!opts.wait) return;
-      await waitUntilReady(ctx, spec.name, limit, opts.waitTimeout);
+      // Of a sandbox this apply created, everything the first view shows is news.
+      await waitUntilReady(ctx, spec.name, limit, opts.waitTimeout, res.created ? "none" : "all");
     });
 
   outputOption(
@@ -159,9 +160,9 @@ export function registerRetry(sandbox: Command, ctx: Context): void {
   });
 }
 
-async function waitUntilReady(ctx: Context, name: string, limit: number, limitText: string): Promise<void> {
+async function waitUntilReady(ctx: Context, name: string, limit: number, limitText: string, history: History = "all"): Promise<void> {
   const { waitForSandbox } = await wait();
-  const result = await waitForSandbox(await ctx.api(), name, "ready", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal });
+  const result = await waitForSandbox(await ctx.api(), name, "ready", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal, history });
   switch (result.outcome) {
     case "ready":
       ctx.out(`sandbox ${name} ready\n`);

@@ -9,7 +9,7 @@ import {
 import type * as pb from "@ephemera/proto";
 import type { Api } from "./api.js";
 import { OperationFailed } from "./errors.js";
-import { progress, type Seen } from "./progress.js";
+import { progress, type History, type Seen } from "./progress.js";
 import { FORK_FAILURES, condition } from "./status.js";
 
 export type Goal = "ready" | "gone";
@@ -30,6 +30,8 @@ export interface WaitOptions {
   backoffMs?: number;
   /** Silence after which the sandbox is checked with Get (doubling while it lasts, up to 15 s). */
   probeMs?: number;
+  /** What of the first view is history, not news (progress.ts); default: "create" waiting for a delete, else "all". */
+  history?: History;
 }
 
 /** Whether a view ends the wait, and how. */
@@ -57,13 +59,14 @@ class Tracker {
     private readonly name: string,
     private readonly goal: Goal,
     private readonly log: (line: string) => void,
+    private readonly history: History,
   ) {}
 
   /** Takes a view in; true once the wait is over. */
   view(view: pb.SandboxView): boolean {
     if (this.result) return true;
     this.last = view;
-    const next = progress(this.seen, view, this.first);
+    const next = progress(this.seen, view, this.first, this.history);
     this.first = false;
     this.seen = next.seen;
     next.lines.forEach((line) => this.log(line));
@@ -93,7 +96,7 @@ export async function waitForSandbox(
   // --wait-timeout may be longer than one setTimeout holds (24.8 days).
   const timeout = longTimeout(() => timer.abort(), timeoutMs);
   const signal = opts.signal ? AbortSignal.any([opts.signal, timer.signal]) : timer.signal;
-  const tracker = new Tracker(name, goal, log);
+  const tracker = new Tracker(name, goal, log, opts.history ?? (goal === "gone" ? "create" : "all"));
   const stopped = (): WaitResult => {
     if (timer.signal.aborted) return { outcome: "timeout", view: tracker.last };
     throw new OperationFailed("interrupted");
