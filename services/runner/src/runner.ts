@@ -317,8 +317,9 @@ export class Runner {
     const stepLog = new LiveLog(this.o.logs, d.runId, { onError: (err) => log.warn({ err }, "cannot store the step's log; trying again") });
     log.info({ step: d.step, sandbox: d.sandbox, resource: d.resource, phase: d.phase }, "step starting");
     // What this attempt may do at the IO context, and nothing more: its own inputs and outputs, until its deadline.
-    const token = await signCapability(this.o.signingKey, { run: d.runId, inputs: d.inputs, outputs: d.outputs },
-      (d.timeoutMs || DEFAULT_STEP_TIMEOUT_MS) + TOKEN_GRACE_MS);
+    // Not signed for a step whose driver never calls the IO context for it (the process driver's planned dispatch).
+    const token = this.o.driver.needsToken?.(d) === false ? "" : await signCapability(this.o.signingKey,
+      { run: d.runId, inputs: d.inputs, outputs: d.outputs }, (d.timeoutMs || DEFAULT_STEP_TIMEOUT_MS) + TOKEN_GRACE_MS);
     // Following a lost runner's step: the log it stored is not stored again.
     const skipLogBytes = adopted ? (await this.o.logs.read(d.runId)).length : 0;
     run.step = this.o.driver.run({ dispatch: d, token, env: defaultStepEnv(d), onLog: (c) => stepLog.write(c), ...(skipLogBytes ? { skipLogBytes } : {}) });

@@ -49,6 +49,27 @@ async function runOne(
   return last;
 }
 
+describe("runner: the run's capability token", () => {
+  const report: StepReport = { outcome: "succeeded", outputs: [] };
+  /** A driver that notes the token each run got, and says whether it needs one. */
+  const noting = (needs: boolean | undefined, tokens: string[]): StepDriver => ({
+    name: "twin",
+    run: (r) => { tokens.push(r.token); return { result: Promise.resolve(report), stop: () => undefined }; },
+    ...(needs === undefined ? {} : { needsToken: () => needs }),
+  });
+
+  it("is signed for a driver that calls the IO context (or does not say), and left out for one that does not", async () => {
+    for (const [needs, signed] of [[undefined, true], [true, true], [false, false]] as const) {
+      const tokens: string[] = [];
+      expect((await runOne(report, undefined, { driver: noting(needs, tokens) }))?.type).toBe("ephemera.steprun.succeeded.v1");
+      expect(tokens).toHaveLength(1);
+      // A signed token is a JWT: three dot-separated parts.
+      expect(tokens[0]!.split(".").length === 3).toBe(signed);
+      if (!signed) expect(tokens[0]).toBe("");
+    }
+  });
+});
+
 describe("runner: results from the step's report", () => {
   it("journals the outputs the report carries", async () => {
     const values = new InMemoryValueStore();

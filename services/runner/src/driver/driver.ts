@@ -6,7 +6,7 @@ import type { StepReport } from "@ephemera/io-agent";
 
 export interface RunRequest {
   dispatch: pb.StepDispatch;
-  /** Capability token for the IO context (empty until tokens are signed). */
+  /** Capability token for the IO context; empty when the driver said it needs none for this dispatch (needsToken). */
   token: string;
   /** The default environment of the script (SIGNADOT_*, EPHEMERA_*). */
   env: Record<string, string>;
@@ -54,6 +54,11 @@ export interface StepDriver {
   cleanup?(runId: string): Promise<void>;
   /** Lets go of what the driver holds for every step (its IO-context connection). */
   close?(): void;
+  /**
+   * Whether running this dispatch calls the IO context, so needs the run's capability token
+   * (an HMAC signature the runner makes per step). A driver without it: always.
+   */
+  needsToken?(dispatch: pb.StepDispatch): boolean;
 }
 
 /** The environment every step gets, as Signadot's runner sets it plus ephemera's names. */

