@@ -59,6 +59,12 @@ stage() {
       # Only what runs: no type declarations, source maps or build info in an image, nor pnpm's
       # own records (.modules.yaml holds the time of the deploy: the same files would be a new image).
       find "$dir" \( -name '*.d.ts' -o -name '*.d.ts.map' -o -name '*.js.map' -o -name '*.tsbuildinfo' \) -delete
+      # Nor what made every checkout's images differ (and be built again) though nothing in them
+      # had changed: the packages' command shims, which nothing in an image runs and which name
+      # this checkout's absolute path, and the agent bundle's V8 code cache, which this build's
+      # Node made (not the same bytes twice; the agent image makes its own).
+      find "$dir" -type d -path '*/node_modules/.bin' -prune -exec rm -rf {} +
+      find "$dir" -name agent-bundle.cache -delete
       rm -f "$dir/node_modules/.modules.yaml" "$dir/node_modules/.pnpm/lock.yaml" ;;
     # The routing example's app (examples/routing/app, its own Dockerfile): built on request
     # (`scripts/images.sh example-echo`, as `pnpm demo:routing` does), not with ephemera's own.
