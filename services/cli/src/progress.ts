@@ -48,12 +48,11 @@ export function progress(seen: Seen, view: pb.SandboxView, first = seen.size ===
   for (const r of view.resources) {
     for (const s of r.steps) {
       const state = stepState(s);
-      const quiet = past(s) ? s.status !== "Running" : s.status === "Pending" || (first && s.status === "Queued");
-      report(`${r.name}/${s.phase}/${s.name}`, state, `${r.name}: ${s.name} ${state}`, quiet);
+      report(`${r.name}/${s.phase}/${s.name}`, state, `${r.name}: ${s.name} ${state}`,
+        past(s) ? s.status !== "Running" : s.status === "Pending" || (first && s.status === "Queued"));
     }
     // Step lines come first: "seed succeeded" reads better before "ready".
-    const quiet = first ? history !== "none" || !ENDED.test(r.status) : r.status === "Pending";
-    report(r.name, r.status, `${r.name}: ${words(r.status)}`, quiet);
+    report(r.name, r.status, `${r.name}: ${words(r.status)}`, first ? history !== "none" || !ENDED.test(r.status) : r.status === "Pending");
   }
   // Forks after the resources they wait for: "fork deployment/orders: progressing (applied …)".
   for (const w of view.workloads) {
