@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import { jetstream } from "@nats-io/jetstream";
 import { setSha256Backend } from "@nats-io/obj";
 import { connectNats } from "./connection.js";
+import { waitFor } from "@ephemera/kit";
 import { getSha256Backend, Objm } from "./objects.js";
 import { JetStreamValueStore, valuesBucket } from "./values.js";
 import { valueStoreContract } from "./values-contract.testkit.js";
@@ -54,6 +55,42 @@ describe("the output journal's hashing", () => {
       expect(await store.put("rk.db.create.s1.1/new", value)).toBe(digest);
       expect(await store.digest("rk.db.create.s1.1/new")).toBe(digest);
     } finally {
+      await cleanup(nc);
+      await nc.close();
+    }
+  });
+});
+
+describe("a put to the output journal", () => {
+  it("stores its chunk while it looks up the value it replaces, and still removes the old one's chunks", async () => {
+    const { prefix, cleanup } = testNats("valp");
+    const nc = await connectNats(NATS_URL, "values-put");
+    const snoop = await connectNats(NATS_URL, "values-put-snoop");
+    try {
+      const store = await JetStreamValueStore.open(nc, prefix);
+      const bucket = valuesBucket(prefix);
+      await store.put("rk.db.create.s1.1/v", Buffer.from("first"));
+      // The journal's bucket as the store writes it, its lookup held until the test lets it answer.
+      const os = await new Objm(jetstream(nc)).open(bucket);
+      const lookup = os.info.bind(os);
+      let answer!: () => void;
+      const held = new Promise<void>((resolve) => { answer = resolve; });
+      os.info = async (name: string) => { await held; return lookup(name); };
+      const chunks: string[] = [];
+      const sub = snoop.subscribe(`$O.${bucket}.C.>`, { callback: (_err, m) => { chunks.push(m.subject); } });
+      await snoop.flush();
+      const putting = os.putBlob({ name: "rk.db.create.s1.1/v" }, Buffer.from("second"));
+      // The chunk reaches the server while the lookup has no answer yet (one round trip before the meta, not two).
+      await waitFor(() => chunks.length === 1, { what: "the new chunk stored while the lookup is held" });
+      answer();
+      await putting;
+      sub.unsubscribe();
+      expect((await store.read("rk.db.create.s1.1/v"))?.toString()).toBe("second");
+      // The first value's chunk was purged: one chunk and one meta are left.
+      const info = await (await jetstream(nc).jetstreamManager()).streams.info(`OBJ_${bucket}`);
+      expect(info.state.messages).toBe(2);
+    } finally {
+      await snoop.close();
       await cleanup(nc);
       await nc.close();
     }
