@@ -207,8 +207,16 @@ export class Runner {
       // The start goes over the read made beside the claim: its commit names this runner, so
       // if the run moved since (another runner's start or result), the append is refused and
       // the run read again, never taken for the other's commit (steprun/store.ts).
+      // Beside it, the workflow is read again: a cancel decided since the first read stops the
+      // run before its script (a round trip saved on every step's path). One decided after this
+      // read reaches the run by its cancel message, as one decided once it runs does: the run is
+      // in this runner's list from its delivery on (onCancel), so it is stopped before its script
+      // if the message comes first, or at once if not.
       known = read;
-      const { appended, state: after } = await record({ type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId, adopt });
+      const [{ appended, state: after }, unwanted] = await Promise.all([
+        record({ type: "start", dispatch: d, driver: this.o.driver.name, runner: this.o.runnerId, adopt }),
+        unwantedBecause(this.o.store, d.workflowId, d.step, d.runId),
+      ]);
       if (after.status !== "started") {
         if (appended[0]?.type === "ephemera.steprun.failed.v1") log.warn("run was started by a runner that is gone; recorded as RunnerLost");
         return;
@@ -225,7 +233,6 @@ export class Runner {
         return;
       }
       // A cancel decided between our check and our start: the run never gets to the script.
-      const unwanted = await unwantedBecause(this.o.store, d.workflowId, d.step, d.runId);
       const early = this.earlyCancels.get(d.runId);
       if (unwanted) run.stopped = { reason: FailureReason.Cancelled, message: `dropped: ${unwanted}` };
       else if (early) run.stopped = { reason: FailureReason.Cancelled, message: early.reason || "cancelled before it started" };

@@ -204,6 +204,49 @@ describe("runner: claims", () => {
   });
 });
 
+describe("runner: a cancel decided while the run is being taken", () => {
+  it("drops the run before its script when the cancel lands after the first check, before the start", async () => {
+    // The claim is held open until the test lets it go; the first check's read of the workflow is done by then.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => { open = resolve; });
+    let entered = false;
+    class GatedClaims extends InMemoryClaimStore {
+      override async acquire(...args: Parameters<InMemoryClaimStore["acquire"]>) {
+        entered = true;
+        await gate;
+        return super.acquire(...args);
+      }
+    }
+    let ran = 0;
+    const { runner: r, store, queue } = await setup({ name: "twin", run: () => { ran++; return { result: Promise.resolve({ outcome: "succeeded", outputs: [] }), stop: () => undefined }; } }, undefined, new GatedClaims());
+    const reads: Array<Promise<unknown>> = [];
+    const read = store.read.bind(store);
+    jest.spyOn(store, "read").mockImplementation((aggregate, id) => {
+      const p = read(aggregate, id);
+      if (aggregate === Aggregates.workflow) reads.push(p);
+      return p;
+    });
+    r.start();
+    await queue.publish("c", run, pb.StepDispatch.fromPartial({ runId: run, workflowId: wf, step: "a", attempt: 1, cluster: "c" }));
+    await waitFor(() => entered && reads.length > 0, { what: "the claim to be asked for and the workflow read" });
+    await Promise.all(reads);
+    const at = await store.read(Aggregates.workflow, wf);
+    await store.append(Aggregates.workflow, wf, at, [ev("ephemera.workflow.cancel_requested.v1", { reason: "sandbox deleted", runIds: [run] })].map(encode), { source: "test" });
+    open();
+    const events = await waitFor(async () => {
+      const e = (await store.read(Aggregates.steprun, run)).events.map(decode);
+      return e.length > 1 ? e : undefined;
+    }, { what: "the run to be recorded" });
+    expect(events.map((e) => e?.type)).toEqual(["ephemera.steprun.started.v1", "ephemera.steprun.failed.v1"]);
+    const failed = events[1];
+    if (failed?.type !== "ephemera.steprun.failed.v1") throw new Error("expected a failure");
+    expect(failed.data.failure?.reason).toBe("Cancelled");
+    expect(failed.data.failure?.message).toMatch(/^dropped: the workflow was cancelled \(sandbox deleted\)/);
+    expect(ran).toBe(0);
+    await r.stop(100);
+  });
+});
+
 describe("runner: a result left on disk", () => {
   /** A driver that counts its runs and its looks at the disk, where `onDisk` (if any) is found. */
   const counting = (onDisk?: StepReport) => {
