@@ -244,6 +244,37 @@ export function eventStoreContract(name: string, setup: () => Promise<StoreFixtu
       await sub.stop();
     });
 
+    it("delivers a commit again later when its handler asks, the others flowing meanwhile, and no dead letter of it", async () => {
+      const first = await fx.store.append("counter", "later", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
+      let rev = first;
+      for (let i = 2; i <= 3; i++) rev = await fx.store.append("counter", "later", rev, [{ type: "t", data: { by: i } }], meta);
+      const seen: Array<{ by: number; at: number }> = [];
+      const asked = new Map<number, number>();
+      // maxDeliver 2: asking again must not count as a failure towards a dead letter.
+      const sub = fx.store.subscribe({ durable: "later", aggregate: "counter", redelivery: { maxDeliver: 2, backoffMs: [10] } }, (c) => {
+        const by = (c.events[0]!.data as { by: number }).by;
+        if (by === 1 && !asked.has(by)) {
+          asked.set(by, performance.now());
+          return { againInMs: 150 };
+        }
+        seen.push({ by, at: performance.now() });
+        return undefined;
+      });
+      await waitFor(() => seen.length === 3, { what: "every commit, the one asked again for last" });
+      expect(seen.map((s) => s.by)).toEqual([2, 3, 1]);
+      // Not before the delay it asked for (less a timer's slack).
+      expect(seen[2]!.at - asked.get(1)!).toBeGreaterThanOrEqual(140);
+      await sub.stop();
+      // Handled the second time: acknowledged, not delivered to the next subscription of the durable.
+      await fx.store.append("counter", "later", rev, [{ type: "t", data: { by: 4 } }], meta);
+      const after: number[] = [];
+      const again = fx.store.subscribe({ durable: "later", aggregate: "counter" }, (c) => { after.push((c.events[0]!.data as { by: number }).by); });
+      await waitFor(() => after.length === 1, { what: "the commit appended since" });
+      expect(after).toEqual([4]);
+      expect((await fx.store.read(DEAD_LETTER_AGGREGATE, `later.${first.revision}`)).events).toEqual([]);
+      await again.stop();
+    });
+
     it("records a commit that keeps failing as a dead letter after maxDeliver and moves on", async () => {
       const poison = await fx.store.append("counter", "poison", NO_AGGREGATE, [{ type: "t", data: { by: 1 } }], meta);
       const rev = await fx.store.append("counter", "poison", poison, [{ type: "t", data: { by: 2 } }], meta);

@@ -5,7 +5,7 @@ import type { Logger } from "@ephemera/kit";
 import { commitOf } from "./commits.js";
 import type { NatsHealth } from "./health.js";
 import { ConsumerLoop } from "./reopen.js";
-import type { Commit, CommitHandler, FollowOptions, Subscription } from "./types.js";
+import type { Commit, CommitHandler, DeliverAgain, FollowOptions, Subscription } from "./types.js";
 
 /** What a feed needs of a consumer: its messages, and whether it had any left when opened. */
 export interface CommitConsumer {
@@ -19,8 +19,8 @@ export interface CommitFeed {
   logger?: Logger;
   /** The consumer to read from, after the last commit handled (0: none yet). */
   open(after: number): Promise<CommitConsumer>;
-  /** The handler resolved. */
-  handled(m: JsMsg): void;
+  /** The handler resolved (with its answer, if it wants the commit again later). */
+  handled(m: JsMsg, again?: DeliverAgain): void;
   /** The handler threw. */
   failed(commit: Commit, m: JsMsg, err: unknown): Promise<void>;
 }
@@ -57,8 +57,7 @@ export function consumeCommits(feed: CommitFeed, options: FollowOptions, handler
       if (loop.stopping) break;
       const commit = commitOf(m);
       try {
-        await handler(commit);
-        feed.handled(m);
+        feed.handled(m, (await handler(commit)) ?? undefined);
       } catch (err) {
         await feed.failed(commit, m, err);
       }

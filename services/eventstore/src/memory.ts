@@ -162,7 +162,8 @@ export class InMemoryEventStore implements EventStore {
         }
         const deliveries = item.deliveries + 1;
         try {
-          await handler(item.commit);
+          const again = await handler(item.commit);
+          if (again) d.redeliver.push({ commit: item.commit, deliveries, due: Date.now() + Math.max(1, again.againInMs) });
         } catch (err) {
           if (stopped) { d.redeliver.push({ commit: item.commit, deliveries, due: 0 }); break; }
           await this.failed(options.durable, d, item.commit, deliveries, err);

@@ -46,7 +46,8 @@ export function subscribeCommits(at: DurableAt, options: DurableOptions, handler
       }, at.logger);
       return at.js.consumers.get(at.stream, name);
     },
-    handled: (m) => m.ack(),
+    // Wanted again later: a nak with that delay (the server counts it as a delivery, as a failed one).
+    handled: (m, again) => (again ? m.nak(Math.max(1, again.againInMs)) : m.ack()),
     failed: (commit, m, err) => failed(at, { durable: options.durable, policy }, commit, m, err),
   }, options, handler);
 }

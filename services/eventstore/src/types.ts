@@ -79,7 +79,17 @@ export interface AggregateEvents extends Expected {
   events: RecordedEvent[];
 }
 
-export type CommitHandler = (commit: Commit) => Promise<void> | void;
+/**
+ * A durable subscription's handler may answer that it wants the commit again later, not now:
+ * the commit is delivered again (to this or another subscription of the durable) after
+ * `againInMs`, while the others flow, and is not a failure (nothing is logged, and no dead
+ * letter comes of it). A follow subscription ignores the answer.
+ */
+export interface DeliverAgain {
+  againInMs: number;
+}
+
+export type CommitHandler = (commit: Commit) => Promise<void | DeliverAgain> | void | DeliverAgain;
 
 export interface Subscription {
   /** Resolves once the commits that existed when the subscription began are delivered. */
