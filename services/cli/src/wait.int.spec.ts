@@ -86,11 +86,14 @@ describe("waitForSandbox until ready", () => {
     open(gate());
     const result = await waiting;
     expect(result.outcome).toBe("ready");
-    expect(lines).toEqual([
+    // seed-a ends sooner than the scheduler records a start (START_RECORD_DELAY_MS): it has a
+    // running line only where it ran that long, between its queued and succeeded lines.
+    const seedRunning = lines.indexOf("db: seed-a running");
+    if (seedRunning >= 0) expect(lines.slice(seedRunning - 1, seedRunning + 2)).toEqual(["db: seed-a queued", "db: seed-a running", "db: seed-a succeeded"]);
+    expect(lines.filter((l) => l !== "db: seed-a running")).toEqual([
       "db: provision running",
       "db: provision succeeded",
       "db: seed-a queued",
-      "db: seed-a running",
       "db: seed-a succeeded",
       "db: ready",
     ]);

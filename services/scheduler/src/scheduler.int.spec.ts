@@ -153,6 +153,92 @@ describe("scheduler on JetStream", () => {
     expect(del?.data).toMatchObject({ phase: "delete", createWorkflowId: "rk1.db.create", params: { p: "v" } });
   });
 
+  describe("a run's start, recorded only once it has run for a while", () => {
+    const started = (d: pb.StepDispatch) => append(Aggregates.steprun, d.runId, [ev("ephemera.steprun.started.v1", {
+      runId: d.runId, workflowId: d.workflowId, step: d.step, attempt: d.attempt, runner: "r1",
+    })]);
+    const succeeded = (d: pb.StepDispatch) => append(Aggregates.steprun, d.runId, [ev("ephemera.steprun.succeeded.v1", {
+      runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "a" ? [X_JOURNALED] : [],
+    })]);
+    const putOff = (d: pb.StepDispatch) => waitFor(() => scheduler.startsPutOffOf(d.workflowId).includes(d.runId), { what: "the start put off" });
+
+    it("is recorded with the result, in its commit and at the time the run started, for a run that ended sooner", async () => {
+      await startScheduler({ startRecordDelayMs: 60_000 });
+      await createSandbox();
+      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+      const a = queue.published[0]!.data;
+      await started(a);
+      await putOff(a);
+      await succeeded(a);
+      await waitFor(() => queue.published.length === 3, { what: "fan-out" });
+      const wf = (await store.read(Aggregates.workflow, "rk1.db.create")).events;
+      expect(wf.map((e) => decode(e)!.type.split(".")[2])).toEqual(["started", "step_dispatched", "step_started", "step_succeeded", "step_dispatched", "step_dispatched"]);
+      // One commit fewer: the start went in with the result.
+      expect(wf[2]!.position).toBe(wf[3]!.position);
+      const runStart = (await store.read(Aggregates.steprun, a.runId)).events[0]!;
+      expect(decode(wf[2]!)?.data).toEqual({ step: "a", runId: a.runId, runner: "r1", startedAt: runStart.time });
+      expect(scheduler.startsPutOffOf(a.workflowId)).toEqual([]);
+    });
+
+    it("comes from the run's own events when the scheduler that put it off stopped before the result came", async () => {
+      await startScheduler({ startRecordDelayMs: 60_000 });
+      await createSandbox();
+      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+      const a = queue.published[0]!.data;
+      await started(a);
+      await putOff(a);
+      await scheduler.stop();
+      await startScheduler({ startRecordDelayMs: 60_000 });
+      await succeeded(a);
+      await waitFor(() => queue.published.length === 3, { what: "fan-out" });
+      const wf = (await store.read(Aggregates.workflow, "rk1.db.create")).events;
+      const runStart = (await store.read(Aggregates.steprun, a.runId)).events[0]!;
+      expect(wf.map((e) => decode(e)!.type.split(".")[2]).slice(0, 4)).toEqual(["started", "step_dispatched", "step_started", "step_succeeded"]);
+      expect(decode(wf[2]!)?.data).toMatchObject({ runner: "r1", startedAt: runStart.time });
+    });
+
+    it("is recorded once the run has run for the delay", async () => {
+      await startScheduler({ startRecordDelayMs: 200 });
+      await createSandbox();
+      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+      const a = queue.published[0]!.data;
+      await started(a);
+      await putOff(a);
+      await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_started"), { what: "the start recorded" });
+      expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started"]);
+      expect(scheduler.startsPutOffOf(a.workflowId)).toEqual([]);
+    });
+
+    it("is recorded before a cancel, so the workflow still waits for the running step before it is cancelled", async () => {
+      await startScheduler({ startRecordDelayMs: 60_000 });
+      await createSandbox();
+      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+      const a = queue.published[0]!.data;
+      await started(a);
+      await putOff(a);
+      await append(Aggregates.sandbox, "sb", [
+        ev("ephemera.sandbox.deleting.v1", {}),
+        ev("ephemera.sandbox.resource_deprovision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
+      ]);
+      await waitFor(() => queue.cancels.length === 1, { what: "cancel broadcast" });
+      expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started", "cancel_requested"]);
+      expect(await store.read(Aggregates.workflow, workflowId("rk1", "db", "delete"))).toMatchObject({ version: 0 });
+    });
+
+    it("is not lost when the scheduler that put it off stops: the next one records it", async () => {
+      await startScheduler({ startRecordDelayMs: 300 });
+      await createSandbox();
+      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
+      const a = queue.published[0]!.data;
+      await started(a);
+      await putOff(a);
+      await scheduler.stop();
+      await startScheduler({ startRecordDelayMs: 300 });
+      await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_started"), { timeoutMs: 10_000, what: "the start recorded by the next scheduler" });
+      expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started"]);
+    });
+  });
+
   it("publishes a dispatch right after its decision's append, without the outbox, with the lane, capability and timeout it would give", async () => {
     // The barrier: the outbox's consumer never delivers, so whatever is published was published at once.
     const outboxHeld: string[] = [];

@@ -7,13 +7,13 @@ import * as pb from "@ephemera/proto";
 import { Aggregates, decode, encode, folding, outputSize, runId, workflowId, type DomainEvent, type Phase } from "@ephemera/events";
 import {
   Feed, InMemoryLeaseStore, Lease, Projection, execute, leaseHolderId,
-  type Commit, type EventStore, type LeaseStore, type RecordedEvent, type SnapshotStore, type Subscription, type WorkQueue,
+  type Commit, type DeliverAgain, type EventStore, type LeaseStore, type RecordedEvent, type SnapshotStore, type Subscription, type WorkQueue,
 } from "@ephemera/eventstore";
 import { DueIndex, type HealthSource, type Logger } from "@ephemera/kit";
 import { foldPlugin, foldSandbox, noPlugin, noSandbox, type PluginFacts, type SandboxFacts } from "./facts.js";
 import type { WorkflowMetrics } from "./metrics.js";
 import { DirectDispatches, publishDispatch, startOutbox } from "./outbox.js";
-import { commandKey, decide, nextDue, type WorkflowCommand } from "./workflow/decide.js";
+import { commandKey, decide, nextDue, type RunStart, type WorkflowCommand } from "./workflow/decide.js";
 import { DEFAULT_POLICY, type Policy } from "./workflow/policy.js";
 import { planSteps } from "./workflow/plan.js";
 import { evolve, initialWorkflow, isActive, isTerminal, type WorkflowState } from "./workflow/state.js";
@@ -76,6 +76,12 @@ export class Scheduler {
   private subscriptions: Subscription[] = [];
   /** Dispatches published right after their decision's append: the outbox skips them. */
   private readonly direct = new DirectDispatches();
+  /**
+   * Runs whose start this replica put off recording (their commit comes back after
+   * Policy.startRecordDelayMs), by workflow then run: recorded before any other command on
+   * their workflow, which may turn on whether they run (a cancel waits for running steps).
+   */
+  private readonly startsPutOff = new Map<string, Map<string, { step: string; runner: string; at: string; cause: Cause | undefined }>>();
 
   constructor(private readonly deps: SchedulerDeps) {
     this.now = deps.now ?? Date.now;
@@ -154,16 +160,22 @@ export class Scheduler {
     await this.feed.stop();
   }
 
-  private async react(commit: Commit): Promise<void> {
+  private async react(commit: Commit): Promise<void | DeliverAgain> {
     await this.feed.waitFor(commit.position);
     const first = commit.events[0];
     const cause = first && { correlationId: first.correlationId, causationId: first.id };
     switch (commit.aggregate) {
       case Aggregates.sandbox:
         return this.reconcileSandbox(commit.aggregateId, cause);
-      case Aggregates.steprun:
-        for (const r of commit.events) await this.recordRun(decode(r), { correlationId: r.correlationId, causationId: r.id });
+      case Aggregates.steprun: {
+        const events = commit.events.map(decode);
+        const only = events.length === 1 ? events[0] : undefined;
+        if (only?.type === "ephemera.steprun.started.v1" && this.putOffStart(only.data, commit.events[0]!.time, cause)) {
+          return { againInMs: this.policy.startRecordDelayMs };
+        }
+        for (const [i, r] of commit.events.entries()) await this.recordRun(events[i], { correlationId: r.correlationId, causationId: r.id });
         return;
+      }
       case Aggregates.workflow: {
         // A create workflow that ended may unblock its resource's delete workflow.
         const [rk, resource] = commit.aggregateId.split(".");
@@ -174,18 +186,87 @@ export class Scheduler {
     }
   }
 
+  /**
+   * Whether to put off recording a run's start: the first time its commit comes, while its
+   * step waits for it (queued). The commit comes back after the delay (a durable's delivery
+   * again, so a restart in between loses nothing) and the start is recorded then, unless the
+   * run ended meanwhile: its result, recorded from a queued step, says all the start would.
+   * A replica that did not put it off (another one, or this one after a restart) puts it off
+   * once more.
+   */
+  private putOffStart(run: { workflowId: string; step: string; runId: string; runner: string }, at: string, cause: Cause | undefined): boolean {
+    if (this.policy.startRecordDelayMs <= 0) return false;
+    const putOff = this.startsPutOff.get(run.workflowId);
+    if (putOff?.has(run.runId)) {
+      this.forgetPutOff(run.workflowId, run.runId);
+      return false;
+    }
+    const state = this.workflows.get(run.workflowId)?.state;
+    const step = state && isActive(state) ? state.steps.find((s) => s.name === run.step) : undefined;
+    if (step?.runId !== run.runId || step.status !== "queued") return false;
+    const runs = putOff ?? new Map();
+    runs.set(run.runId, { step: run.step, runner: run.runner, at, cause });
+    this.startsPutOff.set(run.workflowId, runs);
+    return true;
+  }
+
+  /** The runs of a workflow whose start this replica has put off recording. */
+  startsPutOffOf(workflowId: string): string[] {
+    return [...(this.startsPutOff.get(workflowId)?.keys() ?? [])];
+  }
+
+  private forgetPutOff(workflowId: string, runId: string): void {
+    const putOff = this.startsPutOff.get(workflowId);
+    if (!putOff?.delete(runId) || putOff.size) return;
+    this.startsPutOff.delete(workflowId);
+  }
+
+  /** Records the starts put off of a workflow's runs (but `except`) before another command on it. */
+  private async recordPutOffStarts(workflowId: string, except: string | undefined): Promise<void> {
+    const putOff = this.startsPutOff.get(workflowId);
+    if (!putOff) return;
+    for (const [runId, { step, runner, cause }] of [...putOff]) {
+      if (runId === except) continue;
+      this.forgetPutOff(workflowId, runId);
+      await this.command(workflowId, { kind: "run-started", step, runId, runner }, cause);
+    }
+  }
+
+  /**
+   * The start of a run whose result has come, if its workflow has not recorded it: from what
+   * this replica put off, or (put off by another replica, or before a restart) from the run's
+   * own events, a read only then.
+   */
+  private async unrecordedStart(workflowId: string, step: string, runId: string): Promise<RunStart | undefined> {
+    const putOff = this.startsPutOff.get(workflowId)?.get(runId);
+    this.forgetPutOff(workflowId, runId);
+    const state = this.workflows.get(workflowId)?.state;
+    const queued = state && isActive(state) && state.steps.some((s) => s.name === step && s.runId === runId && s.status === "queued");
+    if (!queued) return undefined;
+    if (putOff) return { runner: putOff.runner, at: putOff.at };
+    for (const r of (await this.deps.store.read(Aggregates.steprun, runId)).events) {
+      const e = decode(r);
+      if (e?.type === "ephemera.steprun.started.v1") return { runner: e.data.runner, at: r.time };
+    }
+    return undefined;
+  }
+
   private async recordRun(e: DomainEvent | undefined, cause: Cause): Promise<void> {
     if (e?.type === "ephemera.steprun.started.v1") {
       await this.command(e.data.workflowId, { kind: "run-started", step: e.data.step, runId: e.data.runId, runner: e.data.runner }, cause);
     } else if (e?.type === "ephemera.steprun.succeeded.v1") {
+      const started = await this.unrecordedStart(e.data.workflowId, e.data.step, e.data.runId);
       await this.command(e.data.workflowId, {
         kind: "record-success", step: e.data.step, runId: e.data.runId,
         outputs: e.data.outputs.map((o) => ({ key: o.name, size: outputSize(o), ...(o.sha256 ? { sha256: o.sha256 } : {}) })),
+        ...(started ? { started } : {}),
       }, cause);
     } else if (e?.type === "ephemera.steprun.failed.v1") {
+      const started = await this.unrecordedStart(e.data.workflowId, e.data.step, e.data.runId);
       await this.command(e.data.workflowId, {
         kind: "record-failure", step: e.data.step, runId: e.data.runId,
         failure: e.data.failure ?? pb.StepFailure.fromPartial({ step: e.data.step, runId: e.data.runId, reason: "Error" }),
+        ...(started ? { started } : {}),
       }, cause);
     }
   }
@@ -276,6 +357,7 @@ export class Scheduler {
   }
 
   private async command(id: string, command: WorkflowCommand, cause: Cause | undefined, now = this.now()): Promise<void> {
+    if (command.kind !== "run-started") await this.recordPutOffStarts(id, "runId" in command ? command.runId : undefined);
     // The outbox may meet this append's commit before the append returns here: it waits until
     // the dispatches the commit decided are known to be published here (or not).
     // Done at the latest when this command is, whatever happens in between (a second call does nothing).

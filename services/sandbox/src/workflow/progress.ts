@@ -106,7 +106,7 @@ function current(a: AttemptProgress, step: StepState, event: DomainEvent, time: 
   return {
     ...a, status,
     ...(failure ? { failure } : {}),
-    ...(status === "running" && a.status !== "running" ? { startedAt: time } : {}),
+    ...(status === "running" && a.status !== "running" ? { startedAt: (event.type === "ephemera.workflow.step_started.v1" && event.data.startedAt) || time } : {}),
     ...(ENDED.has(status) && !a.endedAt ? { endedAt: time } : {}),
   };
 }

@@ -57,6 +57,14 @@ describe("workflow fold", () => {
       .toEqual([[1, at(1), at(2), at(3)], [2, at(4), at(5), at(6)]]);
   });
 
+  it("times an attempt whose start was recorded with its result from when it began (started_at), not from that commit", () => {
+    const at = (n: number) => `2026-01-01T00:00:0${n}.000Z`;
+    const late = ev("ephemera.workflow.step_started.v1", { step: "a", runId: run("a"), runner: "r1", startedAt: at(2) });
+    const s = [started, dispatched("a"), late, ev("ephemera.workflow.step_succeeded.v1", { step: "a", runId: run("a"), outputs: [] })]
+      .reduce((st, e, i) => evolveProgress(st, e, i < 2 ? at(i) : at(7)), initialProgress());
+    expect(stepOf(s, "a").attempts.map((a) => [a.attempt, a.status, a.queuedAt, a.startedAt, a.endedAt])).toEqual([[1, "succeeded", at(1), at(2), at(7)]]);
+  });
+
   it("a stale run's start does not move the step", () => {
     const s = given(started, dispatched("a"), retryScheduled("a", 1, T), dispatched("a", 2), running("a", 1));
     expect(stepOf(s, "a")).toMatchObject({ status: "queued", attempt: 2, runId: run("a", 2) });

@@ -10,11 +10,18 @@ import { evolve, initialWorkflow, isActive, isLive, type ActiveWorkflow, type St
 export type WorkflowCommand =
   | { kind: "start"; started: pb.WorkflowStarted }
   | { kind: "run-started"; step: string; runId: string; runner: string }
-  | { kind: "record-success"; step: string; runId: string; outputs: pb.OutputRef[] }
-  | { kind: "record-failure"; step: string; runId: string; failure: pb.StepFailure }
+  | { kind: "record-success"; step: string; runId: string; outputs: pb.OutputRef[]; started?: RunStart }
+  | { kind: "record-failure"; step: string; runId: string; failure: pb.StepFailure; started?: RunStart }
   | { kind: "tick" }
   | { kind: "cancel"; reason: string }
   | { kind: "retry" };
+
+/** A run's start, as its step run recorded it: carried by its result when the workflow has not recorded it yet. */
+export interface RunStart {
+  runner: string;
+  /** RFC 3339. */
+  at: string;
+}
 
 /** The workflow aggregate as one value: its initial state, evolve and decide. */
 export const workflowDecider = {
@@ -50,13 +57,18 @@ export function decide(command: WorkflowCommand, state: WorkflowState, now: numb
       const step = find(state, command.step);
       // A result for a run that is not the current live one (a duplicate, an old attempt) changes nothing.
       if (!isActive(state) || step.runId !== command.runId || !isLive(step)) return [];
+      const start = startOf(step, command);
+      const running = start.length ? evolve(state, start[0]!, now) : state;
       const e = ev("ephemera.workflow.step_succeeded.v1", { step: step.name, runId: command.runId, outputs: command.outputs });
-      return [e, ...advance(evolve(state, e, now), now)];
+      return [...start, e, ...advance(evolve(running, e, now), now)];
     }
     case "record-failure": {
       const step = find(state, command.step);
       if (!isActive(state) || step.runId !== command.runId || !isLive(step)) return [];
-      return failStep(state, step, command.failure, now, policy);
+      const start = startOf(step, command);
+      if (!start.length) return failStep(state, step, command.failure, now, policy);
+      const running = evolve(state, start[0]!, now) as ActiveWorkflow;
+      return [...start, ...failStep(running, find(running, command.step), command.failure, now, policy)];
     }
     case "tick":
       return isActive(state) ? tick(state, now, policy) : [];
@@ -77,6 +89,16 @@ export function decide(command: WorkflowCommand, state: WorkflowState, now: numb
       return [e, ...advance(evolve(state, e, now), now)];
     }
   }
+}
+
+/**
+ * The start of a run whose result comes while its step is still queued (the scheduler puts
+ * off recording starts): recorded in the result's commit, at the time the run started, so
+ * the workflow's history still says when and where every run that started ran.
+ */
+function startOf(step: StepState, command: { runId: string; started?: RunStart }): DomainEvent[] {
+  if (step.status !== "queued" || !command.started) return [];
+  return [ev("ephemera.workflow.step_started.v1", { step: step.name, runId: command.runId, runner: command.started.runner, startedAt: command.started.at })];
 }
 
 /** When the next timer of this workflow is due (ms since epoch), if any. */

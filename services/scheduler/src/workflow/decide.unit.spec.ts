@@ -6,7 +6,9 @@ import { ConflictError } from "@ephemera/kit";
 import { commandKey, decide, nextDue, workflowDecider, type WorkflowCommand } from "./decide.js";
 import { deciderSpec } from "../../../../test/support/decider.js";
 import { planSteps } from "./plan.js";
-import { DEADLINE_GRACE_MS, DEFAULT_POLICY, DEFAULT_STEP_TIMEOUT_MS, INFRA_RETRIES, UNCLAIMED_AFTER_MS, retryDelayMs, type Policy } from "./policy.js";
+import {
+  DEADLINE_GRACE_MS, DEFAULT_POLICY, DEFAULT_STEP_TIMEOUT_MS, INFRA_RETRIES, START_RECORD_DELAY_MS, UNCLAIMED_AFTER_MS, retryDelayMs, type Policy,
+} from "./policy.js";
 import type { WorkflowState } from "./state.js";
 
 // --- given / when / then -------------------------------------------------------------
@@ -188,6 +190,24 @@ describe("workflow: runners taking runs", () => {
     const w = given(queued).when(runStarted("a"), T0 + 5 * SEC);
     w.then(ev("ephemera.workflow.step_started.v1", { step: "a", runId: run("a"), runner: "runner-1" }));
     expect(stepsOf(stateOf(w.history()))[0]).toMatchObject({ status: "running", since: T0 + 5 * SEC });
+  });
+
+  it("a result whose start the workflow has not recorded records it first, in the same decision, at the time the run started", () => {
+    const begun = iso(T0 + 2 * SEC);
+    const startedAt = (s: string) => ev("ephemera.workflow.step_started.v1", { step: s, runId: run(s), runner: "runner-1", startedAt: begun });
+    const w = given(queued).when({ ...ok("a"), started: { runner: "runner-1", at: begun } } as WorkflowCommand, T0 + 3 * SEC);
+    w.then(startedAt("a"), succeeded("a"), dispatched("b"), dispatched("c"));
+    // A failure too: the run is timed from its start, and retried or failed as a running one is.
+    given(at(T0, startedEv(solo()), dispatched("s"))).when({ ...fail("s", failure("s")), started: { runner: "runner-1", at: begun } } as WorkflowCommand, T0 + 3 * SEC)
+      .then(startedAt("s"), stepFailed("s", failure("s")), wfFailed(failure("s")));
+    // Already running (its start recorded): the result alone.
+    given(queued, at(T0 + SEC, running("a"))).when({ ...ok("a"), started: { runner: "runner-1", at: begun } } as WorkflowCommand, T0 + 3 * SEC)
+      .then(succeeded("a"), dispatched("b"), dispatched("c"));
+  });
+
+  it("a step's start recorded late (started_at) times it from when it began, not from the event", () => {
+    const late = at(T0 + 9 * SEC, ev("ephemera.workflow.step_started.v1", { step: "a", runId: run("a"), runner: "runner-1", startedAt: iso(T0 + 2 * SEC) }));
+    expect(stepsOf(stateOf([...queued, ...late]))[0]).toMatchObject({ status: "running", since: T0 + 2 * SEC });
   });
 
   it("run-started for another run, or again, changes nothing", () => {
@@ -508,12 +528,14 @@ describe("workflow: retry after failure", () => {
 });
 
 describe("workflow: policy", () => {
-  const policy: Policy = { unclaimedAfterMs: 5 * SEC, deadlineGraceMs: 0, infraRetries: 0 };
+  const policy: Policy = { unclaimedAfterMs: 5 * SEC, deadlineGraceMs: 0, infraRetries: 0, startRecordDelayMs: 0 };
   const queued = at(T0, startedEv(solo()), dispatched("s"));
   const runningS = [...queued, ...at(T0 + SEC, running("s"))];
 
   it("the default policy is the documented one", () => {
-    expect(DEFAULT_POLICY).toEqual({ unclaimedAfterMs: UNCLAIMED_AFTER_MS, deadlineGraceMs: DEADLINE_GRACE_MS, infraRetries: INFRA_RETRIES });
+    expect(DEFAULT_POLICY).toEqual({
+      unclaimedAfterMs: UNCLAIMED_AFTER_MS, deadlineGraceMs: DEADLINE_GRACE_MS, infraRetries: INFRA_RETRIES, startRecordDelayMs: START_RECORD_DELAY_MS,
+    });
   });
 
   it("a policy passed in sets the unclaimed wait, the deadline grace and the infrastructure retries", () => {

@@ -20,14 +20,24 @@ export const INFRA_REASONS = new Set(["RunnerLost", "DriverError", "Evicted", "P
 export const RETRY_BASE_MS = 1000;
 export const RETRY_MAX_MS = 5 * 60_000;
 
+/**
+ * How long the scheduler puts off recording that a run started: a run that ends sooner is
+ * recorded by its result alone, one commit (and its deliveries) fewer on a short step's path.
+ */
+export const START_RECORD_DELAY_MS = 250;
+
 /** The time rules as one value, so a deployment (or a test) can pass its own. */
 export interface Policy {
   unclaimedAfterMs: number;
   deadlineGraceMs: number;
   infraRetries: number;
+  /** START_RECORD_DELAY_MS; 0 records every start at once. */
+  startRecordDelayMs: number;
 }
 
-export const DEFAULT_POLICY: Policy = { unclaimedAfterMs: UNCLAIMED_AFTER_MS, deadlineGraceMs: DEADLINE_GRACE_MS, infraRetries: INFRA_RETRIES };
+export const DEFAULT_POLICY: Policy = {
+  unclaimedAfterMs: UNCLAIMED_AFTER_MS, deadlineGraceMs: DEADLINE_GRACE_MS, infraRetries: INFRA_RETRIES, startRecordDelayMs: START_RECORD_DELAY_MS,
+};
 
 /**
  * Delay before attempt `failures + 1` after `failures` failed ones: exponential from one

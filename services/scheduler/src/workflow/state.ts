@@ -68,7 +68,8 @@ export function evolve(state: WorkflowState, event: DomainEvent, time: number): 
         ...s, status: "queued", attempt: event.data.attempt, runId: event.data.runId, since: time, unclaimed: false, retryAt: undefined,
       }));
     case "ephemera.workflow.step_started.v1":
-      return step(event.data.step, (s) => (s.runId === event.data.runId ? { ...s, status: "running", since: time } : s));
+      // Recorded with the run's result (started_at): the run began then, not at the event's time.
+      return step(event.data.step, (s) => (s.runId === event.data.runId ? { ...s, status: "running", since: event.data.startedAt ? Date.parse(event.data.startedAt) : time } : s));
     case "ephemera.workflow.step_unclaimed.v1":
       return step(event.data.step, (s) => ({ ...s, unclaimed: true }));
     case "ephemera.workflow.step_retry_scheduled.v1": {
