@@ -21,7 +21,8 @@ function stepState(s: pb.StepView): string {
 
 /**
  * What of a wait's first view is history rather than news: "all" of it but the steps running
- * now (a wait on a sandbox this command did not just change: a retry, an update); only the
+ * now (a wait on a sandbox this command did not just create: an update; a retry gives the
+ * wait the sandbox from before it instead, wait.ts `before`); only the
  * create phase (a delete's wait: its delete steps, however far they got before the watch
  * opened, are news); or "none" (a sandbox this command created: a first step that failed at
  * once is news too). Of the news in a first view, a step still waiting for a runner and a

@@ -154,15 +154,23 @@ export function registerRetry(sandbox: Command, ctx: Context): void {
     "3m",
   ).action(async (name: string, opts: WaitOpts) => {
     const limit = timeoutMs(opts.waitTimeout);
-    const res = await (await ctx.api()).retrySandbox(name);
+    const api = await ctx.api();
+    // The sandbox before the retry: the wait's lines are what changed since (a retried step
+    // that ends before the watch's first view still gets its line).
+    const before = opts.wait ? await api.getSandbox(name).catch(() => undefined) : undefined;
+    const res = await api.retrySandbox(name);
     ctx.out(`sandbox ${name}: retrying ${res.resources.join(", ") || "the forks"}\n`);
-    if (opts.wait) await waitUntilReady(ctx, name, limit, opts.waitTimeout);
+    if (opts.wait) await waitUntilReady(ctx, name, limit, opts.waitTimeout, "all", before);
   });
 }
 
-async function waitUntilReady(ctx: Context, name: string, limit: number, limitText: string, history: History = "all"): Promise<void> {
+async function waitUntilReady(
+  ctx: Context, name: string, limit: number, limitText: string, history: History = "all", before?: pb.SandboxView,
+): Promise<void> {
   const { waitForSandbox } = await wait();
-  const result = await waitForSandbox(await ctx.api(), name, "ready", { timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal, history });
+  const result = await waitForSandbox(await ctx.api(), name, "ready", {
+    timeoutMs: limit, log: (l) => ctx.err(l), signal: ctx.io.signal, history, ...(before ? { before } : {}),
+  });
   switch (result.outcome) {
     case "ready":
       ctx.out(`sandbox ${name} ready\n`);

@@ -32,6 +32,11 @@ export interface WaitOptions {
   probeMs?: number;
   /** What of the first view is history, not news (progress.ts); default: "create" waiting for a delete, else "all". */
   history?: History;
+  /**
+   * The sandbox as it was before the command changed it (a retry): every line is then what
+   * changed since, so a step that ended before the watch's first view still gets its line.
+   */
+  before?: pb.SandboxView;
 }
 
 /** Whether a view ends the wait, and how. */
@@ -60,7 +65,12 @@ class Tracker {
     private readonly goal: Goal,
     private readonly log: (line: string) => void,
     private readonly history: History,
-  ) {}
+    before?: pb.SandboxView,
+  ) {
+    if (!before) return;
+    this.seen = progress(this.seen, before, true, history).seen;
+    this.first = false;
+  }
 
   /** Takes a view in; true once the wait is over. */
   view(view: pb.SandboxView): boolean {
@@ -96,7 +106,7 @@ export async function waitForSandbox(
   // --wait-timeout may be longer than one setTimeout holds (24.8 days).
   const timeout = longTimeout(() => timer.abort(), timeoutMs);
   const signal = opts.signal ? AbortSignal.any([opts.signal, timer.signal]) : timer.signal;
-  const tracker = new Tracker(name, goal, log, opts.history ?? (goal === "gone" ? "create" : "all"));
+  const tracker = new Tracker(name, goal, log, opts.history ?? (goal === "gone" ? "create" : "all"), opts.before);
   const stopped = (): WaitResult => {
     if (timer.signal.aborted) return { outcome: "timeout", view: tracker.last };
     throw new OperationFailed("interrupted");
