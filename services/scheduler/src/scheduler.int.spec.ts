@@ -160,15 +160,19 @@ describe("scheduler on JetStream", () => {
     const succeeded = (d: pb.StepDispatch) => append(Aggregates.steprun, d.runId, [ev("ephemera.steprun.succeeded.v1", {
       runId: d.runId, workflowId: d.workflowId, step: d.step, outputs: d.step === "a" ? [X_JOURNALED] : [],
     })]);
-    const putOff = (d: pb.StepDispatch) => waitFor(() => scheduler.startsPutOffOf(d.workflowId).includes(d.runId), { what: "the start put off" });
-
-    it("is recorded with the result, in its commit and at the time the run started, for a run that ended sooner", async () => {
-      await startScheduler({ startRecordDelayMs: 60_000 });
+    /** A scheduler with this delay, a sandbox, and its root step's run started and the start put off: that run's dispatch. */
+    const rootStartPutOff = async (startRecordDelayMs: number) => {
+      await startScheduler({ startRecordDelayMs });
       await createSandbox();
       await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
       const a = queue.published[0]!.data;
       await started(a);
-      await putOff(a);
+      await waitFor(() => scheduler.startsPutOffOf(a.workflowId).includes(a.runId), { what: "the start put off" });
+      return a;
+    };
+
+    it("is recorded with the result, in its commit and at the time the run started, for a run that ended sooner", async () => {
+      const a = await rootStartPutOff(60_000);
       await succeeded(a);
       await waitFor(() => queue.published.length === 3, { what: "fan-out" });
       const wf = (await store.read(Aggregates.workflow, "rk1.db.create")).events;
@@ -181,12 +185,7 @@ describe("scheduler on JetStream", () => {
     });
 
     it("comes from the run's own events when the scheduler that put it off stopped before the result came", async () => {
-      await startScheduler({ startRecordDelayMs: 60_000 });
-      await createSandbox();
-      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
-      const a = queue.published[0]!.data;
-      await started(a);
-      await putOff(a);
+      const a = await rootStartPutOff(60_000);
       await scheduler.stop();
       await startScheduler({ startRecordDelayMs: 60_000 });
       await succeeded(a);
@@ -198,44 +197,31 @@ describe("scheduler on JetStream", () => {
     });
 
     it("is recorded once the run has run for the delay", async () => {
-      await startScheduler({ startRecordDelayMs: 200 });
-      await createSandbox();
-      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
-      const a = queue.published[0]!.data;
-      await started(a);
-      await putOff(a);
+      const a = await rootStartPutOff(200);
       await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_started"), { what: "the start recorded" });
       expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started"]);
       expect(scheduler.startsPutOffOf(a.workflowId)).toEqual([]);
     });
 
     it("is recorded before a cancel, so the workflow still waits for the running step before it is cancelled", async () => {
-      await startScheduler({ startRecordDelayMs: 60_000 });
-      await createSandbox();
-      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
-      const a = queue.published[0]!.data;
-      await started(a);
-      await putOff(a);
+      const a = await rootStartPutOff(60_000);
       await append(Aggregates.sandbox, "sb", [
         ev("ephemera.sandbox.deleting.v1", {}),
         ev("ephemera.sandbox.resource_deprovision_requested.v1", { sandbox: "sb", routingKey: "rk1", cluster: "c1", resource }),
       ]);
       await waitFor(() => queue.cancels.length === 1, { what: "cancel broadcast" });
+      expect(queue.cancels[0]).toMatchObject({ cluster: "c1", body: { runIds: [a.runId] } });
       expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started", "cancel_requested"]);
       expect(await store.read(Aggregates.workflow, workflowId("rk1", "db", "delete"))).toMatchObject({ version: 0 });
     });
 
     it("is not lost when the scheduler that put it off stops: the next one records it", async () => {
-      await startScheduler({ startRecordDelayMs: 300 });
-      await createSandbox();
-      await waitFor(() => queue.published.length === 1, { what: "root dispatch" });
-      const a = queue.published[0]!.data;
-      await started(a);
-      await putOff(a);
+      const a = await rootStartPutOff(300);
       await scheduler.stop();
       await startScheduler({ startRecordDelayMs: 300 });
       await waitFor(async () => (await workflowTypes("rk1.db.create")).includes("step_started"), { timeoutMs: 10_000, what: "the start recorded by the next scheduler" });
       expect(await workflowTypes("rk1.db.create")).toEqual(["started", "step_dispatched", "step_started"]);
+      expect(decode((await store.read(Aggregates.workflow, "rk1.db.create")).events[2]!)?.data).toMatchObject({ runId: a.runId, runner: "r1" });
     });
   });
 
