@@ -215,6 +215,12 @@ describe("scheduler on JetStream", () => {
       expect(await store.read(Aggregates.workflow, workflowId("rk1", "db", "delete"))).toMatchObject({ version: 0 });
     });
 
+    it("is forgotten here once another replica recorded it", async () => {
+      const a = await rootStartPutOff(60_000);
+      await append(Aggregates.workflow, a.workflowId, [ev("ephemera.workflow.step_started.v1", { step: a.step, runId: a.runId, runner: "r1" })]);
+      await waitFor(() => scheduler.startsPutOffOf(a.workflowId).length === 0, { what: "the start put off forgotten" });
+    });
+
     it("is not lost when the scheduler that put it off stops: the next one records it", async () => {
       const a = await rootStartPutOff(300);
       await scheduler.stop();

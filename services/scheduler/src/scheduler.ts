@@ -100,6 +100,7 @@ export class Scheduler {
         else this.forget(this.sandboxes.latest(c.aggregateId)?.state);
       } else if (c.aggregate === Aggregates.workflow) {
         this.timers.set(c.aggregateId, nextDue(this.workflows.getOrEmpty(c.aggregateId).state, this.policy));
+        this.forgetStartsNoLongerPutOff(c.aggregateId);
         // The last workflow of a deleted sandbox ended: the sandbox leaves memory now.
         const name = this.byRoutingKey.get(routingKeyOf(c.aggregateId));
         const sandbox = name ? this.sandboxes.get(name)?.state : undefined;
@@ -213,6 +214,21 @@ export class Scheduler {
   /** The runs of a workflow whose start this replica has put off recording. */
   startsPutOffOf(workflowId: string): string[] {
     return [...(this.startsPutOff.get(workflowId)?.keys() ?? [])];
+  }
+
+  /**
+   * A start put off here whose run is no longer its step's queued one (recorded by another
+   * replica, or the workflow moved on or ended) has nothing left to record: forgotten, so
+   * what another replica took over does not stay in this one's memory.
+   */
+  private forgetStartsNoLongerPutOff(workflowId: string): void {
+    const putOff = this.startsPutOff.get(workflowId);
+    if (!putOff) return;
+    const state = this.workflows.latest(workflowId)?.state;
+    for (const runId of [...putOff.keys()]) {
+      const queued = state && isActive(state) && state.steps.some((s) => s.runId === runId && s.status === "queued");
+      if (!queued) this.forgetPutOff(workflowId, runId);
+    }
   }
 
   private forgetPutOff(workflowId: string, runId: string): void {
