@@ -83,7 +83,8 @@ export interface AggregateEvents extends Expected {
  * A durable subscription's handler may answer that it wants the commit again later, not now:
  * the commit is delivered again (to this or another subscription of the durable) after
  * `againInMs`, while the others flow, and is not a failure (nothing is logged, and no dead
- * letter comes of it). A follow subscription ignores the answer.
+ * letter comes of it; the delivery counts towards maxDeliver, as every one does). A follow
+ * subscription ignores the answer.
  */
 export interface DeliverAgain {
   againInMs: number;

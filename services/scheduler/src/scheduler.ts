@@ -58,6 +58,10 @@ const foldWorkflow = (s: WorkflowState, r: RecordedEvent): WorkflowState => {
 /** The routing key a workflow id begins with. */
 const routingKeyOf = (id: string) => id.split(".")[0]!;
 
+/** Whether a run is its step's current one and still queued (its start not recorded) in a workflow under way. */
+const queuedRun = (state: WorkflowState | undefined, runId: string) =>
+  !!state && isActive(state) && state.steps.some((s) => s.runId === runId && s.status === "queued");
+
 export class Scheduler {
   readonly sandboxes = new Projection<SandboxFacts | undefined>(Aggregates.sandbox, noSandbox, folding(foldSandbox), {
     retired: (s) => !!s?.deleted && this.workflowsEnded(s),
@@ -202,9 +206,7 @@ export class Scheduler {
       this.forgetPutOff(run.workflowId, run.runId);
       return false;
     }
-    const state = this.workflows.get(run.workflowId)?.state;
-    const step = state && isActive(state) ? state.steps.find((s) => s.name === run.step) : undefined;
-    if (step?.runId !== run.runId || step.status !== "queued") return false;
+    if (!queuedRun(this.workflows.get(run.workflowId)?.state, run.runId)) return false;
     const runs = putOff ?? new Map();
     runs.set(run.runId, { step: run.step, runner: run.runner, at, cause });
     this.startsPutOff.set(run.workflowId, runs);
@@ -225,10 +227,7 @@ export class Scheduler {
     const putOff = this.startsPutOff.get(workflowId);
     if (!putOff) return;
     const state = this.workflows.latest(workflowId)?.state;
-    for (const runId of [...putOff.keys()]) {
-      const queued = state && isActive(state) && state.steps.some((s) => s.runId === runId && s.status === "queued");
-      if (!queued) this.forgetPutOff(workflowId, runId);
-    }
+    for (const runId of [...putOff.keys()]) if (!queuedRun(state, runId)) this.forgetPutOff(workflowId, runId);
   }
 
   private forgetPutOff(workflowId: string, runId: string): void {
@@ -253,12 +252,10 @@ export class Scheduler {
    * this replica put off, or (put off by another replica, or before a restart) from the run's
    * own events, a read only then.
    */
-  private async unrecordedStart(workflowId: string, step: string, runId: string): Promise<RunStart | undefined> {
+  private async unrecordedStart(workflowId: string, runId: string): Promise<RunStart | undefined> {
     const putOff = this.startsPutOff.get(workflowId)?.get(runId);
     this.forgetPutOff(workflowId, runId);
-    const state = this.workflows.get(workflowId)?.state;
-    const queued = state && isActive(state) && state.steps.some((s) => s.name === step && s.runId === runId && s.status === "queued");
-    if (!queued) return undefined;
+    if (!queuedRun(this.workflows.get(workflowId)?.state, runId)) return undefined;
     if (putOff) return { runner: putOff.runner, at: putOff.at };
     for (const r of (await this.deps.store.read(Aggregates.steprun, runId)).events) {
       const e = decode(r);
@@ -271,14 +268,14 @@ export class Scheduler {
     if (e?.type === "ephemera.steprun.started.v1") {
       await this.command(e.data.workflowId, { kind: "run-started", step: e.data.step, runId: e.data.runId, runner: e.data.runner }, cause);
     } else if (e?.type === "ephemera.steprun.succeeded.v1") {
-      const started = await this.unrecordedStart(e.data.workflowId, e.data.step, e.data.runId);
+      const started = await this.unrecordedStart(e.data.workflowId, e.data.runId);
       await this.command(e.data.workflowId, {
         kind: "record-success", step: e.data.step, runId: e.data.runId,
         outputs: e.data.outputs.map((o) => ({ key: o.name, size: outputSize(o), ...(o.sha256 ? { sha256: o.sha256 } : {}) })),
         ...(started ? { started } : {}),
       }, cause);
     } else if (e?.type === "ephemera.steprun.failed.v1") {
-      const started = await this.unrecordedStart(e.data.workflowId, e.data.step, e.data.runId);
+      const started = await this.unrecordedStart(e.data.workflowId, e.data.runId);
       await this.command(e.data.workflowId, {
         kind: "record-failure", step: e.data.step, runId: e.data.runId,
         failure: e.data.failure ?? pb.StepFailure.fromPartial({ step: e.data.step, runId: e.data.runId, reason: "Error" }),
